@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's second command: installs what is missing, builds, and runs every test: the C++
+# tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all tests (C++ and the
+# Python tests against NumPy and PyTorch) on the release build. The last lines are CTest's summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs="$(nproc)"
+
+echo "== build (release) =="
+bash scripts/build.sh
+
+echo "== build (address + undefined-behaviour sanitizers) =="
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZE=ON >/dev/null
+cmake --build build-sanitize -j"$jobs"
+
+echo "== tests under sanitizers =="
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
+
+echo "== all tests (release) =="
+ctest --test-dir build --output-on-failure -j"$jobs"

@@ -1,0 +1,26 @@
+// The addnorm command: `addnorm tour` walks through the seed pages' examples, `addnorm run`
+// applies an op to .npy files. Errors become a one-line message: exit code 2 for a bad
+// command line, 1 for bad input data or arguments the library refuses.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"addnorm: residual connections, LayerNorm, RMSNorm and BatchNorm, exact and fast"};
+  app.require_subcommand(1);
+  addnorm::cli::add_tour_command(app);
+  addnorm::cli::add_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: print it, succeed
+    std::cerr << "addnorm: error: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const std::exception& e) {  // addnorm::Error and I/O failures alike
+    std::cerr << "addnorm: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,188 @@
+// The fused Add & Norm boxes. Pre-norm (GPT-2) returns both the residual stream h = x + r and
+// Norm(h); post-norm (2017 paper) returns Norm(x + Dropout(s)). Both round h to float32 before
+// normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
+#include "addnorm/error.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/dropout_detail.hpp"
+#include "ops/reference/layer_norm.hpp"
+#include "ops/reference/rms_norm.hpp"
+#include "ops/validate.hpp"
+
+namespace addnorm {
+
+using detail::region;
+
+namespace {
+
+detail::RowLayout check_add_norm(const char* x_name, const ConstView& x, const char* other_name,
+                                 const ConstView& other, const Shape& normalized_shape,
+                                 const AddNormOptions& options) {
+  detail::check_tensor(x_name, x);
+  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape, x_name);
+  detail::check_shape(other_name, other, x.shape);
+  detail::check_affine(options.gamma, options.beta, normalized_shape);
+  if (options.norm == NormKind::rms_norm && options.beta) {
+    throw Error("beta was given for rms_norm, expected no beta (RMSNorm has no shift)");
+  }
+  if (options.norm == NormKind::layer_norm && options.zero_centered_gamma) {
+    throw Error("zero_centered_gamma was set for layer_norm, expected it only with rms_norm");
+  }
+  detail::check_eps(options.eps);
+  return layout;
+}
+
+void check_stats(const std::optional<NormStats>& stats, const AddNormOptions& options,
+                 int64_t rows) {
+  if (!stats) return;
+  if (options.norm == NormKind::layer_norm) detail::check_count("mean", stats->mean, rows, "per row");
+  detail::check_count("rstd", stats->rstd, rows, "per row");
+}
+
+// Saved statistics of a backward: rstd always, mean too for LayerNorm (unused there beyond its
+// shape, but a wrong one means the caller mixed up its tensors).
+void check_saved(const std::optional<SavedStats>& saved, const AddNormOptions& options,
+                 int64_t rows) {
+  if (!saved) return;
+  if (options.norm == NormKind::layer_norm) detail::check_count("mean", saved->mean, rows, "per row");
+  detail::check_count("rstd", saved->rstd, rows, "per row");
+}
+
+const ConstView* saved_mean(const std::optional<SavedStats>& saved, const AddNormOptions& options) {
+  return saved && options.norm == NormKind::layer_norm ? &saved->mean : nullptr;
+}
+
+void check_grads(const OptionalMutable& dgamma, const OptionalMutable& dbeta,
+                 const AddNormOptions& options, const Shape& normalized_shape) {
+  detail::check_parameter_grad("dgamma", dgamma, "gamma", options.gamma, normalized_shape);
+  detail::check_parameter_grad("dbeta", dbeta, "beta", options.beta, normalized_shape);
+}
+
+const float* data_or_null(const OptionalConst& view) { return view ? view->data : nullptr; }
+float* data_or_null(const OptionalMutable& view) { return view ? view->data : nullptr; }
+
+// Normalises the rows of h (which may be the same memory as y) with the chosen norm.
+void normalise_rows(const float* h, float* y, const AddNormOptions& options,
+                    const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
+  float* rstd = stats ? stats->rstd.data : nullptr;
+  if (options.norm == NormKind::layer_norm) {
+    reference::layer_norm_forward<float>(h, data_or_null(options.gamma),
+                                         data_or_null(options.beta), y,
+                                         stats ? stats->mean.data : nullptr, rstd, layout.rows,
+                                         layout.dim, options.eps);
+  } else {
+    reference::rms_norm_forward<float>(h, data_or_null(options.gamma),
+                                       options.zero_centered_gamma, y, rstd, layout.rows,
+                                       layout.dim, options.eps);
+  }
+}
+
+// dh = dh_next + Norm'(dy) at h; dh may be the same memory as h, dy or dh_next.
+void norm_backward(const float* dy, const float* h, const float* dh_next, float* dh,
+                   const OptionalMutable& dgamma, const OptionalMutable& dbeta,
+                   const AddNormOptions& options, const std::optional<SavedStats>& saved,
+                   const detail::RowLayout& layout) {
+  const float* rstd = saved ? saved->rstd.data : nullptr;
+  if (options.norm == NormKind::layer_norm) {
+    reference::layer_norm_backward<float>(dy, h, data_or_null(options.gamma), rstd, dh_next, dh,
+                                          data_or_null(dgamma), data_or_null(dbeta),
+                                          layout.rows, layout.dim, options.eps);
+  } else {
+    reference::rms_norm_backward<float>(dy, h, data_or_null(options.gamma),
+                                        options.zero_centered_gamma, rstd, dh_next, dh,
+                                        data_or_null(dgamma), layout.rows, layout.dim,
+                                        options.eps);
+  }
+}
+
+}  // namespace
+
+void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
+                  MutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+  const detail::RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
+  detail::check_shape("h", h, x.shape);
+  detail::check_shape("y", y, x.shape);
+  check_stats(stats, options, layout.rows);
+  const bool with_mean = stats && options.norm == NormKind::layer_norm;
+  detail::check_disjoint({region("h", h), region("y", y),
+                          region("mean", with_mean ? &stats->mean : nullptr),
+                          region("rstd", stats ? &stats->rstd : nullptr)},
+                         {region("x", x), region("r", r), region("gamma", options.gamma),
+                          region("beta", options.beta)},
+                         {{"h", "x"}, {"h", "r"}});
+  const int64_t count = layout.rows * layout.dim;
+  for (int64_t i = 0; i < count; ++i) h.data[i] = x.data[i] + r.data[i];
+  normalise_rows(h.data, y.data, options, stats, layout);
+}
+
+void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
+                           const Shape& normalized_shape, const AddNormPreGrads& grads,
+                           const AddNormOptions& options, std::optional<SavedStats> saved) {
+  const detail::RowLayout layout = check_add_norm("h", h, "dy", dy, normalized_shape, options);
+  if (dh_next) detail::check_shape("dh_next", *dh_next, h.shape);
+  detail::check_shape("dh", grads.dh, h.shape);
+  check_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
+  check_saved(saved, options, layout.rows);
+  detail::check_disjoint(
+      {region("dh", grads.dh), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("dh_next", dh_next), region("h", h),
+       region("gamma", options.gamma), region("beta", options.beta),
+       region("mean", saved_mean(saved, options)),
+       region("rstd", saved ? &saved->rstd : nullptr)},
+      {{"dh", "dy"}, {"dh", "dh_next"}, {"dh", "h"}});
+  norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data, grads.dgamma, grads.dbeta,
+                options, saved, layout);
+}
+
+void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
+                   const AddNormOptions& options, const DropoutOptions& dropout,
+                   std::optional<NormStats> stats) {
+  const detail::RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
+  detail::check_shape("y", y, x.shape);
+  const int64_t count = layout.rows * layout.dim;
+  detail::check_dropout(dropout, count);
+  check_stats(stats, options, layout.rows);
+  const bool with_mean = stats && options.norm == NormKind::layer_norm;
+  detail::check_disjoint({region("y", y), region("mean", with_mean ? &stats->mean : nullptr),
+                          region("rstd", stats ? &stats->rstd : nullptr)},
+                         {region("x", x), region("s", s), region("gamma", options.gamma),
+                          region("beta", options.beta)},
+                         {{"y", "x"}, {"y", "s"}});
+  // h = x + Dropout(s) is built in y's memory, then normalised in place.
+  for (int64_t i = 0; i < count; ++i) {
+    y.data[i] = x.data[i] + detail::dropout_element(s.data[i], i, dropout);
+  }
+  normalise_rows(y.data, y.data, options, stats, layout);
+}
+
+void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
+                            const AddNormPostGrads& grads, const AddNormOptions& options,
+                            const DropoutOptions& dropout, std::optional<SavedStats> saved) {
+  const detail::RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
+  detail::check_shape("dy", dy, x.shape);
+  detail::check_shape("dx", grads.dx, x.shape);
+  detail::check_shape("ds", grads.ds, x.shape);
+  const int64_t count = layout.rows * layout.dim;
+  detail::check_dropout(dropout, count);
+  check_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
+  check_saved(saved, options, layout.rows);
+  detail::check_disjoint({region("dx", grads.dx), region("ds", grads.ds),
+                          region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+                         {region("dy", dy), region("x", x), region("s", s),
+                          region("gamma", options.gamma), region("beta", options.beta),
+                          region("mean", saved_mean(saved, options)),
+                          region("rstd", saved ? &saved->rstd : nullptr)},
+                         {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
+  // The forward's h is rebuilt in ds's memory (the mask is regenerated, not stored); the norm's
+  // backward reads it row by row and writes dh = dx (which may be dy's memory); finally ds is
+  // replaced by dx * mask / (1 - p), the dropout's own backward.
+  for (int64_t i = 0; i < count; ++i) {
+    grads.ds.data[i] = x.data[i] + detail::dropout_element(s.data[i], i, dropout);
+  }
+  norm_backward(dy.data, grads.ds.data, nullptr, grads.dx.data, grads.dgamma, grads.dbeta,
+                options, saved, layout);
+  for (int64_t i = 0; i < count; ++i) {
+    grads.ds.data[i] = detail::dropout_element(grads.dx.data[i], i, dropout);
+  }
+}
+
+}  // namespace addnorm

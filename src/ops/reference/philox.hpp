@@ -1,0 +1,47 @@
+// The dropout mask's random source: Philox4x32-10 (Salmon et al., "Parallel random numbers: as
+// easy as 1, 2, 3", SC 2011), a counter-based generator. Element e of a stream keyed by seed
+// takes lane e % 4 of philox(counter = e / 4, key = seed), so any element's bits can be computed
+// on their own: a mask is the same for every thread count and is regenerated, never stored.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace addnorm::reference {
+
+inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
+                                             std::array<uint32_t, 2> key) {
+  constexpr uint32_t kMultiplier0 = 0xD2511F53u, kMultiplier1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t product0 = uint64_t{kMultiplier0} * counter[0];
+    const uint64_t product1 = uint64_t{kMultiplier1} * counter[2];
+    counter = {static_cast<uint32_t>(product1 >> 32) ^ counter[1] ^ key[0],
+               static_cast<uint32_t>(product1),
+               static_cast<uint32_t>(product0 >> 32) ^ counter[3] ^ key[1],
+               static_cast<uint32_t>(product0)};
+    key[0] += kWeyl0;
+    key[1] += kWeyl1;
+  }
+  return counter;
+}
+
+// The 32 random bits of element `element` of the stream keyed by `seed`.
+inline uint32_t philox_bits(uint64_t seed, uint64_t element) {
+  const uint64_t block = element / 4;
+  const auto out = philox4x32_10(
+      {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u},
+      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  return out[element % 4];
+}
+
+// Elements whose 32 bits fall below floor(p * 2^32) are dropped: probability p to within 2^-32.
+inline uint32_t dropout_threshold(float p) {
+  return static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
+}
+
+inline bool dropout_keeps(uint64_t seed, uint64_t element, uint32_t threshold) {
+  return philox_bits(seed, element) >= threshold;
+}
+
+}  // namespace addnorm::reference

@@ -1,0 +1,148 @@
+#include "ops/validate.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <array>
+#include <charconv>
+#include <string_view>
+
+#include "addnorm/error.hpp"
+
+namespace addnorm::detail {
+
+template <class T>
+int64_t check_tensor(const char* name, const TensorView<T>& view) {
+  const int64_t count = view.shape.numel(name);
+  for (int64_t dim : view.shape.dims()) {
+    if (dim == 0) {
+      throw Error(std::string(name) + " has shape " + view.shape.to_string() +
+                  ", expected every dimension to be at least 1");
+    }
+  }
+  if (view.data == nullptr) {
+    throw Error(std::string(name) + " has no data (null pointer), expected " +
+                std::to_string(count) + " elements of data");
+  }
+  return count;
+}
+
+template <class T>
+void check_shape(const char* name, const TensorView<T>& view, const Shape& expected) {
+  if (!(view.shape == expected)) {
+    throw Error(std::string(name) + " has shape " + view.shape.to_string() + ", expected " +
+                expected.to_string());
+  }
+  check_tensor(name, view);
+}
+
+template <class T>
+void check_count(const char* name, const TensorView<T>& view, int64_t count, const char* per) {
+  const int64_t actual = check_tensor(name, view);
+  if (actual != count) {
+    throw Error(std::string(name) + " has " + std::to_string(actual) + " elements (shape " +
+                view.shape.to_string() + "), expected " + std::to_string(count) + " (one " + per +
+                ")");
+  }
+}
+
+template int64_t check_tensor(const char*, const TensorView<const float>&);
+template int64_t check_tensor(const char*, const TensorView<float>&);
+template int64_t check_tensor(const char*, const TensorView<uint8_t>&);
+template void check_shape(const char*, const TensorView<const float>&, const Shape&);
+template void check_shape(const char*, const TensorView<float>&, const Shape&);
+template void check_count(const char*, const TensorView<const float>&, int64_t, const char*);
+template void check_count(const char*, const TensorView<float>&, int64_t, const char*);
+
+RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name) {
+  if (normalized_shape.rank() == 0) {
+    throw Error("normalized_shape is empty, expected at least one dimension");
+  }
+  normalized_shape.numel("normalized_shape");
+  const int count = normalized_shape.rank();
+  if (count > x_shape.rank() || !(x_shape.trailing(count) == normalized_shape)) {
+    throw Error("normalized_shape " + normalized_shape.to_string() +
+                " does not match the trailing dims of " + x_name + " " + x_shape.to_string());
+  }
+  return {x_shape.product(0, x_shape.rank() - count), normalized_shape.product(0, count)};
+}
+
+std::string format_value(float value) {
+  // The shortest text that reads back as the same float: -1e-09, not -0.000000.
+  std::array<char, 32> text{};
+  const auto result = std::to_chars(text.data(), text.data() + text.size(), value);
+  return std::string(text.data(), result.ptr);
+}
+
+void check_eps(float eps) {
+  if (!std::isfinite(eps) || eps < 0.0f) {
+    throw Error("eps is " + format_value(eps) + ", expected a finite value >= 0");
+  }
+}
+
+void check_momentum(float momentum) {
+  if (!(momentum >= 0.0f && momentum <= 1.0f)) {
+    throw Error("momentum is " + format_value(momentum) + ", expected a value in [0, 1]");
+  }
+}
+
+void check_dropout_p(float p) {
+  if (!(p >= 0.0f && p < 1.0f)) {
+    throw Error("p is " + format_value(p) + ", expected a dropout probability in [0, 1)");
+  }
+}
+
+void check_affine(const OptionalConst& gamma, const OptionalConst& beta,
+                  const Shape& normalized_shape) {
+  if (gamma) check_shape("gamma", *gamma, normalized_shape);
+  if (beta) check_shape("beta", *beta, normalized_shape);
+}
+
+void check_parameter_grad(const char* grad_name, const OptionalMutable& grad,
+                          const char* param_name, const OptionalConst& param,
+                          const Shape& param_shape) {
+  if (!grad) return;
+  if (!param) {
+    throw Error(std::string(grad_name) + " was requested but " + param_name +
+                " is absent, expected no " + grad_name + " without " + param_name);
+  }
+  check_shape(grad_name, *grad, param_shape);
+}
+
+namespace {
+
+bool may_coincide(const Region& output, const Region& other,
+                  std::initializer_list<AliasPair> may_alias) {
+  for (const AliasPair& pair : may_alias) {
+    if (std::string_view(pair.output) == output.name && std::string_view(pair.other) == other.name)
+      return true;
+  }
+  return false;
+}
+
+void check_pair(const Region& output, const Region& other,
+                std::initializer_list<AliasPair> may_alias) {
+  if (output.bytes == 0 || other.bytes == 0) return;
+  const auto out_begin = reinterpret_cast<uintptr_t>(output.begin);
+  const auto other_begin = reinterpret_cast<uintptr_t>(other.begin);
+  const auto out_end = out_begin + static_cast<uintptr_t>(output.bytes);
+  const auto other_end = other_begin + static_cast<uintptr_t>(other.bytes);
+  if (out_begin >= other_end || other_begin >= out_end) return;
+  const bool allowed = may_coincide(output, other, may_alias);
+  if (allowed && out_begin == other_begin && output.bytes == other.bytes) return;
+  throw Error(std::string(output.name) + " overlaps " + other.name + ", expected " +
+              (allowed ? "exactly the same memory or separate memory" : "separate memory"));
+}
+
+}  // namespace
+
+void check_disjoint(std::initializer_list<Region> outputs, std::initializer_list<Region> inputs,
+                    std::initializer_list<AliasPair> may_alias) {
+  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
+    for (auto other = output + 1; other != outputs.end(); ++other) {
+      check_pair(*output, *other, may_alias);
+    }
+    for (const Region& input : inputs) check_pair(*output, input, may_alias);
+  }
+}
+
+}  // namespace addnorm::detail

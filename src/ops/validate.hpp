@@ -1,0 +1,85 @@
+// Argument checks shared by every public entry point. Each throws addnorm::Error with a message
+// that names the argument and what was expected; none of them writes anything.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "addnorm/tensor.hpp"
+
+namespace addnorm::detail {
+
+// How LayerNorm and RMSNorm see x: `rows` independent rows of `dim` contiguous values.
+struct RowLayout {
+  int64_t rows = 0;
+  int64_t dim = 0;
+};
+
+// Checks that `view` has data and no zero or negative dimensions; returns its element count.
+template <class T>
+int64_t check_tensor(const char* name, const TensorView<T>& view);
+
+// Checks that `view` has exactly `expected` shape (and data).
+template <class T>
+void check_shape(const char* name, const TensorView<T>& view, const Shape& expected);
+
+// Checks that `view` holds exactly `count` elements (used for per-row statistics).
+template <class T>
+void check_count(const char* name, const TensorView<T>& view, int64_t count, const char* per);
+
+// Checks that normalized_shape is non-empty and equals the trailing dims of the input named
+// x_name (x, or h in the pre-norm backward).
+RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape,
+                     const char* x_name = "x");
+
+// A float for an error message, with enough digits that a value just outside a range never
+// prints as one inside it.
+std::string format_value(float value);
+
+void check_eps(float eps);
+void check_momentum(float momentum);
+void check_dropout_p(float p);
+
+// gamma and beta (each optional) must have normalized_shape.
+void check_affine(const OptionalConst& gamma, const OptionalConst& beta,
+                  const Shape& normalized_shape);
+// A parameter's gradient may only be asked for when the parameter exists, and has its shape.
+void check_parameter_grad(const char* grad_name, const OptionalMutable& grad,
+                          const char* param_name, const OptionalConst& param,
+                          const Shape& param_shape);
+
+// The byte range an argument occupies, for overlap checks; absent arguments occupy nothing.
+struct Region {
+  const char* name;
+  const void* begin;
+  int64_t bytes;
+};
+template <class T>
+Region region(const char* name, const TensorView<T>& view) {
+  return {name, static_cast<const void*>(view.data),
+          view.shape.numel() * static_cast<int64_t>(sizeof(T))};
+}
+template <class T>
+Region region(const char* name, const std::optional<TensorView<T>>& view) {
+  return view ? region(name, *view) : Region{name, nullptr, 0};
+}
+
+// For members of optional structs: a null pointer is an absent argument.
+template <class T>
+Region region(const char* name, const TensorView<T>* view) {
+  return view ? region(name, *view) : Region{name, nullptr, 0};
+}
+
+// Two argument names that may share exactly the same memory (an output replacing an input).
+struct AliasPair {
+  const char* output;
+  const char* other;
+};
+// Checks that no output overlaps another output or an input, except the pairs in may_alias,
+// which may coincide exactly (same start, same size) but not partially overlap.
+void check_disjoint(std::initializer_list<Region> outputs, std::initializer_list<Region> inputs,
+                    std::initializer_list<AliasPair> may_alias = {});
+
+}  // namespace addnorm::detail

@@ -1,0 +1,75 @@
+// Dropout: the Philox generator against its published known answers, the mask's independence
+// from how a tensor is split, keep rate, scaling, and backward reuse of the same mask.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+
+#include "addnorm/ops.hpp"
+#include "ops/reference/philox.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+// Known-answer vectors from Random123's kat_vectors for philox4x32_10.
+TEST(Philox, MatchesPublishedKnownAnswers) {
+  using reference::philox4x32_10;
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                          {0xffffffffu, 0xffffffffu}),
+            (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                          {0xa4093822u, 0x299f31d0u}),
+            (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+std::vector<uint8_t> mask_of(int64_t count, const DropoutOptions& options) {
+  std::vector<uint8_t> mask(static_cast<size_t>(count));
+  dropout_mask({mask.data(), {count}}, options);
+  return mask;
+}
+
+TEST(Dropout, MaskDependsOnlyOnSeedAndElementIndex) {
+  const DropoutOptions whole{0.3f, 1234, 0};
+  const auto full = mask_of(1000, whole);
+  // The same elements generated as three pieces with offsets give the same mask.
+  for (const int64_t split : {1, 3, 500, 999}) {
+    const auto head = mask_of(split, {0.3f, 1234, 0});
+    const auto tail = mask_of(1000 - split, {0.3f, 1234, static_cast<uint64_t>(split)});
+    for (int64_t i = 0; i < 1000; ++i) {
+      EXPECT_EQ(full[i], i < split ? head[i] : tail[i - split]) << "split " << split;
+    }
+  }
+  EXPECT_NE(full, mask_of(1000, {0.3f, 1235, 0}));  // another seed, another mask
+}
+
+TEST(Dropout, KeepRateIsOneMinusP) {
+  for (const float p : {0.1f, 0.5f, 0.9f}) {
+    const int64_t count = 200000;
+    const auto mask = mask_of(count, {p, 7, 0});
+    double kept = 0;
+    for (uint8_t m : mask) kept += m;
+    // Binomial standard deviation is at most 0.0012 of the count here; allow 5 of them.
+    EXPECT_NEAR(kept / double(count), 1.0 - p, 0.006) << p;
+  }
+  for (uint8_t m : mask_of(1000, {0.0f, 7, 0})) EXPECT_EQ(m, 1);
+}
+
+TEST(Dropout, ForwardScalesKeptValuesAndBackwardReusesTheMask) {
+  const DropoutOptions options{0.25f, 99, 5};
+  const auto x = testing::random_floats(4096, 3);
+  const auto mask = mask_of(4096, options);
+  std::vector<float> y(x.size()), dx(x.size());
+  dropout({x.data(), {64, 64}}, {y.data(), {64, 64}}, options);
+  dropout_backward({x.data(), {64, 64}}, {dx.data(), {64, 64}}, options);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = mask[i] ? static_cast<float>(double(x[i]) / 0.75) : 0.0f;
+    EXPECT_EQ(y[i], want) << i;
+    EXPECT_EQ(dx[i], want) << i;  // d(dropout)/dx is the same mask and scale
+  }
+}
+
+}  // namespace
+}  // namespace addnorm

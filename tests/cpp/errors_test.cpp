@@ -1,0 +1,280 @@
+// Bad arguments to Shape, Tensor, normalized_shape_from_axis, the residual add and dropout, the
+// boundary values that must still be accepted, and the wording of the messages themselves.
+// The norms' bad arguments are in errors_norm_test.cpp, errors_batch_norm_test.cpp and
+// errors_add_norm_test.cpp; the exact aliases the header allows in errors_alias_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "addnorm/ops.hpp"
+#include "errors_test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::add_dropout_rejections;
+using testing::add_leading_tensor_rejections;
+using testing::add_tensor_rejections;
+using testing::Arena;
+using testing::expect_all_rejected;
+using testing::expect_rejected;
+using testing::inside;
+using testing::partial_alias_message;
+using testing::Rejection;
+
+const Shape kX{3, 8};
+
+// Checks that `make` throws addnorm::Error whose message contains every part.
+template <class Make>
+void expect_error(Make make, const std::vector<std::string>& message_parts) {
+  Arena nothing_to_write;
+  expect_rejected(make, nothing_to_write, message_parts);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST(ShapeErrors, RankAboveEightIsRejectedEitherWay) {
+  EXPECT_EQ(Shape({1, 2, 3, 4, 5, 6, 7, 8}).rank(), 8);
+  expect_error(
+      [] {
+        Shape({1, 2, 3, 4, 5, 6, 7, 8, 9});
+      },
+      {"shape has rank 9, expected at most 8"});
+  const std::vector<int64_t> dims(12, 1);
+  expect_error([&] { Shape{std::span<const int64_t>(dims)}; },
+               {"shape has rank 12, expected at most 8"});
+}
+
+TEST(ShapeErrors, NegativeDimensionIsRejectedWhenCountedNamingTheTensor) {
+  const Shape shape{2, -3};
+  expect_error([&] { shape.numel("gamma"); },
+               {"gamma has shape [2, -3], expected non-negative dimensions"});
+  expect_error([&] { Tensor tensor(shape); }, {"has shape [2, -3]", "non-negative"});
+  expect_error([&] { Tensor tensor(shape, {}); }, {"has shape [2, -3]", "non-negative"});
+}
+
+TEST(ShapeErrors, ElementCountOverflowIsRejectedAtTheBound) {
+  // The bound keeps the byte size of a float64 copy within int64.
+  constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;
+  EXPECT_EQ(Shape{kMaxElements}.numel(), kMaxElements);
+  EXPECT_EQ((Shape{kMaxElements / 2, 2}.numel()), kMaxElements / 2 * 2);
+  expect_error([] { Shape{kMaxElements + 1}.numel("x"); },
+               {"x has shape [" + std::to_string(kMaxElements + 1) + "]", "overflows"});
+  expect_error(
+      [] {
+        Shape({int64_t{1} << 32, int64_t{1} << 32}).numel("y");
+      },
+      {"y has shape [4294967296, 4294967296]", "overflows"});
+  // 2^33 * (2^31 + 1) wraps around to 2^33 in 64 bits: it must not slip through.
+  expect_error(
+      [] {
+        Shape({int64_t{1} << 33, (int64_t{1} << 31) + 1}).numel("dy");
+      },
+      {"dy has shape [8589934592, 2147483649]", "overflows"});
+  // Tensor counts before it allocates: an addnorm::Error, not std::bad_alloc.
+  expect_error([] { Tensor tensor(Shape{int64_t{1} << 40, int64_t{1} << 40}); }, {"overflows"});
+}
+
+TEST(TensorErrors, WrongValueCountIsRejected) {
+  EXPECT_EQ(Tensor(Shape{2, 3}, std::vector<float>(6, 1.0f)).numel(), 6);
+  for (size_t count : {0, 5, 7}) {
+    expect_error(
+        [&] {
+          Tensor(Shape{2, 3}, std::vector<float>(count));
+        },
+        {"values has " + std::to_string(count) + " elements, expected 6 for shape [2, 3]"});
+  }
+}
+
+TEST(NormalizedShapeFromAxisErrors, AxisOutOfRangeIsRejected) {
+  const Shape x{2, 3, 4};
+  EXPECT_EQ(normalized_shape_from_axis(x, -1), (Shape{4}));
+  EXPECT_EQ(normalized_shape_from_axis(x, -3), (Shape{2, 3, 4}));
+  EXPECT_EQ(normalized_shape_from_axis(x, 2), (Shape{4}));
+  for (int64_t axis :
+       {int64_t{3}, int64_t{-4}, int64_t{100}, std::numeric_limits<int64_t>::min()}) {
+    expect_error([&] { normalized_shape_from_axis(x, axis); },
+                 {"axis is " + std::to_string(axis) +
+                  ", expected a value in [-3, 2] for x of shape [2, 3, 4]"});
+  }
+  // A scalar has no axis to normalise from.
+  expect_error([] { normalized_shape_from_axis(Shape{}, 0); }, {"axis is 0", "x of shape []"});
+}
+
+// ---------------------------------------------------------------------------------------------
+struct AddCall {
+  ConstView x;
+  ConstView r;
+  MutableView out;
+  void operator()() const { add(x, r, out); }
+};
+
+AddCall valid_add(Arena& arena) {
+  return {arena.input(kX), arena.input(kX), arena.output(kX)};
+}
+
+TEST(AddErrors, RejectsEveryBadArgumentWithoutWriting) {
+  using Call = AddCall;
+  std::vector<Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
+                              {3, 7});
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
+                              {8, 3});
+  add_tensor_rejections<Call>(rejections, "out", [](Call& c) -> MutableView& { return c.out; }, kX,
+                              {24});
+  rejections.push_back({"out partly over x", [](Call& c, Arena&) { c.out = inside(c.x, 1); },
+                        partial_alias_message("out", "x")});
+  rejections.push_back({"out partly over r", [](Call& c, Arena&) { c.out = inside(c.r, 8); },
+                        partial_alias_message("out", "r")});
+  expect_all_rejected(&valid_add, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+struct DropoutCall {
+  ConstView x;
+  MutableView y;
+  DropoutOptions options;
+  void operator()() const { dropout(x, y, options); }
+};
+
+DropoutCall valid_dropout(Arena& arena) {
+  return {arena.input(kX), arena.output(kX), DropoutOptions{0.1f, 3, 100}};
+}
+
+TEST(DropoutErrors, RejectsEveryBadArgumentWithoutWriting) {
+  using Call = DropoutCall;
+  std::vector<Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
+                              {3, 7});
+  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.options; });
+  rejections.push_back({"y partly over x", [](Call& c, Arena&) { c.y = inside(c.x, 2); },
+                        partial_alias_message("y", "x")});
+  expect_all_rejected(&valid_dropout, rejections);
+}
+
+struct DropoutBackwardCall {
+  ConstView dy;
+  MutableView dx;
+  DropoutOptions options;
+  void operator()() const { dropout_backward(dy, dx, options); }
+};
+
+DropoutBackwardCall valid_dropout_backward(Arena& arena) {
+  return {arena.input(kX), arena.output(kX), DropoutOptions{0.5f, 3, 0}};
+}
+
+TEST(DropoutBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
+  using Call = DropoutBackwardCall;
+  std::vector<Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; });
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.dx; }, kX,
+                              {4, 8});
+  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.options; });
+  rejections.push_back({"dx partly over dy", [](Call& c, Arena&) { c.dx = inside(c.dy, 5); },
+                        partial_alias_message("dx", "dy")});
+  expect_all_rejected(&valid_dropout_backward, rejections);
+}
+
+// The mask is uint8, outside the float Arena, so its buffer is checked by hand.
+TEST(DropoutMaskErrors, RejectsEveryBadArgumentWithoutWriting) {
+  struct Case {
+    const char* what;
+    Shape shape;
+    bool null_data;
+    DropoutOptions options;
+    std::vector<std::string> message_parts;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"no data", kX, true, {0.1f, 1, 0}, {"^mask ", "null"}},
+      {"zero dimension",
+       {3, 0},
+       false,
+       {0.1f, 1, 0},
+       {"mask has shape [3, 0], expected every dimension to be at least 1"}},
+      {"negative dimension",
+       {-3, 8},
+       false,
+       {0.1f, 1, 0},
+       {"mask has shape [-3, 8], expected non-negative dimensions"}},
+      {"overflowing count",
+       {int64_t{1} << 40, int64_t{1} << 40},
+       false,
+       {0.1f, 1, 0},
+       {"mask has shape", "overflows"}},
+      {"p < 0", kX, false, {-0.5f, 1, 0}, {"p is", "expected a dropout probability in [0, 1)"}},
+      {"p = 1", kX, false, {1.0f, 1, 0}, {"p is", "expected a dropout probability in [0, 1)"}},
+      {"p NaN", kX, false, {nan, 1, 0}, {"p is", "expected a dropout probability in [0, 1)"}},
+      {"offset overflowing",
+       kX,
+       false,
+       {0.1f, 1, UINT64_MAX - 23},
+       {"offset is", "expected offset + element count to fit in 64 bits"}},
+  };
+  constexpr uint8_t kUnwritten = 0xAB;
+  for (const Case& bad : cases) {
+    SCOPED_TRACE(bad.what);
+    std::vector<uint8_t> memory(32, kUnwritten);
+    const TensorView<uint8_t> mask{bad.null_data ? nullptr : memory.data(), bad.shape};
+    Arena unused;
+    expect_rejected([&] { dropout_mask(mask, bad.options); }, unused, bad.message_parts);
+    EXPECT_EQ(memory, std::vector<uint8_t>(32, kUnwritten));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks must not be stricter than the header: the edges of every range are accepted.
+TEST(BoundaryArguments, EdgesOfEveryRangeAreAccepted) {
+  Arena arena;
+  const ConstView x = arena.input(kX);
+  const MutableView y = arena.output(kX);
+  EXPECT_NO_THROW(layer_norm(x, {8}, y, LayerNormOptions{{}, {}, 0.0f}));
+  EXPECT_NO_THROW(rms_norm(x, {8}, y, RmsNormOptions{{}, false, 0.0f}));
+  for (float momentum : {0.0f, 1.0f}) {
+    BatchNormOptions options;
+    options.momentum = momentum;
+    EXPECT_NO_THROW(batch_norm(x, y, options)) << "momentum " << momentum;
+  }
+  // Two values per channel are enough to train on.
+  EXPECT_NO_THROW(batch_norm(arena.input({2, 3}), arena.output({2, 3})));
+  const float largest_p = std::nextafter(1.0f, 0.0f);
+  const uint64_t last_offset = UINT64_MAX - 24;  // offset + 24 elements is exactly 2^64 - 1
+  for (const DropoutOptions& options : {DropoutOptions{0.0f, 1, 0}, DropoutOptions{largest_p, 1, 0},
+                                        DropoutOptions{0.5f, 1, last_offset}}) {
+    EXPECT_NO_THROW(dropout(x, y, options));
+    EXPECT_NO_THROW(dropout_backward(x, y, options));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The header's promise: a message "names the argument and says what was expected".
+TEST(ErrorMessages, SayWhatWasExpectedForNullDataAndOverflow) {
+  Arena arena;
+  AddCall null_x = valid_add(arena);
+  null_x.x.data = nullptr;
+  expect_rejected(null_x, arena, {"^x ", "expected"});
+  expect_error([] { Shape({int64_t{1} << 40, int64_t{1} << 40}).numel("x"); }, {"expected"});
+}
+
+TEST(ErrorMessages, SmallBadValuesAreNotPrintedAsInRange) {
+  Arena arena;
+  const ConstView x = arena.input(kX);
+  const MutableView y = arena.output(kX);
+  expect_rejected(
+      [&] {
+        layer_norm(x, {8}, y, LayerNormOptions{{}, {}, -1e-7f});
+      },
+      arena, {"eps is -1"});
+  BatchNormOptions momentum_above_one;
+  momentum_above_one.momentum = std::nextafter(1.0f, 2.0f);
+  expect_rejected([&] { batch_norm(x, y, momentum_above_one); }, arena, {"momentum is 1.0000001"});
+  expect_rejected([&] { dropout(x, y, DropoutOptions{-1e-9f, 0, 0}); }, arena, {"p is -1"});
+}
+
+}  // namespace
+}  // namespace addnorm

@@ -1,0 +1,258 @@
+// Shared pieces of the bad-argument tests (errors_*.cpp): an arena that remembers what every
+// buffer held, and a runner that checks a spoiled call throws addnorm::Error with a message naming
+// the argument, and that it wrote nothing, anywhere.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "addnorm/ops.hpp"
+#include "test_support.hpp"
+
+namespace addnorm::testing {
+
+// Outputs start as a quiet NaN whose payload no op computes, so any write to them shows.
+inline const float kSentinel = std::bit_cast<float>(0x7fc0beefu);
+
+// Owns every buffer a test passes to an op. Each buffer has kSlack spare elements past its end,
+// so that a view shifted a few elements into it (for the overlap tests) stays inside it.
+class Arena {
+ public:
+  static constexpr int64_t kSlack = 8;
+
+  // Seeded values in [0.5, 2): valid as data, gamma or a running variance alike.
+  ConstView input(const Shape& shape) { return {add(shape, false), shape}; }
+  // Filled with kSentinel.
+  MutableView output(const Shape& shape) { return {add(shape, true), shape}; }
+
+  template <class View>
+  View make(const Shape& shape) {
+    if constexpr (std::is_same_v<View, ConstView>) {
+      return input(shape);
+    } else {
+      return output(shape);
+    }
+  }
+
+  // Whether every element of every buffer, slack included, still holds what it was created with.
+  ::testing::AssertionResult unchanged() const {
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      const auto& [now, before] = buffers_[b];
+      for (size_t i = 0; i < now.size(); ++i) {
+        if (std::memcmp(&now[i], &before[i], sizeof(float)) != 0) {
+          return ::testing::AssertionFailure() << "buffer " << b << " element " << i
+                                               << " was written: " << before[i] << " -> " << now[i];
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  float* add(const Shape& shape, bool sentinel) {
+    const size_t count = static_cast<size_t>(shape.numel() + kSlack);
+    std::vector<float> values = sentinel ? std::vector<float>(count, kSentinel)
+                                         : random_floats(count, next_seed_++, 0.5f, 2.0f);
+    buffers_.emplace_back(values, values);
+    return buffers_.back().first.data();
+  }
+
+  std::deque<std::pair<std::vector<float>, std::vector<float>>> buffers_;  // (now, at creation)
+  uint32_t next_seed_ = 1;
+};
+
+// A view of `shape` starting `shift` elements into `view`'s memory, for the overlap tests. The
+// memory belongs to an Arena, so writing through it is defined (and would be caught).
+template <class T>
+MutableView inside(const TensorView<T>& view, int64_t shift, const Shape& shape) {
+  return {const_cast<float*>(view.data) + shift, shape};
+}
+template <class T>
+MutableView inside(const TensorView<T>& view, int64_t shift) {
+  return inside(view, shift, view.shape);
+}
+
+// One bad argument: how to spoil a valid call, and what the error message must then contain
+// (a part starting with '^' is what the message must start with).
+template <class Call>
+struct Rejection {
+  std::string what;
+  std::function<void(Call&, Arena&)> spoil;
+  std::vector<std::string> message_parts;
+};
+
+// Checks that call() throws addnorm::Error whose message contains every part ("^part": starts
+// with it), and that no buffer in the arena was written.
+template <class Call>
+void expect_rejected(const Call& call, const Arena& arena,
+                     const std::vector<std::string>& message_parts) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted: no addnorm::Error was thrown";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    for (const std::string& part : message_parts) {
+      if (part.starts_with('^')) {
+        EXPECT_TRUE(message.starts_with(part.substr(1)))
+            << "message \"" << message << "\" does not start with \"" << part.substr(1) << "\"";
+      } else {
+        EXPECT_NE(message.find(part), std::string::npos)
+            << "message \"" << message << "\" lacks \"" << part << "\"";
+      }
+    }
+  } catch (const std::exception& other) {
+    ADD_FAILURE() << "threw something other than addnorm::Error: " << other.what();
+  }
+  EXPECT_TRUE(arena.unchanged());
+}
+
+// Checks first that make_valid's call is accepted (so each rejection is due to its one spoiled
+// argument), then every rejection against a fresh arena.
+template <class Call>
+void expect_all_rejected(Call (*make_valid)(Arena&),
+                         const std::vector<Rejection<Call>>& rejections) {
+  {
+    Arena arena;
+    const Call valid = make_valid(arena);
+    ASSERT_NO_THROW(valid()) << "the unspoiled call must be valid";
+  }
+  for (const Rejection<Call>& rejection : rejections) {
+    SCOPED_TRACE(rejection.what);
+    Arena arena;
+    Call call = make_valid(arena);
+    rejection.spoil(call, arena);
+    expect_rejected(call, arena, rejection.message_parts);
+  }
+}
+
+// The two rejections every tensor argument after the first shares: no data, and a wrong shape.
+// `access` returns the argument's view inside a Call.
+template <class Call, class Access>
+void add_tensor_rejections(std::vector<Rejection<Call>>& rejections, const std::string& name,
+                           Access access, const Shape& expected, const Shape& wrong) {
+  using View = std::remove_reference_t<decltype(access(std::declval<Call&>()))>;
+  rejections.push_back({name + " without data",
+                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        {"^" + name + " ", "null"}});
+  rejections.push_back(
+      {name + " shaped " + wrong.to_string(),
+       [access, wrong](Call& call, Arena& arena) { access(call) = arena.make<View>(wrong); },
+       {name + " has shape " + wrong.to_string() + ", expected " + expected.to_string()}});
+}
+
+// Rejections of the first tensor argument, whose shape the others are checked against: no
+// data, a zero dimension, a negative dimension, and an element count that overflows.
+template <class Call, class Access>
+void add_leading_tensor_rejections(std::vector<Rejection<Call>>& rejections,
+                                   const std::string& name, Access access) {
+  rejections.push_back({name + " without data",
+                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        {"^" + name + " ", "null"}});
+  const auto reshaped = [access](Shape shape) {
+    return [access, shape](Call& call, Arena&) { access(call).shape = shape; };
+  };
+  // Only the shape changes: validation must throw before anything reads these dimensions.
+  rejections.push_back({name + " with a zero dimension",
+                        reshaped({0, 8}),
+                        {name + " has shape [0, 8], expected every dimension to be at least 1"}});
+  rejections.push_back({name + " with a negative dimension",
+                        reshaped({-3, 8}),
+                        {name + " has shape [-3, 8], expected non-negative dimensions"}});
+  rejections.push_back({name + " with an element count that overflows",
+                        reshaped({int64_t{1} << 40, int64_t{1} << 40, 8}),
+                        {name + " has shape [1099511627776, 1099511627776, 8]", "overflows"}});
+}
+
+// Rejections of eps: negative, NaN, +Inf and -Inf.
+template <class Call>
+void add_eps_rejections(std::vector<Rejection<Call>>& rejections,
+                        std::function<float&(Call&)> eps) {
+  for (float bad :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
+    rejections.push_back({"eps = " + std::to_string(bad),
+                          [eps, bad](Call& call, Arena&) { eps(call) = bad; },
+                          {"eps is", "expected a finite value >= 0"}});
+  }
+}
+
+// Rejections of a dropout probability (p < 0, p = 1, p > 1, NaN) and of an offset whose stream
+// would run past 2^64.
+template <class Call>
+void add_dropout_rejections(std::vector<Rejection<Call>>& rejections,
+                            std::function<DropoutOptions&(Call&)> dropout) {
+  for (float bad : {-0.1f, 1.0f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    rejections.push_back({"dropout p = " + std::to_string(bad),
+                          [dropout, bad](Call& call, Arena&) { dropout(call).p = bad; },
+                          {"p is", "expected a dropout probability in [0, 1)"}});
+  }
+  rejections.push_back(
+      {"dropout offset overflowing",
+       [dropout](Call& call, Arena&) { dropout(call).offset = UINT64_MAX - 5; },
+       {"offset is 18446744073709551610", "expected offset + element count to fit in 64 bits"}});
+}
+
+// Rejections of normalized_shape for a row-wise op whose leading tensor (named `leading`) has
+// shape [3, 8] and is normalised over [8].
+template <class Call>
+void add_normalized_shape_rejections(std::vector<Rejection<Call>>& rejections,
+                                     const std::string& leading) {
+  const auto normalized = [](Shape shape) {
+    return [shape](Call& call, Arena&) { call.normalized_shape = shape; };
+  };
+  rejections.push_back({"normalized_shape empty",
+                        normalized({}),
+                        {"normalized_shape is empty, expected at least one dimension"}});
+  for (const Shape& wrong : {Shape{7}, Shape{3, 7}, Shape{0}, Shape{2, 3, 8}}) {
+    rejections.push_back({"normalized_shape " + wrong.to_string(),
+                          normalized(wrong),
+                          {"normalized_shape " + wrong.to_string() +
+                           " does not match the trailing dims of " + leading + " [3, 8]"}});
+  }
+  rejections.push_back({"normalized_shape negative",
+                        normalized({-8}),
+                        {"normalized_shape has shape [-8], expected non-negative dimensions"}});
+}
+
+// Rejections of a per-row statistic (3 rows): wrong element counts, and no data.
+template <class Call, class Access>
+void add_per_row_rejections(std::vector<Rejection<Call>>& rejections, const std::string& name,
+                            Access access) {
+  using View = std::remove_reference_t<decltype(access(std::declval<Call&>()))>;
+  for (const Shape& wrong : {Shape{2}, Shape{4}, Shape{3, 8}}) {
+    rejections.push_back(
+        {name + " shaped " + wrong.to_string(),
+         [access, wrong](Call& call, Arena& arena) { access(call) = arena.make<View>(wrong); },
+         {name + " has " + std::to_string(wrong.numel()) + " elements (shape " + wrong.to_string() +
+              ")",
+          "expected 3 (one per row)"}});
+  }
+  rejections.push_back({name + " without data",
+                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        {"^" + name + " ", "null"}});
+}
+
+// The message of an overlap between two arguments that must be separate.
+inline std::vector<std::string> overlap_message(const std::string& output,
+                                                const std::string& other) {
+  return {output + " overlaps " + other + ", expected separate memory"};
+}
+// The message of a partial overlap between two arguments that may coincide exactly.
+inline std::vector<std::string> partial_alias_message(const std::string& output,
+                                                      const std::string& other) {
+  return {output + " overlaps " + other + ", expected exactly the same memory or separate memory"};
+}
+
+}  // namespace addnorm::testing

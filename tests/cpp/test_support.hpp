@@ -1,0 +1,107 @@
+// Helpers shared by the op tests: seeded data, float64 copies, and the ulp-based comparison that
+// states the numerics contract ("within a few ulp of a float64 computation").
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+namespace addnorm::testing {
+
+// Uniform values in [low, high), reproducible from the seed.
+inline std::vector<float> random_floats(size_t count, uint32_t seed, float low = -1.0f,
+                                        float high = 1.0f) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> distribution(low, high);
+  std::vector<float> values(count);
+  for (float& value : values) value = distribution(engine);
+  return values;
+}
+
+inline std::vector<double> widen(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
+
+// The spacing of float32 numbers at |value| (the float32 ulp), never below the smallest denormal.
+inline double float_ulp(double value) {
+  const float magnitude = static_cast<float>(std::fabs(value));
+  if (!std::isfinite(magnitude)) return std::numeric_limits<double>::infinity();
+  const float next = std::nextafter(magnitude, std::numeric_limits<float>::infinity());
+  return static_cast<double>(next) - static_cast<double>(magnitude);
+}
+
+// Checks got[i] against want[i] (float64) within `ulps` float32 ulps of want[i], plus `ulps`
+// ulps of `scale` (the size of the terms that cancelled to make want[i], for results near 0).
+// NaN must match NaN.
+inline ::testing::AssertionResult within_ulps(const std::vector<float>& got,
+                                              const std::vector<double>& want, double ulps,
+                                              double scale = 0.0) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
+  }
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) || std::isnan(got[i])) {
+      if (std::isnan(want[i]) != std::isnan(got[i])) {
+        return ::testing::AssertionFailure()
+               << "element " << i << ": got " << got[i] << ", want " << want[i];
+      }
+      continue;
+    }
+    const double allowed = ulps * (float_ulp(want[i]) + float_ulp(scale));
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(error <= allowed)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", want " << want[i] << " (error "
+             << error << " > allowed " << allowed << ")";
+    }
+    if (error / (float_ulp(want[i]) + float_ulp(scale)) > worst) {
+      worst = error / (float_ulp(want[i]) + float_ulp(scale));
+      worst_at = i;
+    }
+  }
+  return ::testing::AssertionSuccess() << "worst " << worst << " ulp at " << worst_at;
+}
+
+inline double max_abs(const std::vector<double>& values) {
+  double largest = 0;
+  for (double v : values) largest = std::max(largest, std::fabs(v));
+  return largest;
+}
+
+// Central finite differences of a scalar function of a float64 vector, checked against an
+// analytic gradient: |fd - analytic| <= tolerance * (1 + |analytic|).
+template <class Loss>
+::testing::AssertionResult matches_finite_differences(Loss loss, std::vector<double> point,
+                                                      const std::vector<double>& analytic,
+                                                      double step = 1e-6,
+                                                      double tolerance = 1e-6) {
+  for (size_t i = 0; i < point.size(); ++i) {
+    const double saved = point[i];
+    point[i] = saved + step;
+    const double up = loss(point);
+    point[i] = saved - step;
+    const double down = loss(point);
+    point[i] = saved;
+    const double numeric = (up - down) / (2 * step);
+    if (!(std::fabs(numeric - analytic[i]) <= tolerance * (1 + std::fabs(analytic[i])))) {
+      return ::testing::AssertionFailure() << "component " << i << ": finite difference "
+                                           << numeric << ", analytic " << analytic[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+}  // namespace addnorm::testing
