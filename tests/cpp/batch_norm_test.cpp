@@ -109,10 +109,11 @@ TEST_P(BatchNormTest, InferenceUsesRunningStatistics) {
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
                          ::testing::Values(Shape{2, 1}, Shape{3, 3}, Shape{16, 5},
                                            Shape{4, 3, 7}, Shape{2, 8, 33}),
-                         [](const ::testing::TestParamInfo<Shape>& info) {
+                         [](const ::testing::TestParamInfo<Shape>& shape_info) {
                            std::string name;
-                           for (int64_t dim : info.param.dims()) {
-                             name += (name.empty() ? "" : "x") + std::to_string(dim);
+                           for (int64_t dim : shape_info.param.dims()) {
+                             if (!name.empty()) name += 'x';
+                             name += std::to_string(dim);
                            }
                            return name;
                          });
