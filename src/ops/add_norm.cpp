@@ -4,8 +4,7 @@
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/dropout_detail.hpp"
-#include "ops/reference/layer_norm.hpp"
-#include "ops/reference/rms_norm.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm {
@@ -60,20 +59,27 @@ void check_grads(const OptionalMutable& dgamma, const OptionalMutable& dbeta,
 const float* data_or_null(const OptionalConst& view) { return view ? view->data : nullptr; }
 float* data_or_null(const OptionalMutable& view) { return view ? view->data : nullptr; }
 
-// Normalises the rows of h (which may be the same memory as y) with the chosen norm.
-void normalise_rows(const float* h, float* y, const AddNormOptions& options,
-                    const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
-  float* rstd = stats ? stats->rstd.data : nullptr;
-  if (options.norm == NormKind::layer_norm) {
-    reference::layer_norm_forward<float>(h, data_or_null(options.gamma),
-                                         data_or_null(options.beta), y,
-                                         stats ? stats->mean.data : nullptr, rstd, layout.rows,
-                                         layout.dim, options.eps);
-  } else {
-    reference::rms_norm_forward<float>(h, data_or_null(options.gamma),
-                                       options.zero_centered_gamma, y, rstd, layout.rows,
-                                       layout.dim, options.eps);
-  }
+// The forward kernel's arguments for the chosen norm: x is normalised (after adding residual,
+// when given, into h).
+cpu::NormForward forward_args(const float* x, const float* residual, float* h, float* y,
+                              const AddNormOptions& options,
+                              const std::optional<NormStats>& stats,
+                              const detail::RowLayout& layout) {
+  cpu::NormForward args;
+  args.x = x;
+  args.residual = residual;
+  args.h = h;
+  args.gamma = data_or_null(options.gamma);
+  args.beta = data_or_null(options.beta);
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.y = y;
+  args.centre = options.norm == NormKind::layer_norm;
+  args.mean = stats && args.centre ? stats->mean.data : nullptr;
+  args.rstd = stats ? stats->rstd.data : nullptr;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  return args;
 }
 
 // dh = dh_next + Norm'(dy) at h; dh may be the same memory as h, dy or dh_next.
@@ -81,17 +87,21 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
                    const OptionalMutable& dgamma, const OptionalMutable& dbeta,
                    const AddNormOptions& options, const std::optional<SavedStats>& saved,
                    const detail::RowLayout& layout) {
-  const float* rstd = saved ? saved->rstd.data : nullptr;
-  if (options.norm == NormKind::layer_norm) {
-    reference::layer_norm_backward<float>(dy, h, data_or_null(options.gamma), rstd, dh_next, dh,
-                                          data_or_null(dgamma), data_or_null(dbeta),
-                                          layout.rows, layout.dim, options.eps);
-  } else {
-    reference::rms_norm_backward<float>(dy, h, data_or_null(options.gamma),
-                                        options.zero_centered_gamma, rstd, dh_next, dh,
-                                        data_or_null(dgamma), layout.rows, layout.dim,
-                                        options.eps);
-  }
+  cpu::NormBackward args;
+  args.dy = dy;
+  args.x = h;
+  args.gamma = data_or_null(options.gamma);
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.saved_rstd = saved ? saved->rstd.data : nullptr;
+  args.dh_next = dh_next;
+  args.dx = dh;
+  args.dgamma = data_or_null(dgamma);
+  args.dbeta = data_or_null(dbeta);
+  args.centre = options.norm == NormKind::layer_norm;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  cpu::norm_backward(args);
 }
 
 }  // namespace
@@ -109,9 +119,8 @@ void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, Mutab
                          {region("x", x), region("r", r), region("gamma", options.gamma),
                           region("beta", options.beta)},
                          {{"h", "x"}, {"h", "r"}});
-  const int64_t count = layout.rows * layout.dim;
-  for (int64_t i = 0; i < count; ++i) h.data[i] = x.data[i] + r.data[i];
-  normalise_rows(h.data, y.data, options, stats, layout);
+  // One pass: each row's h = x + r is written, then normalised while it is still in cache.
+  cpu::norm_forward(forward_args(x.data, r.data, h.data, y.data, options, stats, layout));
 }
 
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
@@ -151,7 +160,7 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
   for (int64_t i = 0; i < count; ++i) {
     y.data[i] = x.data[i] + detail::dropout_element(s.data[i], i, dropout);
   }
-  normalise_rows(y.data, y.data, options, stats, layout);
+  cpu::norm_forward(forward_args(y.data, nullptr, nullptr, y.data, options, stats, layout));
 }
 
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,

@@ -1,7 +1,7 @@
 // LayerNorm's public entry points: validate every argument, then run the kernel.
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
-#include "ops/reference/layer_norm.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm {
@@ -35,10 +35,17 @@ void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
        region("rstd", stats ? &stats->rstd : nullptr)},
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", "x"}});
-  reference::layer_norm_forward<float>(
-      x.data, options.gamma ? options.gamma->data : nullptr,
-      options.beta ? options.beta->data : nullptr, y.data, stats ? stats->mean.data : nullptr,
-      stats ? stats->rstd.data : nullptr, layout.rows, layout.dim, options.eps);
+  cpu::NormForward args;
+  args.x = x.data;
+  args.gamma = options.gamma ? options.gamma->data : nullptr;
+  args.beta = options.beta ? options.beta->data : nullptr;
+  args.y = y.data;
+  args.mean = stats ? stats->mean.data : nullptr;
+  args.rstd = stats ? stats->rstd.data : nullptr;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  cpu::norm_forward(args);
 }
 
 void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
@@ -62,11 +69,18 @@ void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shap
        region("beta", options.beta), region("mean", saved ? &saved->mean : nullptr),
        region("rstd", saved ? &saved->rstd : nullptr)},
       {{"dx", "dy"}, {"dx", "x"}});
-  reference::layer_norm_backward<float>(
-      dy.data, x.data, options.gamma ? options.gamma->data : nullptr,
-      saved ? saved->rstd.data : nullptr, nullptr, grads.dx.data,
-      grads.dgamma ? grads.dgamma->data : nullptr, grads.dbeta ? grads.dbeta->data : nullptr,
-      layout.rows, layout.dim, options.eps);
+  cpu::NormBackward args;
+  args.dy = dy.data;
+  args.x = x.data;
+  args.gamma = options.gamma ? options.gamma->data : nullptr;
+  args.saved_rstd = saved ? saved->rstd.data : nullptr;
+  args.dx = grads.dx.data;
+  args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
+  args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  cpu::norm_backward(args);
 }
 
 }  // namespace addnorm

@@ -1,6 +1,6 @@
 // RMSNorm's public entry points: validate every argument, then run the kernel.
 #include "addnorm/ops.hpp"
-#include "ops/reference/rms_norm.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm {
@@ -17,10 +17,17 @@ void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
   if (rstd) detail::check_count("rstd", *rstd, layout.rows, "per row");
   detail::check_disjoint({region("y", y), region("rstd", rstd)},
                          {region("x", x), region("gamma", options.gamma)}, {{"y", "x"}});
-  reference::rms_norm_forward<float>(x.data, options.gamma ? options.gamma->data : nullptr,
-                                     options.zero_centered_gamma, y.data,
-                                     rstd ? rstd->data : nullptr, layout.rows, layout.dim,
-                                     options.eps);
+  cpu::NormForward args;
+  args.x = x.data;
+  args.gamma = options.gamma ? options.gamma->data : nullptr;
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.y = y.data;
+  args.rstd = rstd ? rstd->data : nullptr;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  args.centre = false;
+  cpu::norm_forward(args);
 }
 
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
@@ -39,10 +46,19 @@ void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
       {region("dy", dy), region("x", x), region("gamma", options.gamma),
        region("rstd", saved_rstd)},
       {{"dx", "dy"}, {"dx", "x"}});
-  reference::rms_norm_backward<float>(
-      dy.data, x.data, options.gamma ? options.gamma->data : nullptr, options.zero_centered_gamma,
-      saved_rstd ? saved_rstd->data : nullptr, nullptr, grads.dx.data,
-      grads.dgamma ? grads.dgamma->data : nullptr, layout.rows, layout.dim, options.eps);
+  cpu::NormBackward args;
+  args.dy = dy.data;
+  args.x = x.data;
+  args.gamma = options.gamma ? options.gamma->data : nullptr;
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
+  args.dx = grads.dx.data;
+  args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  args.centre = false;
+  cpu::norm_backward(args);
 }
 
 }  // namespace addnorm

@@ -1,0 +1,63 @@
+// The fast CPU kernels behind the public ops: SIMD written once with Highway and compiled for
+// every x86-64 target (SSE4 to AVX-512), chosen at run time; OpenMP threads over contiguous
+// chunks of rows. Same numerics as the reference kernels (src/ops/reference/): reductions in
+// float64, each output rounded once from a float64 value or by one float32 fused multiply-add.
+//
+// Arguments are already validated. Pointers marked "nullable" may be null.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace addnorm::cpu {
+
+// LayerNorm (centre = true) or RMSNorm (centre = false) over rows of x, with an optional fused
+// residual add: when `residual` is given, h = x + residual is written to `h` (rounded to
+// float32) and normalised instead of x.
+struct NormForward {
+  const float* x = nullptr;
+  const float* residual = nullptr;  // nullable
+  float* h = nullptr;               // required when residual is given; may be x or residual
+  const float* gamma = nullptr;     // nullable
+  const float* beta = nullptr;      // nullable; LayerNorm only
+  bool zero_centred_gamma = false;  // RMSNorm: scale by 1 + gamma
+  float* y = nullptr;               // may be x (or h)
+  float* mean = nullptr;            // nullable, one per row
+  float* rstd = nullptr;            // nullable, one per row
+  int64_t rows = 0;
+  int64_t dim = 0;
+  double eps = 0;
+  bool centre = true;
+};
+void norm_forward(const NormForward& args);
+
+// Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
+// given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
+// so they are bitwise identical for any thread count.
+struct NormBackward {
+  const float* dy = nullptr;
+  const float* x = nullptr;
+  const float* gamma = nullptr;       // nullable
+  bool zero_centred_gamma = false;
+  const float* saved_rstd = nullptr;  // nullable
+  const float* dh_next = nullptr;     // nullable
+  float* dx = nullptr;                // may be dy, x or dh_next
+  float* dgamma = nullptr;            // nullable
+  float* dbeta = nullptr;             // nullable; LayerNorm only
+  int64_t rows = 0;
+  int64_t dim = 0;
+  double eps = 0;
+  bool centre = true;
+};
+void norm_backward(const NormBackward& args);
+
+// The SIMD targets compiled into this binary and supported by this CPU, best first, and a way
+// to run the kernels on a chosen one (0 restores the best): the tests run every target.
+std::vector<int64_t> available_targets();
+void force_target(int64_t target);
+std::string target_name(int64_t target);
+// The target the dispatched kernels run on now.
+std::string current_target_name();
+
+}  // namespace addnorm::cpu

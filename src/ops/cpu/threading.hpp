@@ -1,0 +1,93 @@
+// How the fast kernels spread rows over OpenMP threads, and the fixed-order reduction that keeps
+// dgamma/dbeta bitwise identical for any thread count.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace addnorm::cpu {
+
+// Below this many elements a call runs on the calling thread: waking threads costs more.
+inline constexpr int64_t kParallelThreshold = int64_t{1} << 15;
+
+// Runs body(begin, end) over [0, rows), one contiguous range of rows per thread, so each
+// thread streams through its own part of memory and small rows cost no per-row dispatch.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
+  if (rows * dim < kParallelThreshold || omp_get_max_threads() == 1) {
+    body(0, rows);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    const int64_t begin = rows * thread / threads;
+    const int64_t end = rows * (thread + 1) / threads;
+    if (begin < end) body(begin, end);
+  }
+}
+
+// The number of fixed row chunks a backward reduces over: a function of the row count only.
+inline int64_t reduction_chunks(int64_t rows) { return std::min<int64_t>(rows, 16); }
+
+// Runs body(chunk, begin, end) for every chunk of [0, rows), chunks spread over threads.
+template <class Body>
+void parallel_chunks(int64_t chunks, int64_t rows, int64_t dim, const Body& body) {
+  const bool parallel = rows * dim >= kParallelThreshold && chunks > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    body(chunk, rows * chunk / chunks, rows * (chunk + 1) / chunks);
+  }
+}
+
+// Float64 partial sums of dgamma and dbeta, one row of `dim` per chunk, zeroed. The storage is
+// per calling thread and only grows, so steady-state calls do not allocate.
+class PartialSums {
+ public:
+  PartialSums(int64_t chunks, int64_t dim, bool with_dgamma, bool with_dbeta)
+      : chunks_(chunks), dim_(dim) {
+    const auto size = static_cast<size_t>(chunks * dim);
+    std::vector<double>& storage = workspace();
+    const size_t needed = size * ((with_dgamma ? 1 : 0) + (with_dbeta ? 1 : 0));
+    if (storage.size() < needed) storage.resize(needed);
+    std::fill(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(needed), 0.0);
+    double* next = storage.data();
+    if (with_dgamma) {
+      dgamma_ = next;
+      next += size;
+    }
+    if (with_dbeta) dbeta_ = next;
+  }
+
+  double* dgamma(int64_t chunk) const { return dgamma_ ? dgamma_ + chunk * dim_ : nullptr; }
+  double* dbeta(int64_t chunk) const { return dbeta_ ? dbeta_ + chunk * dim_ : nullptr; }
+
+  void reduce_dgamma(float* out) const { reduce(dgamma_, out); }
+  void reduce_dbeta(float* out) const { reduce(dbeta_, out); }
+
+ private:
+  static std::vector<double>& workspace() {
+    thread_local std::vector<double> storage;
+    return storage;
+  }
+
+  // out[i] = the chunks' partials added in chunk order, rounded once.
+  void reduce(const double* partials, float* out) const {
+    for (int64_t i = 0; i < dim_; ++i) {
+      double total = 0;
+      for (int64_t chunk = 0; chunk < chunks_; ++chunk) total += partials[chunk * dim_ + i];
+      out[i] = static_cast<float>(total);
+    }
+  }
+
+  int64_t chunks_;
+  int64_t dim_;
+  double* dgamma_ = nullptr;
+  double* dbeta_ = nullptr;
+};
+
+}  // namespace addnorm::cpu
