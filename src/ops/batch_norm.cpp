@@ -3,6 +3,7 @@
 
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/reference/batch_norm.hpp"
 #include "ops/validate.hpp"
 
@@ -60,6 +61,15 @@ void update_running(RunningStats& running, int64_t c, double batch_mean, double 
   }
 }
 
+// Inference mode's constants: the running mean, and 1 / sqrt(running_var + eps).
+void running_constants(const RunningStats& running, float eps, std::vector<double>& mean,
+                       std::vector<double>& rstd) {
+  for (size_t c = 0; c < mean.size(); ++c) {
+    mean[c] = running.mean.data[c];
+    rstd[c] = 1.0 / std::sqrt(double(running.var.data[c]) + double(eps));
+  }
+}
+
 }  // namespace
 
 void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
@@ -81,28 +91,30 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
        region("batch rstd", batch_stats ? &batch_stats->rstd : nullptr)},
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", "x"}});
-  const float* gamma = options.gamma ? options.gamma->data : nullptr;
-  const float* beta = options.beta ? options.beta->data : nullptr;
-  for (int64_t c = 0; c < layout.channels; ++c) {
-    double mean = 0, rstd = 0;
-    if (options.training) {
-      const auto moments = reference::channel_moments(x.data, layout, c);
-      mean = moments.mean;
-      rstd = 1.0 / std::sqrt(moments.variance + double(options.eps));
+  const cpu::BatchShape shape{layout.batch, layout.channels, layout.length};
+  const auto channels = static_cast<size_t>(layout.channels);
+  std::vector<double> mean(channels), rstd(channels);
+  if (options.training) {
+    cpu::ChannelStats batch;
+    cpu::batch_statistics(x.data, shape, batch);
+    for (int64_t c = 0; c < layout.channels; ++c) {
+      mean[c] = batch.mean[c];
+      rstd[c] = 1.0 / std::sqrt(batch.variance[c] + double(options.eps));
       if (running) {
-        update_running(*running, c, moments.mean, moments.variance, layout.per_channel(),
+        update_running(*running, c, batch.mean[c], batch.variance[c], layout.per_channel(),
                        options);
       }
       if (batch_stats) {
-        batch_stats->mean.data[c] = static_cast<float>(mean);
-        batch_stats->rstd.data[c] = static_cast<float>(rstd);
+        batch_stats->mean.data[c] = static_cast<float>(mean[c]);
+        batch_stats->rstd.data[c] = static_cast<float>(rstd[c]);
       }
-    } else {
-      mean = running->mean.data[c];
-      rstd = 1.0 / std::sqrt(double(running->var.data[c]) + double(options.eps));
     }
-    reference::normalise_channel<float>(x.data, gamma, beta, y.data, layout, c, mean, rstd);
+  } else {
+    running_constants(*running, options.eps, mean, rstd);
   }
+  cpu::batch_normalise(x.data, mean.data(), rstd.data(),
+                       options.gamma ? options.gamma->data : nullptr,
+                       options.beta ? options.beta->data : nullptr, y.data, shape);
 }
 
 void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
@@ -123,16 +135,16 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
   const float* gamma = options.gamma ? options.gamma->data : nullptr;
   float* dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   float* dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
-  for (int64_t c = 0; c < layout.channels; ++c) {
-    if (options.training) {
-      reference::batch_norm_backward_channel<float>(dy.data, x.data, gamma, grads.dx.data, dgamma,
-                                                    dbeta, layout, c, options.eps);
-    } else {
-      const double rstd = 1.0 / std::sqrt(double(running->var.data[c]) + double(options.eps));
-      reference::batch_norm_eval_backward_channel<float>(dy.data, x.data, gamma, grads.dx.data,
-                                                         dgamma, dbeta, layout, c,
-                                                         running->mean.data[c], rstd);
-    }
+  const cpu::BatchShape shape{layout.batch, layout.channels, layout.length};
+  if (options.training) {
+    cpu::batch_norm_backward_training(dy.data, x.data, gamma, grads.dx.data, dgamma, dbeta, shape,
+                                      options.eps);
+  } else {
+    const auto channel_count = static_cast<size_t>(layout.channels);
+    std::vector<double> mean(channel_count), rstd(channel_count);
+    running_constants(*running, options.eps, mean, rstd);
+    cpu::batch_norm_backward_inference(dy.data, x.data, gamma, mean.data(), rstd.data(),
+                                       grads.dx.data, dgamma, dbeta, shape);
   }
 }
 

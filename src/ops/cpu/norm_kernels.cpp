@@ -102,7 +102,7 @@ RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool
   if (!centre) return {0.0, sums.squares / count};  // RMSNorm: shift is 0, mean(x^2)
   const double mean_shifted = sums.sum / count;
   const double variance = sums.squares / count - mean_shifted * mean_shifted;
-  return {shift + mean_shifted, variance > 0 ? variance : 0.0};
+  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
 }
 
 // The affine step for one element, as the vector paths do it.

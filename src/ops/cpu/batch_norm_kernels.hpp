@@ -1,0 +1,39 @@
+// Fast BatchNorm kernels over x viewed as [batch, channels, length]: memory is walked in order
+// (the reference walks one channel at a time, striding through the whole tensor), threads split
+// the batch, and per-channel sums are reduced over fixed chunks of the batch in chunk order, so
+// results are bitwise identical for any thread count. Arguments are already validated.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace addnorm::cpu {
+
+struct BatchShape {
+  int64_t batch = 0;
+  int64_t channels = 0;
+  int64_t length = 1;
+};
+
+// Per-channel float64 statistics of a training batch (population variance).
+struct ChannelStats {
+  std::vector<double> mean;
+  std::vector<double> variance;
+};
+void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& stats);
+
+// y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
+// mean or rstd is not finite becomes NaN. y may be x.
+void batch_normalise(const float* x, const double* mean, const double* rstd, const float* gamma,
+                     const float* beta, float* y, const BatchShape& shape);
+
+// Training-mode backward (statistics recomputed from x) and inference-mode backward (running
+// statistics as constants). dx may be dy or x; dgamma, dbeta nullable.
+void batch_norm_backward_training(const float* dy, const float* x, const float* gamma,
+                                  float* dx, float* dgamma, float* dbeta, const BatchShape& shape,
+                                  double eps);
+void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
+                                   const double* mean, const double* rstd, float* dx,
+                                   float* dgamma, float* dbeta, const BatchShape& shape);
+
+}  // namespace addnorm::cpu
