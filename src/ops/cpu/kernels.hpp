@@ -52,6 +52,13 @@ struct NormBackward {
 };
 void norm_backward(const NormBackward& args);
 
+// The same on rows [begin, end) only, on the calling thread: for callers that split the work
+// themselves (the mixed-precision ops stage blocks of rows through float32 buffers).
+// norm_backward_range adds into the given float64 partials (nullable) instead of dgamma/dbeta.
+void norm_forward_range(const NormForward& args, int64_t begin, int64_t end);
+void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
+                         double* dgamma_partial, double* dbeta_partial);
+
 // The SIMD targets compiled into this binary and supported by this CPU, best first, and a way
 // to run the kernels on a chosen one (0 restores the best): the tests run every target.
 std::vector<int64_t> available_targets();

@@ -377,6 +377,15 @@ void norm_backward(const NormBackward& args) {
   if (args.dbeta) partials.reduce_dbeta(args.dbeta);
 }
 
+void norm_forward_range(const NormForward& args, int64_t begin, int64_t end) {
+  HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
+}
+
+void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
+                         double* dgamma_partial, double* dbeta_partial) {
+  HWY_DYNAMIC_DISPATCH(norm_backward_rows)(args, begin, end, dgamma_partial, dbeta_partial);
+}
+
 std::vector<int64_t> available_targets() {
   std::vector<int64_t> targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) targets.push_back(target);

@@ -1,0 +1,260 @@
+// bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target) and the
+// norms with each tensor stored in its own type, against float64.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "addnorm/mixed_precision.hpp"
+#include "ops/cpu/convert.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "ops/reference/layer_norm.hpp"
+#include "ops/reference/rms_norm.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::random_floats;
+using testing::widen;
+
+float widen_one(uint16_t bits, DType dtype) {
+  return dtype == DType::bfloat16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+}
+
+TEST(Dtype, ScalarConversionsKnownValues) {
+  EXPECT_EQ(to_float(bfloat16{0x3F80}), 1.0f);
+  EXPECT_EQ(to_float(float16{0x3C00}), 1.0f);
+  EXPECT_EQ(to_float(float16{0x7BFF}), 65504.0f);
+  EXPECT_EQ(to_float(float16{0x0001}), std::ldexp(1.0f, -24));
+  EXPECT_EQ(to_float(float16{0xC000}), -2.0f);
+  EXPECT_EQ(to_bfloat16(1.0f).bits, 0x3F80);
+  EXPECT_EQ(to_float16(65504.0f).bits, 0x7BFF);
+  EXPECT_EQ(to_float16(65520.0f).bits, 0x7C00);  // the tie above the largest rounds to Inf
+  EXPECT_EQ(to_float16(std::ldexp(1.0f, -25)).bits, 0x0000);  // tie to even: 0
+  EXPECT_EQ(to_float16(std::ldexp(3.0f, -25)).bits, 0x0002);  // 1.5 units: even is 2
+  EXPECT_TRUE(std::isnan(to_float(to_bfloat16(std::nanf("")))));
+  EXPECT_TRUE(std::isnan(to_float(to_float16(std::nanf("")))));
+}
+
+// Narrowing rounds to the nearest representable value, ties to the even bit pattern.
+void expect_round_to_nearest_even(float value, uint16_t bits, DType dtype) {
+  if (std::isnan(value)) {
+    EXPECT_TRUE(std::isnan(widen_one(bits, dtype)));
+    return;
+  }
+  const double got = widen_one(bits, dtype);
+  if (std::isinf(got)) {
+    // Only values at or beyond the rounding threshold overflow.
+    if (dtype == DType::float16) EXPECT_GE(std::fabs(value), 65520.0f) << value;
+    return;
+  }
+  const double error = std::fabs(got - value);
+  for (const int step : {-1, 1}) {
+    const auto neighbour_bits = static_cast<uint16_t>(bits + step);
+    const double neighbour = widen_one(neighbour_bits, dtype);
+    if (std::isnan(neighbour) || (neighbour < 0) != (got < 0) || std::isinf(neighbour)) continue;
+    const double other = std::fabs(neighbour - value);
+    ASSERT_LE(error, other) << value << " -> " << got << " but " << neighbour << " is nearer";
+    if (error == other) {
+      ASSERT_EQ(bits & 1, 0) << value << ": a tie must round to the even pattern";
+    }
+  }
+}
+
+class ConversionsOnEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+TEST_P(ConversionsOnEveryTarget, WideningIsExactForEveryPattern) {
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    std::vector<uint16_t> all(65536);
+    for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+    std::vector<float> wide(all.size());
+    cpu::to_float32(all.data(), dtype, wide.data(), static_cast<int64_t>(all.size()));
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float want = widen_one(static_cast<uint16_t>(i), dtype);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(wide[i])) << i;
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(want))
+            << dtype_name(dtype) << " pattern " << i;
+      }
+    }
+  }
+}
+
+TEST_P(ConversionsOnEveryTarget, NarrowingRoundsToNearestEven) {
+  std::vector<float> values = random_floats(20000, 5, -70000.0f, 70000.0f);
+  const auto small = random_floats(20000, 6, -1e-4f, 1e-4f);
+  values.insert(values.end(), small.begin(), small.end());
+  // Exact ties for both formats, around 1 and in float16's subnormal range.
+  for (int k = 0; k < 64; ++k) {
+    values.push_back(1.0f + std::ldexp(static_cast<float>(2 * k + 1), -8));   // bfloat16 ties
+    values.push_back(1.0f + std::ldexp(static_cast<float>(2 * k + 1), -11));  // float16 ties
+    values.push_back(std::ldexp(static_cast<float>(2 * k + 1), -25));         // subnormal ties
+  }
+  values.push_back(std::numeric_limits<float>::quiet_NaN());
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(3.4e38f);
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    std::vector<uint16_t> narrow(values.size());
+    cpu::from_float32(values.data(), narrow.data(), dtype, static_cast<int64_t>(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t scalar = dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits
+                                                       : to_float16(values[i]).bits;
+      ASSERT_EQ(narrow[i], scalar) << dtype_name(dtype) << " " << values[i];
+      expect_round_to_nearest_even(values[i], narrow[i], dtype);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, ConversionsOnEveryTarget,
+                         ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+std::vector<uint16_t> narrow_all(const std::vector<float>& values, DType dtype) {
+  std::vector<uint16_t> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[i] = dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits : to_float16(values[i]).bits;
+  }
+  return out;
+}
+
+std::vector<float> widen_all(const std::vector<uint16_t>& bits, DType dtype) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = widen_one(bits[i], dtype);
+  return out;
+}
+
+// Within one unit in the last place of the storage type (0.5 from the final rounding, the rest
+// from float32), plus the same of `scale` for results that cancel.
+::testing::AssertionResult within_storage_ulp(const std::vector<float>& got,
+                                              const std::vector<double>& want, DType dtype,
+                                              double scale) {
+  const double unit = dtype == DType::bfloat16 ? 0x1p-7 : 0x1p-10;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double allowed = unit * (std::fabs(want[i]) + scale);
+    if (!(std::fabs(got[i] - want[i]) <= allowed)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", want "
+                                           << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
+  const int64_t rows = 37, dim = 200;
+  const Shape shape{rows, dim}, normalized{dim};
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const bool layer = norm == NormKind::layer_norm;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (layer ? " layer" : " rms"));
+      const auto x_bits = narrow_all(random_floats(rows * dim, 1, -3.0f, 5.0f), dtype);
+      const auto dy_bits = narrow_all(random_floats(rows * dim, 2), dtype);
+      const auto gamma_bits = narrow_all(random_floats(dim, 3, 0.5f, 1.5f), dtype);
+      const auto beta = random_floats(dim, 4);  // float32 beta beside narrow gamma
+      const auto x = widen(widen_all(x_bits, dtype)), dy = widen(widen_all(dy_bits, dtype));
+      const auto gamma = widen(widen_all(gamma_bits, dtype)), beta64 = widen(beta);
+      std::vector<double> want_y(x.size()), want_dx(x.size()), want_dgamma(dim);
+      if (layer) {
+        reference::layer_norm_forward<double>(x.data(), gamma.data(), beta64.data(),
+                                              want_y.data(), nullptr, nullptr, rows, dim, 1e-5);
+        reference::layer_norm_backward<double>(dy.data(), x.data(), gamma.data(), nullptr,
+                                               nullptr, want_dx.data(), want_dgamma.data(),
+                                               nullptr, rows, dim, 1e-5);
+      } else {
+        reference::rms_norm_forward<double>(x.data(), gamma.data(), false, want_y.data(), nullptr,
+                                            rows, dim, 1e-5);
+        reference::rms_norm_backward<double>(dy.data(), x.data(), gamma.data(), false, nullptr,
+                                             nullptr, want_dx.data(), want_dgamma.data(), rows,
+                                             dim, 1e-5);
+      }
+      MixedNormOptions options;
+      options.norm = norm;
+      options.gamma = AnyConstView(gamma_bits.data(), normalized, dtype);
+      if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
+      std::vector<uint16_t> y_bits(x.size()), dx_bits(x.size());
+      std::vector<float> rstd(rows), dgamma(dim);
+      norm_forward_mixed(AnyConstView(x_bits.data(), shape, dtype), normalized,
+                         AnyMutableView(y_bits.data(), shape, dtype), options,
+                         NormStats{MutableView{dgamma.data(), {rows}}, {rstd.data(), {rows}}});
+      EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, dtype), want_y, dtype, 1.0));
+      norm_backward_mixed(AnyConstView(dy_bits.data(), shape, dtype),
+                          AnyConstView(x_bits.data(), shape, dtype), normalized,
+                          {AnyMutableView(dx_bits.data(), shape, dtype),
+                           MutableView{dgamma.data(), normalized}, std::nullopt},
+                          options);
+      EXPECT_TRUE(within_storage_ulp(widen_all(dx_bits, dtype), want_dx, dtype,
+                                     8 * testing::max_abs(want_dx)));
+      EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+    }
+  }
+}
+
+// A float32 residual stream beside bfloat16 sub-layer outputs and bfloat16 norm outputs.
+TEST(MixedPrecision, Float32ResidualStreamWithBfloat16Activations) {
+  const int64_t rows = 9, dim = 96;
+  const Shape shape{rows, dim}, normalized{dim};
+  const auto stream = random_floats(rows * dim, 7, -2.0f, 2.0f);
+  const auto update_bits = narrow_all(random_floats(rows * dim, 8), DType::bfloat16);
+  std::vector<float> h(stream.size());
+  std::vector<uint16_t> y_bits(stream.size());
+  add_norm_pre_mixed(ConstView{stream.data(), shape},
+                     AnyConstView(update_bits.data(), shape, DType::bfloat16), normalized,
+                     MutableView{h.data(), shape},
+                     AnyMutableView(y_bits.data(), shape, DType::bfloat16));
+  const auto update = widen_all(update_bits, DType::bfloat16);
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], stream[i] + update[i]);
+  const auto h64 = widen(h);
+  std::vector<double> want(h.size());
+  reference::layer_norm_forward<double>(h64.data(), nullptr, nullptr, want.data(), nullptr,
+                                        nullptr, rows, dim, 1e-5);
+  EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, DType::bfloat16), want, DType::bfloat16, 1.0));
+}
+
+// With every tensor in float32 the mixed entry points are the float32 ops, bit for bit.
+TEST(MixedPrecision, AllFloat32EqualsTheFloat32Ops) {
+  const int64_t rows = 50, dim = 33;
+  const Shape shape{rows, dim}, normalized{dim};
+  const auto x = random_floats(rows * dim, 9), r = random_floats(rows * dim, 10);
+  const auto gamma = random_floats(dim, 11, 0.5f, 1.5f);
+  std::vector<float> h(x.size()), y(x.size()), h_ref(x.size()), y_ref(x.size());
+  MixedNormOptions options;
+  options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+  add_norm_pre_mixed(ConstView{x.data(), shape}, ConstView{r.data(), shape}, normalized,
+                     MutableView{h.data(), shape}, MutableView{y.data(), shape}, options);
+  add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h_ref.data(), shape},
+               {y_ref.data(), shape}, {NormKind::layer_norm, ConstView{gamma.data(), normalized}});
+  EXPECT_EQ(h, h_ref);
+  EXPECT_EQ(y, y_ref);
+}
+
+TEST(MixedPrecision, RejectsBadArgumentsByName) {
+  std::vector<uint16_t> x(8), y(8);
+  const Shape shape{2, 4};
+  try {
+    norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{5},
+                       AnyMutableView(y.data(), shape, DType::bfloat16));
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("normalized_shape [5]"), std::string::npos);
+  }
+  EXPECT_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                                  AnyMutableView(y.data(), Shape{4, 2}, DType::bfloat16)),
+               Error);
+  // y partly over x is refused; y exactly x with the same storage type is allowed.
+  EXPECT_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                                  AnyMutableView(x.data() + 1, Shape{2, 3}, DType::bfloat16)),
+               Error);
+  EXPECT_NO_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                                     AnyMutableView(x.data(), shape, DType::bfloat16)));
+}
+
+}  // namespace
+}  // namespace addnorm
