@@ -1,10 +1,14 @@
 // The fused Add & Norm boxes. Pre-norm (GPT-2) returns both the residual stream h = x + r and
 // Norm(h); post-norm (2017 paper) returns Norm(x + Dropout(s)). Both round h to float32 before
 // normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
+#include <algorithm>
+
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/dropout_detail.hpp"
+#include "ops/cpu/dropout.hpp"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/threading.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm {
@@ -104,6 +108,23 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
   cpu::norm_backward(args);
 }
 
+// Rows per block for the post-norm ops: about 16 Ki elements, so a block stays in cache
+// between building h and normalising it.
+int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
+
+// out = x + Dropout(s) for `length` elements starting at stream element `element`, rounded as
+// the unfused dropout -> add. out may be x or s (the dropped values go through a small buffer).
+void add_dropped(const float* x, const float* s, float* out, int64_t length,
+                 const DropoutOptions& dropout, uint64_t element) {
+  constexpr int64_t kChunk = 1024;
+  float dropped[kChunk];
+  for (int64_t start = 0; start < length; start += kChunk) {
+    const int64_t count = std::min(kChunk, length - start);
+    cpu::apply_dropout(s + start, dropped, count, dropout, element + static_cast<uint64_t>(start));
+    for (int64_t i = 0; i < count; ++i) out[start + i] = x[start + i] + dropped[i];
+  }
+}
+
 }  // namespace
 
 void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
@@ -156,11 +177,19 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
                          {region("x", x), region("s", s), region("gamma", options.gamma),
                           region("beta", options.beta)},
                          {{"y", "x"}, {"y", "s"}});
-  // h = x + Dropout(s) is built in y's memory, then normalised in place.
-  for (int64_t i = 0; i < count; ++i) {
-    y.data[i] = x.data[i] + detail::dropout_element(s.data[i], i, dropout);
-  }
-  cpu::norm_forward(forward_args(y.data, nullptr, nullptr, y.data, options, stats, layout));
+  // Per block of rows (in cache): h = x + Dropout(s) is built in y's memory, then normalised
+  // in place.
+  const cpu::NormForward args =
+      forward_args(y.data, nullptr, nullptr, y.data, options, stats, layout);
+  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += block_rows(layout.dim)) {
+      const int64_t last = std::min(end, first + block_rows(layout.dim));
+      const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
+      add_dropped(x.data + at, s.data + at, y.data + at, length, dropout,
+                  dropout.offset + static_cast<uint64_t>(at));
+      cpu::norm_forward_range(args, first, last);
+    }
+  });
 }
 
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
@@ -183,15 +212,37 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape&
                          {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
   // The forward's h is rebuilt in ds's memory (the mask is regenerated, not stored); the norm's
   // backward reads it row by row and writes dh = dx (which may be dy's memory); finally ds is
-  // replaced by dx * mask / (1 - p), the dropout's own backward.
-  for (int64_t i = 0; i < count; ++i) {
-    grads.ds.data[i] = x.data[i] + detail::dropout_element(s.data[i], i, dropout);
-  }
-  norm_backward(dy.data, grads.ds.data, nullptr, grads.dx.data, grads.dgamma, grads.dbeta,
-                options, saved, layout);
-  for (int64_t i = 0; i < count; ++i) {
-    grads.ds.data[i] = detail::dropout_element(grads.dx.data[i], i, dropout);
-  }
+  // replaced by dx * mask / (1 - p), the dropout's own backward. Block by block, in cache;
+  // dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
+  cpu::NormBackward args;
+  args.dy = dy.data;
+  args.x = grads.ds.data;
+  args.gamma = data_or_null(options.gamma);
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.saved_rstd = saved ? saved->rstd.data : nullptr;
+  args.dx = grads.dx.data;
+  args.centre = options.norm == NormKind::layer_norm;
+  args.rows = layout.rows;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  const bool want_partials = grads.dgamma || grads.dbeta;
+  const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
+  cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
+                            grads.dbeta.has_value());
+  cpu::parallel_chunks(chunks, layout.rows, layout.dim,
+                       [&](int64_t chunk, int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += block_rows(layout.dim)) {
+      const int64_t last = std::min(end, first + block_rows(layout.dim));
+      const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
+      const uint64_t element = dropout.offset + static_cast<uint64_t>(at);
+      float* h = grads.ds.data + at;
+      add_dropped(x.data + at, s.data + at, h, length, dropout, element);
+      cpu::norm_backward_range(args, first, last, partials.dgamma(chunk), partials.dbeta(chunk));
+      cpu::apply_dropout(grads.dx.data + at, h, length, dropout, element);
+    }
+  });
+  if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);
+  if (grads.dbeta) partials.reduce_dbeta(grads.dbeta->data);
 }
 
 }  // namespace addnorm

@@ -1,7 +1,11 @@
 // Dropout with counter-based masks (ops/reference/philox.hpp): element i of a tensor uses
 // element offset + i of the seed's stream, whatever the thread count.
+#include <algorithm>
+
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/cpu/dropout.hpp"
+#include "ops/cpu/threading.hpp"
 #include "ops/dropout_detail.hpp"
 #include "ops/reference/philox.hpp"
 #include "ops/validate.hpp"
@@ -20,15 +24,13 @@ void check_dropout(const DropoutOptions& options, int64_t count) {
   }
 }
 
-float dropout_element(float value, int64_t i, const DropoutOptions& options) {
-  if (options.p == 0.0f) return value;
-  const uint32_t threshold = reference::dropout_threshold(options.p);
-  if (!reference::dropout_keeps(options.seed, options.offset + static_cast<uint64_t>(i),
-                                threshold)) {
-    return 0.0f;
-  }
-  // One rounding: the scale 1 / (1 - p) is applied in float64.
-  return static_cast<float>(static_cast<double>(value) / (1.0 - static_cast<double>(options.p)));
+void dropout_elements(const float* input, float* output, int64_t count,
+                      const DropoutOptions& options) {
+  // Threads take contiguous element ranges; each element's mask depends only on its index.
+  cpu::parallel_rows(count, 1, [&](int64_t begin, int64_t end) {
+    cpu::apply_dropout(input + begin, output + begin, end - begin, options,
+                       options.offset + static_cast<uint64_t>(begin));
+  });
 }
 
 }  // namespace detail
@@ -38,7 +40,7 @@ void dropout(ConstView x, MutableView y, const DropoutOptions& options) {
   detail::check_shape("y", y, x.shape);
   detail::check_dropout(options, count);
   detail::check_disjoint({region("y", y)}, {region("x", x)}, {{"y", "x"}});
-  for (int64_t i = 0; i < count; ++i) y.data[i] = detail::dropout_element(x.data[i], i, options);
+  detail::dropout_elements(x.data, y.data, count, options);
 }
 
 // The same mask and scale as the forward: the derivative of a kept element is 1 / (1 - p).
@@ -47,21 +49,22 @@ void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& option
   detail::check_shape("dx", dx, dy.shape);
   detail::check_dropout(options, count);
   detail::check_disjoint({region("dx", dx)}, {region("dy", dy)}, {{"dx", "dy"}});
-  for (int64_t i = 0; i < count; ++i) {
-    dx.data[i] = detail::dropout_element(dy.data[i], i, options);
-  }
+  detail::dropout_elements(dy.data, dx.data, count, options);
 }
 
 void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options) {
   const int64_t count = detail::check_tensor("mask", mask);
   detail::check_dropout(options, count);
   const uint32_t threshold = reference::dropout_threshold(options.p);
-  for (int64_t i = 0; i < count; ++i) {
-    mask.data[i] = reference::dropout_keeps(options.seed,
-                                            options.offset + static_cast<uint64_t>(i), threshold)
-                       ? 1
-                       : 0;
-  }
+  cpu::parallel_rows(count, 1, [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 1024;
+    uint32_t bits[kBlock];
+    for (int64_t start = begin; start < end; start += kBlock) {
+      const int64_t length = std::min(kBlock, end - start);
+      cpu::philox_bits(options.seed, options.offset + static_cast<uint64_t>(start), bits, length);
+      for (int64_t i = 0; i < length; ++i) mask.data[start + i] = bits[i] >= threshold ? 1 : 0;
+    }
+  });
 }
 
 }  // namespace addnorm

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "addnorm/ops.hpp"
+#include "ops/cpu/dropout.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "ops/reference/philox.hpp"
 #include "test_support.hpp"
 
@@ -65,10 +67,27 @@ TEST(Dropout, ForwardScalesKeptValuesAndBackwardReusesTheMask) {
   dropout({x.data(), {64, 64}}, {y.data(), {64, 64}}, options);
   dropout_backward({x.data(), {64, 64}}, {dx.data(), {64, 64}}, options);
   for (size_t i = 0; i < x.size(); ++i) {
-    const float want = mask[i] ? static_cast<float>(double(x[i]) / 0.75) : 0.0f;
+    const float want = mask[i] ? static_cast<float>(double(x[i]) * (1.0 / 0.75)) : 0.0f;
     EXPECT_EQ(y[i], want) << i;
     EXPECT_EQ(dx[i], want) << i;  // d(dropout)/dx is the same mask and scale
   }
+}
+
+// The SIMD mask generator equals the scalar definition for any start and length, on every
+// compiled target.
+TEST(Dropout, SimdStreamEqualsTheScalarDefinition) {
+  for (int64_t target : cpu::available_targets()) {
+    cpu::force_target(target);
+    for (const uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33}) {
+      std::vector<uint32_t> bits(1000);
+      cpu::philox_bits(0x123456789ull, first, bits.data(), 1000);
+      for (uint64_t i = 0; i < 1000; ++i) {
+        ASSERT_EQ(bits[i], reference::philox_bits(0x123456789ull, first + i))
+            << cpu::target_name(target) << " element " << first + i;
+      }
+    }
+  }
+  cpu::force_target(0);
 }
 
 }  // namespace

@@ -44,4 +44,9 @@ inline bool dropout_keeps(uint64_t seed, uint64_t element, uint32_t threshold) {
   return philox_bits(seed, element) >= threshold;
 }
 
+// The value of a kept element: x * (1 / (1 - p)) in float64, rounded once to float32.
+inline float dropout_kept_value(float x, float p) {
+  return static_cast<float>(static_cast<double>(x) * (1.0 / (1.0 - static_cast<double>(p))));
+}
+
 }  // namespace addnorm::reference
