@@ -11,7 +11,8 @@ echo "== build (release) =="
 bash scripts/build.sh
 
 echo "== build (address + undefined-behaviour sanitizers) =="
-cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZE=ON >/dev/null
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZE=ON \
+  -DADDNORM_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-sanitize -j"$jobs"
 
 echo "== tests under sanitizers =="

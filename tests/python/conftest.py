@@ -20,3 +20,18 @@ def addnorm_bin() -> Path:
 def tools_dir() -> Path:
     """Directory holding the tests/tools executables (numpy_random_dump, ...)."""
     return Path(os.environ.get("ADDNORM_TOOLS_DIR", REPO_ROOT / "build" / "tests"))
+
+
+def _find_python_module() -> None:
+    """Run by hand (no PYTHONPATH from CTest), the addnorm package is taken from the build."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("addnorm") is not None:
+        return
+    build = Path(os.environ.get("ADDNORM_BUILD_DIR", REPO_ROOT / "build"))
+    if (build / "python" / "addnorm").is_dir():
+        sys.path.insert(0, str(build / "python"))
+
+
+_find_python_module()

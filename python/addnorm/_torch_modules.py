@@ -1,0 +1,130 @@
+"""Drop-in nn.Modules: LayerNorm and BatchNorm1d subclass torch.nn's own (same constructor,
+parameters, buffers, state_dict keys, repr), RMSNorm mirrors torch.nn.RMSNorm (PyTorch >= 2.4),
+and AddNorm is the fused residual add + norm (pre-norm or post-norm, with dropout)."""
+import numbers
+
+import torch
+
+from . import _torch_functions as F
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """torch.nn.LayerNorm computed by addnorm; same arguments, parameters and state_dict."""
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class BatchNorm1d(torch.nn.BatchNorm1d):
+    """torch.nn.BatchNorm1d computed by addnorm: same arguments, parameters (weight, bias),
+    buffers (running_mean, running_var, num_batches_tracked) and state_dict; momentum=None
+    (cumulative average) and track_running_stats=False behave as in PyTorch."""
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked)
+        use_batch_stats = self.training or (self.running_mean is None and
+                                            self.running_var is None)
+        keep_running = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep_running else None,
+                            self.running_var if keep_running else None, self.weight, self.bias,
+                            use_batch_stats, factor, self.eps)
+
+
+def _normalized_shape(normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral):
+        return (int(normalized_shape),)
+    return tuple(int(d) for d in normalized_shape)
+
+
+class RMSNorm(torch.nn.Module):
+    """RMSNorm with torch.nn.RMSNorm's arguments and parameter (weight): y = x / sqrt(mean(x**2)
+    + eps) * weight. eps=None means the input dtype's machine epsilon, as in PyTorch.
+    zero_centered_weight=True (an addnorm extra) scales by (1 + weight), weight starting at 0."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None, *, zero_centered_weight=False):
+        super().__init__()
+        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        self.zero_centered_weight = zero_centered_weight
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(
+                torch.empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            with torch.no_grad():
+                self.weight.fill_(0.0 if self.zero_centered_weight else 1.0)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps,
+                          self.zero_centered_weight)
+
+    def extra_repr(self):
+        extra = ", zero_centered_weight=True" if self.zero_centered_weight else ""
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}{extra}")
+
+
+class AddNorm(torch.nn.Module):
+    """The fused Add & Norm box.
+
+    mode="post" (the 2017 paper): forward(x, s) = Norm(x + Dropout(s)), s the sub-layer output.
+    mode="pre" (GPT-2): forward(x, r) = (h, y), h = x + Dropout(r) the new residual stream and
+    y = Norm(h) the next sub-layer's input.
+    norm="layer_norm" (parameters weight, bias: a torch.nn.LayerNorm's state_dict loads into it
+    and back) or "rms_norm" (weight only). Dropout (p=dropout, active in training only) draws a
+    fresh seed from torch's generator on every forward, so torch.manual_seed makes runs
+    repeatable, and saves it for the backward, which regenerates the mask.
+
+    dropout_offset (an attribute, default 0) is where in the seed's stream element 0 of the
+    input takes its bits: a data-parallel rank holding rows [k, ...) of a global batch sets it
+    to k * (elements per row) and then drops exactly what one process would on the whole batch.
+    """
+
+    def __init__(self, normalized_shape, mode="post", norm="layer_norm", dropout=0.1, eps=1e-5,
+                 elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        if mode not in ("pre", "post"):
+            raise ValueError(f"mode is {mode!r}, expected 'pre' or 'post'")
+        if norm not in ("layer_norm", "rms_norm"):
+            raise ValueError(f"norm is {norm!r}, expected 'layer_norm' or 'rms_norm'")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout is {dropout!r}, expected a probability in [0, 1)")
+        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.mode, self.norm, self.dropout, self.eps = mode, norm, float(dropout), eps
+        self.elementwise_affine = elementwise_affine
+        self.dropout_offset = 0
+        factory = {"device": device, "dtype": dtype}
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(torch.ones(self.normalized_shape, **factory))
+        else:
+            self.register_parameter("weight", None)
+        if elementwise_affine and norm == "layer_norm":
+            self.bias = torch.nn.Parameter(torch.zeros(self.normalized_shape, **factory))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x, sublayer_output):
+        p = self.dropout if self.training else 0.0
+        if self.mode == "post":
+            return F.add_norm_post(x, sublayer_output, self.normalized_shape, self.weight,
+                                   self.bias, self.eps, self.norm, p=p,
+                                   offset=self.dropout_offset)
+        r = F.dropout(sublayer_output, p, training=p > 0, offset=self.dropout_offset)
+        return F.add_norm_pre(x, r, self.normalized_shape, self.weight, self.bias, self.eps,
+                              self.norm)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, mode={self.mode!r}, norm={self.norm!r}, "
+                f"dropout={self.dropout}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

@@ -1,0 +1,23 @@
+// addnorm._addnorm: the compiled half of the Python package. Users call the functions in
+// addnorm/__init__.py, which check arguments with friendly messages, allocate the outputs and
+// call these. addnorm::Error (a bad argument found by the library) becomes ValueError.
+#include <pybind11/pybind11.h>
+
+#include "addnorm/error.hpp"
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_addnorm, module) {
+  module.doc() =
+      "addnorm's kernels on NumPy arrays (float32: the library, float64: the "
+      "reference kernels). Use the wrappers in the addnorm package.";
+  pybind11::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const addnorm::Error& bad_argument) {
+      PyErr_SetString(PyExc_ValueError, bad_argument.what());
+    }
+  });
+  addnorm::python::register_norms(module);
+  addnorm::python::register_batch_norm(module);
+  addnorm::python::register_residual(module);
+}

@@ -1,0 +1,222 @@
+"""addnorm.torch: autograd functions checked by torch.autograd.gradcheck in float64, the modules
+as drop-in replacements for torch.nn's (outputs, gradients, state_dict both ways, BatchNorm's
+buffers), AddNorm's dropout seeding, and patch()."""
+import pytest
+import torch
+
+import addnorm
+import addnorm._torch_functions
+import addnorm.torch as an
+
+
+def double(*shape, requires_grad=True):
+    return torch.randn(*shape, dtype=torch.float64, requires_grad=requires_grad)
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(1234)
+
+
+def test_gradcheck_functions():
+    x, w, b = double(3, 2, 5), double(5), double(5)
+    assert torch.autograd.gradcheck(lambda x, w, b: an.layer_norm(x, 5, w, b), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: an.layer_norm(x, (2, 5), w.expand(2, 5)), (x, w))
+    assert torch.autograd.gradcheck(lambda x, w: an.rms_norm(x, 5, w, 1e-6), (x, w))
+    assert torch.autograd.gradcheck(
+        lambda x, w: an.rms_norm(x, 5, w, 1e-6, zero_centered_weight=True), (x, w))
+    r, s = double(3, 2, 5), double(3, 2, 5)
+    assert torch.autograd.gradcheck(
+        lambda x, r, w, b: torch.cat([t.flatten() for t in an.add_norm_pre(x, r, 5, w, b)]),
+        (x, r, w, b))
+    assert torch.autograd.gradcheck(
+        lambda x, r, w: an.add_norm_pre(x, r, 5, w, norm="rms_norm")[1], (x, r, w))
+    assert torch.autograd.gradcheck(
+        lambda x, s, w, b: an.add_norm_post(x, s, 5, w, b, p=0.3, seed=99), (x, s, w, b))
+    assert torch.autograd.gradcheck(lambda x: an.dropout(x, 0.4, seed=5), (x,))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_gradcheck_batch_norm(training):
+    x, w, b = double(4, 3, 2), double(3), double(3)
+    mean, var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: an.batch_norm(x, mean, var, w, b, training, 0.1, 1e-5), (x, w, b))
+
+
+def test_gradcheck_modules():
+    x = double(4, 6)
+    for module in (an.LayerNorm(6), an.RMSNorm(6, eps=1e-6), an.BatchNorm1d(6),
+                   an.AddNorm(6, "post", dropout=0.0), an.AddNorm(6, "post", "rms_norm", 0.0)):
+        module = module.double()
+        with torch.no_grad():
+            for parameter in module.parameters():
+                parameter.normal_()
+        inputs = (x,) if not isinstance(module, an.AddNorm) else (x, double(4, 6))
+        assert torch.autograd.gradcheck(module, inputs), module
+
+
+def assert_same(ours, theirs, atol=1e-5):
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=atol)
+
+
+def test_layer_norm_is_a_drop_in_both_ways():
+    theirs = torch.nn.LayerNorm((3, 4), eps=1e-6)
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+    ours = an.LayerNorm((3, 4), eps=1e-6)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(5, 3, 4, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    assert_same(ours(x), theirs(x2))
+    ours(x).square().sum().backward()
+    theirs(x2).square().sum().backward()
+    assert_same(x.grad, x2.grad, atol=1e-4)
+    assert_same(ours.weight.grad, theirs.weight.grad, atol=1e-4)
+    assert_same(ours.bias.grad, theirs.bias.grad, atol=1e-4)
+    back = torch.nn.LayerNorm((3, 4), eps=1e-6)
+    back.load_state_dict(ours.state_dict())
+    assert_same(back.weight, ours.weight)
+    assert isinstance(ours, torch.nn.LayerNorm) and repr(ours) == repr(theirs)
+
+
+def test_strided_tensors_are_made_contiguous():
+    x = torch.randn(6, 8).t()
+    assert_same(an.layer_norm(x, 6), torch.nn.functional.layer_norm(x, (6,)))
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5)])
+def test_batch_norm1d_matches_torch_over_steps(momentum, shape):
+    theirs = torch.nn.BatchNorm1d(3, momentum=momentum)
+    ours = an.BatchNorm1d(3, momentum=momentum)
+    ours.load_state_dict(theirs.state_dict())
+    for _ in range(3):
+        x = torch.randn(*shape) * 2 + 1
+        assert_same(ours(x), theirs(x))
+    for name in ("running_mean", "running_var"):
+        assert_same(getattr(ours, name), getattr(theirs, name))
+    assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 3
+    ours.eval()
+    theirs.eval()
+    x = torch.randn(*shape, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    assert_same(ours(x), theirs(x2))
+    ours(x).sum().backward()
+    theirs(x2).sum().backward()
+    assert_same(x.grad, x2.grad)
+    back = torch.nn.BatchNorm1d(3)
+    back.load_state_dict(ours.state_dict())
+    assert_same(back.running_var, ours.running_var)
+
+
+def test_batch_norm1d_without_running_stats():
+    ours = an.BatchNorm1d(3, track_running_stats=False).eval()
+    theirs = torch.nn.BatchNorm1d(3, track_running_stats=False).eval()
+    x = torch.randn(5, 3)
+    assert_same(ours(x), theirs(x))
+
+
+def test_rms_norm_module():
+    module = an.RMSNorm(4, eps=1e-6)
+    assert list(module.state_dict()) == ["weight"]
+    x = torch.randn(3, 4)
+    expected = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6)
+    assert_same(module(x), expected)
+    default_eps = an.RMSNorm(4)  # eps=None: the dtype's machine epsilon, as in PyTorch
+    x = torch.randn(3, 4, dtype=torch.float64)
+    expected = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
+    assert_same(default_eps.double()(x), expected)
+
+
+def test_add_norm_post_matches_layer_norm_of_the_sum_and_loads_its_state():
+    theirs = torch.nn.LayerNorm(8)
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+    ours = an.AddNorm(8, "post", dropout=0.1)
+    ours.load_state_dict(theirs.state_dict())
+    x, s = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    assert_same(ours.eval()(x, s), theirs(x + s))
+    h, y = an.AddNorm(8, "pre").eval()(x, s)
+    assert_same(h, x + s)
+    assert_same(y, torch.nn.functional.layer_norm(x + s, (8,)))
+
+
+def test_add_norm_dropout_is_seeded_by_torch_and_regenerated_in_backward():
+    module = an.AddNorm(16, "post", dropout=0.5).train()
+    x = torch.randn(4, 16)
+    s = torch.randn(4, 16, requires_grad=True)
+    torch.manual_seed(7)
+    first = module(x, s)
+    torch.manual_seed(7)
+    again = module(x, s)
+    assert torch.equal(first, again)
+    assert not torch.equal(module(x, s), first)  # the next forward draws a new seed
+    upstream = torch.randn(4, 16)  # not a constant: LayerNorm's output rows have a fixed sum
+    torch.manual_seed(7)
+    (module(x, s) * upstream).sum().backward()
+    # Dropped elements of s get no gradient; kept ones do (with overwhelming probability).
+    torch.manual_seed(7)
+    seed = addnorm._torch_functions.fresh_seed()
+    mask = torch.from_numpy(addnorm.dropout_mask((4, 16), 0.5, seed))
+    assert torch.all(s.grad[~mask] == 0)
+    assert torch.all(s.grad[mask] != 0)
+
+
+class LlamaRMSNorm(torch.nn.Module):
+    """The RMSNorm many models define for themselves."""
+
+    def __init__(self, width, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(width))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
+                                             self.variance_epsilon)
+
+
+class GemmaRMSNorm(LlamaRMSNorm):
+    def forward(self, x):
+        return (1 + self.weight) * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
+                                                   self.variance_epsilon)
+
+
+class CentredRMSNorm(LlamaRMSNorm):
+    """Named like an RMSNorm but subtracts the mean: must not be swapped."""
+
+    def forward(self, x):
+        x = x - x.mean(-1, keepdim=True)
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def test_patch_swaps_norms_keeping_parameters():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.LayerNorm(6), LlamaRMSNorm(6),
+                                GemmaRMSNorm(6), CentredRMSNorm(6),
+                                torch.nn.Sequential(torch.nn.LayerNorm(6)))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_()
+    x = torch.randn(3, 6)
+    expected = model(x)
+    parameters = list(model.parameters())
+    patched = an.patch(model)
+    assert patched is model
+    assert type(model[1]) is an.LayerNorm and type(model[5][0]) is an.LayerNorm
+    assert type(model[2]) is an.RMSNorm and not model[2].zero_centered_weight
+    assert type(model[3]) is an.RMSNorm and model[3].zero_centered_weight
+    assert type(model[4]) is CentredRMSNorm
+    assert all(a is b for a, b in zip(model.parameters(), parameters))
+    assert_same(model(x), expected, atol=1e-4)
+    assert type(an.patch(torch.nn.LayerNorm(4))) is an.LayerNorm
+
+
+def test_tensor_errors():
+    with pytest.raises(TypeError, match=r"x has dtype torch.float16, expected torch.float32"):
+        an.layer_norm(torch.ones(2, 4, dtype=torch.float16), 4)
+    with pytest.raises(ValueError, match=r"eps is -1.0, expected a finite value >= 0"):
+        an.LayerNorm(4, eps=-1.0)(torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"mode is 'middle'"):
+        an.AddNorm(4, mode="middle")
