@@ -1,0 +1,118 @@
+// Builds a SequenceModel from command-line options, runs one forward and backward on seeded
+// tokens, and writes everything PyTorch needs to rebuild the same model and check it to a folder
+// of .npy files: tokens, targets, every parameter (param.<name>.npy), the loss, the logits and
+// every gradient (grad.<name>.npy). tests/python/test_nn_vs_torch.py drives it.
+//
+// usage: nn_torch_compare_tool OUT_DIR [key=value ...]   keys: placement norm depth d_model
+//        n_heads d_ff activation vocab batch seq causal lengths(comma list) seed init
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "addnorm/error.hpp"
+#include "addnorm/nn/nn.hpp"
+#include "addnorm/npy.hpp"
+
+namespace {
+
+using namespace addnorm;
+using namespace addnorm::nn;
+
+void save(const std::filesystem::path& path, const Tensor& tensor) {
+  write_npy(path, NpyArray(tensor, NpyDtype::float32));
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) throw Error("usage: nn_torch_compare_tool OUT_DIR [key=value ...]");
+  const std::filesystem::path out = argv[1];
+  std::map<std::string, std::string> options;
+  for (int i = 2; i < argc; ++i) {
+    const std::string argument = argv[i];
+    const auto equals = argument.find('=');
+    if (equals == std::string::npos) throw Error("argument \"" + argument + "\" is not key=value");
+    options[argument.substr(0, equals)] = argument.substr(equals + 1);
+  }
+  auto get = [&](const std::string& key, const std::string& fallback) {
+    const auto found = options.find(key);
+    return found == options.end() ? fallback : found->second;
+  };
+  auto get_int = [&](const std::string& key, int64_t fallback) {
+    return std::stoll(get(key, std::to_string(fallback)));
+  };
+
+  SequenceModelConfig config;
+  config.stack.block.placement = parse_placement(get("placement", "pre_norm"));
+  config.stack.block.norm = parse_norm_type(get("norm", "layer_norm"));
+  config.stack.block.d_model = get_int("d_model", 16);
+  config.stack.block.n_heads = get_int("n_heads", 2);
+  config.stack.block.d_ff = get_int("d_ff", 32);
+  config.stack.block.activation = parse_activation(get("activation", "relu"));
+  config.stack.depth = get_int("depth", 2);
+  config.stack.seed = static_cast<uint64_t>(get_int("seed", 1));
+  config.stack.init =
+      get("init", "xavier") == "gpt2" ? InitScheme::gpt2_scaled : InitScheme::xavier_uniform;
+  config.vocab_size = get_int("vocab", 11);
+  const int64_t batch = get_int("batch", 2), seq = get_int("seq", 5);
+  AttentionMask mask;
+  mask.causal = get("causal", "0") == "1";
+  std::stringstream lengths(get("lengths", ""));
+  for (std::string item; std::getline(lengths, item, ',');)
+    mask.lengths.push_back(std::stoll(item));
+
+  SequenceModel model(config);
+  // Perturb gamma/beta/alpha away from their initial 1/0 so their gradients are really tested.
+  Generator generator(config.stack.seed + 1000);
+  for (Parameter* parameter : model.parameters()) {
+    const std::string& name = parameter->name;
+    const bool is_norm = name.find("gamma") != std::string::npos ||
+                         name.find("beta") != std::string::npos ||
+                         name.find("alpha") != std::string::npos;
+    if (is_norm || name.find("bias") != std::string::npos) {
+      for (float& value : parameter->value.values()) {
+        value += static_cast<float>(0.1 * generator.standard_normal()) +
+                 (name.find("alpha") != std::string::npos ? 0.5f : 0.0f);
+      }
+    }
+  }
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * seq)), targets(tokens.size());
+  Tensor tokens_tensor(Shape{batch, seq}), targets_tensor(Shape{batch, seq});
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] =
+        static_cast<int32_t>(generator.next_uint64() % static_cast<uint64_t>(config.vocab_size));
+    targets[i] =
+        static_cast<int32_t>(generator.next_uint64() % static_cast<uint64_t>(config.vocab_size));
+    tokens_tensor[static_cast<int64_t>(i)] = static_cast<float>(tokens[i]);
+    targets_tensor[static_cast<int64_t>(i)] = static_cast<float>(targets[i]);
+  }
+  std::filesystem::create_directories(out);
+  save(out / "tokens.npy", tokens_tensor);
+  save(out / "targets.npy", targets_tensor);
+  for (Parameter* parameter : model.parameters()) {
+    save(out / ("param." + parameter->name + ".npy"), parameter->value);
+  }
+  const auto parameters = model.parameters();
+  zero_grad(parameters);
+  const double loss = model.forward_backward(tokens, targets, batch, seq, mask);
+  save(out / "loss.npy", Tensor(Shape{1}, {static_cast<float>(loss)}));
+  save(out / "logits.npy", model.forward(tokens, batch, seq, mask));
+  for (Parameter* parameter : parameters) {
+    save(out / ("grad." + parameter->name + ".npy"), parameter->grad);
+  }
+  std::cout << loss << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "error: " << error.what() << "\n";
+    return 2;
+  }
+}

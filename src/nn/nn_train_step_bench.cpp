@@ -1,0 +1,87 @@
+// Times one training step (zero_grad, forward, cross-entropy, backward, Adam) of a SequenceModel:
+// by default 6 blocks, d_model 256, 8 heads, d_ff 1024, batch 16 x 64 tokens. Prints one JSON
+// line with the median step time. nn_train_step_bench.py runs it beside the same model in
+// PyTorch and reports the ratio; timings belong in benchmarks, never in tests.
+//
+// usage: nn_train_step_bench [key=value ...]  keys: depth d_model n_heads d_ff batch seq vocab
+//        steps warmup placement norm
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "addnorm/error.hpp"
+#include "addnorm/nn/nn.hpp"
+
+namespace {
+
+using namespace addnorm::nn;
+
+int run(int argc, char** argv) {
+  std::map<std::string, std::string> options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    const auto equals = argument.find('=');
+    if (equals == std::string::npos) {
+      throw addnorm::Error("argument \"" + argument + "\" is not key=value");
+    }
+    options[argument.substr(0, equals)] = argument.substr(equals + 1);
+  }
+  auto get = [&](const std::string& key, const std::string& fallback) {
+    const auto found = options.find(key);
+    return found == options.end() ? fallback : found->second;
+  };
+  auto get_int = [&](const std::string& key, int64_t fallback) {
+    return std::stoll(get(key, std::to_string(fallback)));
+  };
+  SequenceModelConfig config;
+  config.stack.depth = get_int("depth", 6);
+  config.stack.block.d_model = get_int("d_model", 256);
+  config.stack.block.n_heads = get_int("n_heads", 8);
+  config.stack.block.d_ff = get_int("d_ff", 1024);
+  config.stack.block.placement = parse_placement(get("placement", "pre_norm"));
+  config.stack.block.norm = parse_norm_type(get("norm", "layer_norm"));
+  config.stack.record_stats = false;
+  config.vocab_size = get_int("vocab", 64);
+  const int64_t batch = get_int("batch", 16), seq = get_int("seq", 64);
+  const int64_t steps = get_int("steps", 20), warmup = get_int("warmup", 3);
+
+  SequenceModel model(config);
+  AdamOptions adam_options;
+  adam_options.schedule.lr = 1e-4;
+  Adam adam(model.parameters(), adam_options);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * seq)), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7) % static_cast<size_t>(config.vocab_size));
+    targets[i] = static_cast<int32_t>((i * 3 + 1) % static_cast<size_t>(config.vocab_size));
+  }
+  std::vector<double> times;
+  double loss = 0;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    zero_grad(adam.parameters());
+    loss = model.forward_backward(tokens, targets, batch, seq);
+    adam.step();
+    const std::chrono::duration<double, std::milli> elapsed =
+        std::chrono::steady_clock::now() - start;
+    if (step >= warmup) times.push_back(elapsed.count());
+  }
+  std::sort(times.begin(), times.end());
+  std::cout << "{\"impl\": \"addnorm\", \"median_ms\": " << times[times.size() / 2]
+            << ", \"min_ms\": " << times.front() << ", \"loss\": " << loss << "}\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "error: " << error.what() << "\n";
+    return 2;
+  }
+}
