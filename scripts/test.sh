@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, builds, and runs every test: the C++
 # tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all tests (C++ and the
-# Python tests against NumPy and PyTorch) on the release build. The last lines are CTest's summary.
+# Python tests against NumPy and PyTorch) on the release build, and the lab page's browser tests.
+# The last lines are CTest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -18,6 +19,9 @@ cmake --build build-sanitize -j"$jobs"
 echo "== tests under sanitizers =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
+
+echo "== browser tests: the lab page in headless Chromium =="
+bash scripts/browser-tests.sh
 
 echo "== all tests (release) =="
 ctest --test-dir build --output-on-failure -j"$jobs"

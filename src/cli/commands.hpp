@@ -8,5 +8,8 @@ namespace addnorm::cli {
 
 void add_tour_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_lab_run_command(CLI::App& app);
+void add_lab_server_command(CLI::App& app);
 
 }  // namespace addnorm::cli

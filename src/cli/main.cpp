@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   addnorm::cli::add_tour_command(app);
   addnorm::cli::add_run_command(app);
+  addnorm::cli::add_bench_command(app);
+  addnorm::cli::add_lab_run_command(app);
+  addnorm::cli::add_lab_server_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,55 +1,32 @@
 // Activations through a stack of linear layers x <- x W, in float32 as a model would hold them,
-// once as they are and once with addnorm::layer_norm after every layer.
+// once as they are and once with addnorm::layer_norm after every layer: the lab's
+// activation-growth experiment (src/lab/activation_growth.cpp) at its defaults.
 #include "tour/activation_growth.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "addnorm/numpy_random.hpp"
-#include "addnorm/ops.hpp"
-#include "tour/float_arrays.hpp"
+#include "addnorm/lab/activation_growth.hpp"
 #include "tour/numpy_format.hpp"
 
 namespace addnorm::tour {
-namespace {
-
-double std_of_tensor(const Tensor& tensor) {
-  return std_of(to_doubles(tensor));
-}
-
-}  // namespace
 
 ActivationGrowth activation_growth() {
+  // The lab's activation-growth experiment at its defaults, with the two arrangements the
+  // page's widget toggles between.
+  lab::ActivationGrowthParams params;
+  params.modes = {lab::GrowthMode::none, lab::GrowthMode::layer_norm};
+  const lab::ActivationGrowthResult run = lab::run_activation_growth(params);
   ActivationGrowth growth;
-  growth.tokens = 8;
-  growth.dim = 64;
-  growth.layers = 24;
-  growth.gain = 1.4;
-  growth.seed = 42;
-  growth.eps = 1e-5;
-
-  numpy_random::Generator rng(growth.seed);
-  const Shape shape{growth.tokens, growth.dim};
-  const Tensor input = to_tensor(rng.normal(0.0, 1.0, shape.numel()), shape);
-  const double weight_std = growth.gain / std::sqrt(static_cast<double>(growth.dim));
-
-  Tensor plain = input, normed = input;
-  growth.std_without_norm.push_back(std_of_tensor(plain));
-  growth.std_with_layer_norm.push_back(std_of_tensor(normed));
-  LayerNormOptions options;
-  options.eps = static_cast<float>(growth.eps);
-  for (int layer = 1; layer <= growth.layers; ++layer) {
-    const std::vector<double> weight =
-        rng.normal(0.0, weight_std, static_cast<int64_t>(growth.dim) * growth.dim);
-    plain = times_matrix(plain, weight, growth.dim);
-    const Tensor hidden = times_matrix(normed, weight, growth.dim);
-    layer_norm(hidden.view(), Shape{growth.dim}, normed.view(), options);
-    growth.std_without_norm.push_back(std_of_tensor(plain));
-    growth.std_with_layer_norm.push_back(std_of_tensor(normed));
-    if (growth.first_layer_past_100 == 0 && growth.std_without_norm.back() > 100.0) {
-      growth.first_layer_past_100 = layer;
-    }
-  }
+  growth.tokens = params.tokens;
+  growth.dim = params.width;
+  growth.layers = params.layers;
+  growth.gain = params.gain;
+  growth.seed = params.seed;
+  growth.eps = params.eps;
+  growth.std_without_norm = run.curves[0].std;
+  growth.std_with_layer_norm = run.curves[1].std;
+  growth.first_layer_past_100 = run.curves[0].first_layer_past_100;
   return growth;
 }
 

@@ -10,6 +10,8 @@
 
 #include "addnorm/tensor.hpp"
 
+#include "lab/float_math.hpp"
+
 namespace addnorm::tour {
 
 // A float32 tensor holding `values` (each rounded to float32) with the given shape.
@@ -44,23 +46,8 @@ inline double std_of(std::span<const double> values) {
   return std::sqrt(variance_of(values));
 }
 
-// x W for x of shape [rows, in] and W (C order) of shape [in, out], accumulated in float64 and
-// stored in float32, as a float32 model would hold its activations.
-inline Tensor times_matrix(const Tensor& x, std::span<const double> weight, int64_t out_dim) {
-  const int64_t rows = x.shape()[0], in_dim = x.shape()[1];
-  Tensor result(Shape{rows, out_dim});
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t out = 0; out < out_dim; ++out) {
-      double sum = 0.0;
-      for (int64_t in = 0; in < in_dim; ++in) {
-        sum += static_cast<double>(x[row * in_dim + in]) *
-               weight[static_cast<size_t>(in * out_dim + out)];
-      }
-      result[row * out_dim + out] = static_cast<float>(sum);
-    }
-  }
-  return result;
-}
+// x W (accumulated in float64, stored in float32) is lab::times_matrix (lab/float_math.hpp).
+using lab::times_matrix;
 
 // Column `col` of a rows x cols C-order matrix.
 inline std::vector<double> column_of(std::span<const double> matrix, int64_t rows, int64_t cols,

@@ -1,59 +1,24 @@
-// The gradient of page 000's stack, carried down layer by layer in float64 as the page does.
-// The weights come from addnorm's copy of NumPy's default_rng, so the numbers are the page's:
-// one generator serves both runs, so the 24-layer weights follow the 6-layer ones.
+// The gradient of page 000's stack, carried down layer by layer in float64 as the page does: the
+// lab's gradient-flow experiment (src/lab/gradient_flow.cpp) at its defaults, whose weights come
+// from addnorm's copy of NumPy's default_rng, so the numbers are the page's. One generator serves
+// both runs, so the 24-layer weights follow the 6-layer ones.
 #include "tour/gradient_flow.hpp"
 
-#include <cmath>
-
-#include "addnorm/numpy_random.hpp"
+#include "addnorm/lab/gradient_flow.hpp"
 #include "tour/numpy_format.hpp"
 
 namespace addnorm::tour {
-namespace {
-
-using Matrix = std::vector<double>;  // d x d, C order
-
-// W^T g: the gradient of y = W x with respect to x, given the gradient g of y.
-std::vector<double> transpose_times(const Matrix& weight, const std::vector<double>& gradient) {
-  const size_t dim = gradient.size();
-  std::vector<double> result(dim, 0.0);
-  for (size_t row = 0; row < dim; ++row) {
-    for (size_t col = 0; col < dim; ++col) result[col] += weight[row * dim + col] * gradient[row];
-  }
-  return result;
-}
-
-double norm_of(const std::vector<double>& v) {
-  double sum = 0.0;
-  for (double x : v) sum += x * x;
-  return std::sqrt(sum);
-}
-
-}  // namespace
 
 GradientFlow gradient_flow() {
+  // The lab's gradient-flow experiment at its defaults is the page's run.
+  const lab::GradientFlowResult run = lab::run_gradient_flow(lab::GradientFlowParams{});
   GradientFlow flow;
-  flow.dim = 8;
-  flow.seed = 42;
-  flow.weight_std = 0.1;
-  const auto dim = static_cast<size_t>(flow.dim);
-  const std::vector<double> top(dim, 1.0);
-  flow.top_norm = norm_of(top);
-
-  numpy_random::Generator rng(flow.seed);
-  for (int layers : {6, 24}) {
-    std::vector<Matrix> weights;
-    for (int i = 0; i < layers; ++i) {
-      weights.push_back(rng.normal(0.0, flow.weight_std, static_cast<int64_t>(dim * dim)));
-    }
-    std::vector<double> plain = top, residual = top;
-    for (auto weight = weights.rbegin(); weight != weights.rend(); ++weight) {
-      plain = transpose_times(*weight, plain);  // y = W x      -> dy/dx = W
-      // y = x + W x -> dy/dx = I + W, so the gradient is g + W^T g.
-      const std::vector<double> through_weight = transpose_times(*weight, residual);
-      for (size_t i = 0; i < dim; ++i) residual[i] += through_weight[i];
-    }
-    flow.runs.push_back({layers, norm_of(plain), norm_of(residual)});
+  flow.dim = run.params.width;
+  flow.seed = run.params.seed;
+  flow.weight_std = run.params.weight_std;
+  flow.top_norm = run.top_norm;
+  for (const lab::GradientFlowStack& stack : run.stacks) {
+    flow.runs.push_back({stack.depth, stack.without_residual.back(), stack.with_residual.back()});
   }
   return flow;
 }

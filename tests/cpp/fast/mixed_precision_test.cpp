@@ -47,7 +47,9 @@ void expect_round_to_nearest_even(float value, uint16_t bits, DType dtype) {
   const double got = widen_one(bits, dtype);
   if (std::isinf(got)) {
     // Only values at or beyond the rounding threshold overflow.
-    if (dtype == DType::float16) EXPECT_GE(std::fabs(value), 65520.0f) << value;
+    if (dtype == DType::float16) {
+      EXPECT_GE(std::fabs(value), 65520.0f) << value;
+    }
     return;
   }
   const double error = std::fabs(got - value);
@@ -230,7 +232,8 @@ TEST(MixedPrecision, AllFloat32EqualsTheFloat32Ops) {
   add_norm_pre_mixed(ConstView{x.data(), shape}, ConstView{r.data(), shape}, normalized,
                      MutableView{h.data(), shape}, MutableView{y.data(), shape}, options);
   add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h_ref.data(), shape},
-               {y_ref.data(), shape}, {NormKind::layer_norm, ConstView{gamma.data(), normalized}});
+               {y_ref.data(), shape},
+               {NormKind::layer_norm, ConstView{gamma.data(), normalized}, std::nullopt});
   EXPECT_EQ(h, h_ref);
   EXPECT_EQ(y, y_ref);
 }

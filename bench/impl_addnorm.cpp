@@ -1,0 +1,181 @@
+// addnorm through its public API (include/addnorm/ops.hpp): whatever kernels the library
+// dispatches to, this is what a user gets, validation included.
+#include <omp.h>
+
+#include "addnorm/mixed_precision.hpp"
+#include "addnorm/ops.hpp"
+#include "runner.hpp"
+
+namespace addnorm::bench {
+bool addnorm_has_bf16() { return true; }
+
+namespace {
+
+// bfloat16 data (x, dy, y, dx) with float32 gamma, beta and statistics, through
+// include/addnorm/mixed_precision.hpp. LayerNorm and RMSNorm, forward and backward.
+void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+  constexpr auto bf16 = addnorm::DType::bfloat16;
+  const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
+  const AnyConstView x(ws.x_bf16, shape, bf16), dy(ws.dy_bf16, shape, bf16);
+  const AnyMutableView y(ws.y_bf16, shape, bf16), dx(ws.dx_bf16, shape, bf16);
+  const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};
+  const MutableView dgamma{ws.dgamma, {c.dim}}, dbeta{ws.dbeta, {c.dim}};
+  const NormStats stats{{ws.mean, row_shape}, {ws.rstd, row_shape}};
+  MixedNormOptions ln;
+  ln.gamma = AnyConstView(gamma);
+  ln.beta = AnyConstView(beta);
+  ln.eps = kLayerNormEps;
+  MixedNormOptions rms;
+  rms.norm = NormKind::rms_norm;
+  rms.gamma = AnyConstView(gamma);
+  rms.eps = kRmsNormEps;
+  const std::string name = "addnorm";
+  const std::string note = "bf16 data, f32 statistics";
+  const ConstView rstd{ws.rstd, row_shape};
+  switch (c.op) {
+    case Op::layer_norm_fwd:
+      out.push_back({name, note, [=] { norm_forward_mixed(x, normalized, y, ln, stats); }});
+      break;
+    case Op::layer_norm_bwd:
+      out.push_back({name, note, [=] {
+                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, dbeta}, ln, {}, rstd);
+                     }});
+      break;
+    case Op::layer_norm_fwdbwd:
+      out.push_back({name, note, [=] {
+                       norm_forward_mixed(x, normalized, y, ln, stats);
+                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, dbeta}, ln, {}, rstd);
+                     }});
+      break;
+    case Op::rms_norm_fwd:
+      out.push_back({name, note, [=] { norm_forward_mixed(x, normalized, y, rms, stats); }});
+      break;
+    case Op::rms_norm_bwd:
+      out.push_back({name, note, [=] {
+                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, std::nullopt}, rms, {},
+                                           rstd);
+                     }});
+      break;
+    case Op::rms_norm_fwdbwd:
+      out.push_back({name, note, [=] {
+                       norm_forward_mixed(x, normalized, y, rms, stats);
+                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, std::nullopt}, rms, {},
+                                           rstd);
+                     }});
+      break;
+    default:
+      break;  // the fused and BatchNorm ops are timed in float32 only
+  }
+}
+
+}  // namespace
+
+void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+  if (c.dtype != DType::f32) {
+    add_bf16_runners(c, ws, out);
+    return;
+  }
+  const Shape shape{c.rows, c.dim};
+  const Shape row_shape{c.rows};
+  const Shape normalized{c.dim};
+  const Shape columns{c.dim};
+  const ConstView x{ws.x, shape}, r{ws.r, shape}, dy{ws.dy, shape}, dh_next{ws.dh_next, shape};
+  const MutableView y{ws.y, shape}, h{ws.h, shape}, dx{ws.dx, shape}, ds{ws.ds, shape};
+  const ConstView gamma{ws.gamma, columns}, beta{ws.beta, columns};
+  const MutableView dgamma{ws.dgamma, columns}, dbeta{ws.dbeta, columns};
+  const MutableView mean{ws.mean, row_shape}, rstd{ws.rstd, row_shape};
+  const NormStats stats{mean, rstd};
+  const SavedStats saved{mean, rstd};
+  const LayerNormOptions ln{gamma, beta, kLayerNormEps};
+  const RmsNormOptions rms{gamma, false, kRmsNormEps};
+  const AddNormOptions pre{NormKind::layer_norm, gamma, beta, false, kLayerNormEps};
+  const DropoutOptions dropout{kDropoutP, kDropoutSeed, 0};
+  const std::string name = "addnorm";
+  switch (c.op) {
+    case Op::layer_norm_fwd:
+      out.push_back({name, "", [=] { layer_norm(x, normalized, y, ln, stats); }});
+      break;
+    case Op::layer_norm_bwd:
+      out.push_back({name, "", [=] {
+                       layer_norm_backward(dy, x, normalized, {dx, dgamma, dbeta}, ln, saved);
+                     }});
+      break;
+    case Op::layer_norm_fwdbwd:
+      out.push_back({name, "", [=] {
+                       layer_norm(x, normalized, y, ln, stats);
+                       layer_norm_backward(dy, x, normalized, {dx, dgamma, dbeta}, ln, saved);
+                     }});
+      break;
+    case Op::rms_norm_fwd:
+      out.push_back({name, "", [=] { rms_norm(x, normalized, y, rms, rstd); }});
+      break;
+    case Op::rms_norm_bwd:
+      out.push_back({name, "", [=] {
+                       rms_norm_backward(dy, x, normalized, {dx, dgamma}, rms, ConstView(rstd));
+                     }});
+      break;
+    case Op::rms_norm_fwdbwd:
+      out.push_back({name, "", [=] {
+                       rms_norm(x, normalized, y, rms, rstd);
+                       rms_norm_backward(dy, x, normalized, {dx, dgamma}, rms, ConstView(rstd));
+                     }});
+      break;
+    case Op::add_norm_pre_fwd:
+      out.push_back({name, "fused", [=] { add_norm_pre(x, r, normalized, h, y, pre, stats); }});
+      break;
+    case Op::add_norm_pre_bwd:
+      out.push_back({name, "fused", [=] {
+                       add_norm_pre_backward(dy, dh_next, ConstView(h), normalized,
+                                             {dx, dgamma, dbeta}, pre, saved);
+                     }});
+      break;
+    case Op::add_norm_post_fwd:
+      out.push_back({name, "fused, p = 0.1",
+                     [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
+      break;
+    case Op::add_norm_post_bwd:
+      out.push_back({name, "fused, p = 0.1", [=] {
+                       add_norm_post_backward(dy, x, r, normalized, {dx, ds, dgamma, dbeta}, pre,
+                                              dropout, saved);
+                     }});
+      break;
+    case Op::batch_norm_train_fwd: {
+      const BatchNormOptions bn{
+          gamma, beta, true, kBatchNormMomentum, MomentumConvention::pytorch, kLayerNormEps};
+      const RunningStats running{{ws.running_mean, columns}, {ws.running_var, columns}};
+      const NormStats batch{{ws.column_stat_a, columns}, {ws.column_stat_b, columns}};
+      out.push_back({name, "", [=] { batch_norm(x, y, bn, running, batch); }});
+      break;
+    }
+  }
+}
+
+// Saved statistics for the backward cases, written by addnorm's own forward so every
+// implementation that takes saved statistics reads the same ones.
+void prepare_saved_stats(const Case& c, Workspace& ws) {
+  const Shape shape{c.rows, c.dim};
+  const Shape normalized{c.dim};
+  const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};
+  const NormStats stats{{ws.mean, {c.rows}}, {ws.rstd, {c.rows}}};
+  const AddNormOptions pre{NormKind::layer_norm, gamma, beta, false, kLayerNormEps};
+  switch (c.op) {
+    case Op::layer_norm_bwd:
+      layer_norm({ws.x, shape}, normalized, {ws.y, shape}, {gamma, beta, kLayerNormEps}, stats);
+      break;
+    case Op::rms_norm_bwd:
+      rms_norm({ws.x, shape}, normalized, {ws.y, shape}, {gamma, false, kRmsNormEps}, stats.rstd);
+      break;
+    case Op::add_norm_pre_bwd:
+      add_norm_pre({ws.x, shape}, {ws.r, shape}, normalized, {ws.h, shape}, {ws.y, shape}, pre,
+                   stats);
+      break;
+    case Op::add_norm_post_bwd:
+      add_norm_post({ws.x, shape}, {ws.r, shape}, normalized, {ws.y, shape}, pre,
+                    {kDropoutP, kDropoutSeed, 0}, stats);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace addnorm::bench

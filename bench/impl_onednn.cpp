@@ -1,0 +1,218 @@
+// oneDNN (Debian's libdnnl 2.6): layer_normalization forward and backward in f32 and bf16,
+// batch_normalization training forward, and the pre-norm Add&Norm composed from a binary add and
+// a layer_normalization (oneDNN has no fused one, and no RMSNorm before 3.x). Primitives, memory
+// objects, argument maps and a user-mode scratchpad are all made here, outside the timed call.
+#include <cmath>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "runner.hpp"
+
+namespace addnorm::bench {
+namespace {
+
+using dnnl::memory;
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+using Args = std::unordered_map<int, memory>;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// One primitive with its arguments, shared by the runner's closure.
+struct Step {
+  dnnl::primitive primitive;
+  Args args;
+};
+
+struct Pipeline {
+  dnnl::stream stream{cpu_engine()};
+  std::vector<Step> steps;
+  void run() {
+    for (Step& step : steps) step.primitive.execute(stream, step.args);
+    stream.wait();
+  }
+};
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+const normalization_flags kScaleShift =
+    normalization_flags::use_scale | normalization_flags::use_shift;
+
+struct Memories {
+  memory::desc data;
+  memory::desc stat;
+  memory::desc column;
+  memory src, dst, diff_dst, diff_src, scale, shift, diff_scale, diff_shift, mean, variance;
+};
+
+Memories make_memories(const Case& c, Workspace& ws, const float* src_f32, float* dst_f32) {
+  dnnl::engine& engine = cpu_engine();
+  const bool bf16 = c.dtype == DType::bf16;
+  const auto type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  Memories m;
+  m.data = memory::desc({c.rows, c.dim}, type, memory::format_tag::ab);
+  m.stat = memory::desc({c.rows}, memory::data_type::f32, memory::format_tag::a);
+  m.column = memory::desc({c.dim}, memory::data_type::f32, memory::format_tag::a);
+  auto* src = bf16 ? static_cast<void*>(ws.x_bf16) : const_cast<float*>(src_f32);
+  auto* dst = bf16 ? static_cast<void*>(ws.y_bf16) : dst_f32;
+  auto* diff_dst = bf16 ? static_cast<void*>(ws.dy_bf16) : ws.dy;
+  auto* diff_src = bf16 ? static_cast<void*>(ws.dx_bf16) : ws.dx;
+  m.src = memory(m.data, engine, src);
+  m.dst = memory(m.data, engine, dst);
+  m.diff_dst = memory(m.data, engine, diff_dst);
+  m.diff_src = memory(m.data, engine, diff_src);
+  m.scale = memory(m.column, engine, ws.gamma);
+  m.shift = memory(m.column, engine, ws.beta);
+  m.diff_scale = memory(m.column, engine, ws.dgamma);
+  m.diff_shift = memory(m.column, engine, ws.dbeta);
+  m.mean = memory(m.stat, engine, ws.mean);
+  m.variance = memory(m.stat, engine, ws.variance);
+  return m;
+}
+
+template <class PrimitiveDesc>
+memory scratchpad_for(const PrimitiveDesc& pd) {
+  return memory(pd.scratchpad_desc(), cpu_engine());
+}
+
+dnnl::layer_normalization_forward::primitive_desc layer_norm_forward_pd(const Memories& m) {
+  const dnnl::layer_normalization_forward::desc desc(prop_kind::forward_training, m.data, m.stat,
+                                                     kLayerNormEps, kScaleShift);
+  return {desc, user_scratchpad(), cpu_engine()};
+}
+
+Step layer_norm_forward_step(const Memories& m) {
+  const auto pd = layer_norm_forward_pd(m);
+  return {dnnl::layer_normalization_forward(pd),
+          {{DNNL_ARG_SRC, m.src},
+           {DNNL_ARG_DST, m.dst},
+           {DNNL_ARG_SCALE, m.scale},
+           {DNNL_ARG_SHIFT, m.shift},
+           {DNNL_ARG_MEAN, m.mean},
+           {DNNL_ARG_VARIANCE, m.variance},
+           {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
+}
+
+Step layer_norm_backward_step(const Memories& m) {
+  const auto forward_pd = layer_norm_forward_pd(m);
+  const dnnl::layer_normalization_backward::desc desc(prop_kind::backward, m.data, m.data, m.stat,
+                                                      kLayerNormEps, kScaleShift);
+  const dnnl::layer_normalization_backward::primitive_desc pd(desc, user_scratchpad(), cpu_engine(),
+                                                              forward_pd);
+  return {dnnl::layer_normalization_backward(pd),
+          {{DNNL_ARG_SRC, m.src},
+           {DNNL_ARG_DIFF_DST, m.diff_dst},
+           {DNNL_ARG_MEAN, m.mean},
+           {DNNL_ARG_VARIANCE, m.variance},
+           {DNNL_ARG_SCALE, m.scale},
+           {DNNL_ARG_SHIFT, m.shift},  // required by execute, though the gradient ignores it
+           {DNNL_ARG_DIFF_SRC, m.diff_src},
+           {DNNL_ARG_DIFF_SCALE, m.diff_scale},
+           {DNNL_ARG_DIFF_SHIFT, m.diff_shift},
+           {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
+}
+
+// dst = a + b, elementwise (dst may be a).
+Step add_step(const memory::desc& data, float* a, float* b, float* dst) {
+  dnnl::engine& engine = cpu_engine();
+  const dnnl::binary::desc desc(dnnl::algorithm::binary_add, data, data, data);
+  const dnnl::binary::primitive_desc pd(desc, user_scratchpad(), engine);
+  return {dnnl::binary(pd),
+          {{DNNL_ARG_SRC_0, memory(data, engine, a)},
+           {DNNL_ARG_SRC_1, memory(data, engine, b)},
+           {DNNL_ARG_DST, memory(data, engine, dst)},
+           {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
+}
+
+Step batch_norm_forward_step(const Memories& m, Workspace& ws) {
+  dnnl::engine& engine = cpu_engine();
+  const dnnl::batch_normalization_forward::desc desc(prop_kind::forward_training, m.data,
+                                                     kLayerNormEps, kScaleShift);
+  const dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return {dnnl::batch_normalization_forward(pd),
+          {{DNNL_ARG_SRC, m.src},
+           {DNNL_ARG_DST, m.dst},
+           {DNNL_ARG_SCALE, m.scale},
+           {DNNL_ARG_SHIFT, m.shift},
+           {DNNL_ARG_MEAN, memory(m.column, engine, ws.column_stat_a)},
+           {DNNL_ARG_VARIANCE, memory(m.column, engine, ws.column_stat_b)},
+           {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
+}
+
+// oneDNN's backward wants the forward's variance; the workspace holds rstd = 1/sqrt(var + eps).
+void variance_from_rstd(const Case& c, Workspace& ws) {
+  for (int64_t row = 0; row < c.rows; ++row) {
+    ws.variance[row] = 1.0f / (ws.rstd[row] * ws.rstd[row]) - kLayerNormEps;
+  }
+}
+
+void push(std::vector<Runner>& out, const std::string& note, std::shared_ptr<Pipeline> pipeline) {
+  out.push_back({"onednn", note, [pipeline] { pipeline->run(); }});
+}
+
+}  // namespace
+
+void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+  const bool bf16 = c.dtype == DType::bf16;
+  auto pipeline = std::make_shared<Pipeline>();
+  try {
+    switch (c.op) {
+      case Op::layer_norm_fwd: {
+        pipeline->steps.push_back(layer_norm_forward_step(make_memories(c, ws, ws.x, ws.y)));
+        push(out, bf16 ? "bf16 data, f32 statistics" : "", pipeline);
+        break;
+      }
+      case Op::layer_norm_bwd: {
+        variance_from_rstd(c, ws);
+        pipeline->steps.push_back(layer_norm_backward_step(make_memories(c, ws, ws.x, ws.y)));
+        push(out, bf16 ? "bf16 data, f32 statistics" : "", pipeline);
+        break;
+      }
+      case Op::layer_norm_fwdbwd: {
+        const Memories m = make_memories(c, ws, ws.x, ws.y);
+        pipeline->steps.push_back(layer_norm_forward_step(m));
+        pipeline->steps.push_back(layer_norm_backward_step(m));
+        push(out, "", pipeline);
+        break;
+      }
+      case Op::add_norm_pre_fwd: {
+        if (bf16) break;
+        const Memories m = make_memories(c, ws, ws.h, ws.y);
+        pipeline->steps.push_back(add_step(m.data, ws.x, ws.r, ws.h));
+        pipeline->steps.push_back(layer_norm_forward_step(m));
+        push(out, "binary add, then layer_normalization", pipeline);
+        break;
+      }
+      case Op::add_norm_pre_bwd: {
+        if (bf16) break;
+        variance_from_rstd(c, ws);
+        const Memories m = make_memories(c, ws, ws.h, ws.y);
+        pipeline->steps.push_back(layer_norm_backward_step(m));
+        pipeline->steps.push_back(add_step(m.data, ws.dx, ws.dh_next, ws.dx));
+        push(out, "layer_normalization backward, then binary add", pipeline);
+        break;
+      }
+      case Op::batch_norm_train_fwd: {
+        if (bf16) break;
+        pipeline->steps.push_back(batch_norm_forward_step(make_memories(c, ws, ws.x, ws.y), ws));
+        push(out, "no running-statistics update", pipeline);
+        break;
+      }
+      default:
+        break;  // no RMSNorm in oneDNN 2.6, no dropout in its normalisations
+    }
+  } catch (const dnnl::error& e) {
+    // A storage type this build of oneDNN cannot do on this CPU: report it, skip the runner.
+    out.push_back({"onednn", std::string("unavailable: ") + e.what(), nullptr});
+  }
+}
+
+}  // namespace addnorm::bench

@@ -1,0 +1,312 @@
+// addnorm-bench: for every case (op, storage type, shape, threads), the copy ceiling and every
+// implementation, interleaved round-robin on the same data; then a summary, the memory report
+// and, optionally, JSON and Markdown. PyTorch is measured twice: as installed in this process,
+// and with glibc.malloc.mmap_max=0 in a child process (the tunable must be set before the
+// process starts), whose ratios to addnorm are taken against the addnorm it measured itself.
+#include <omp.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+
+#include "addnorm/error.hpp"
+#include "bench_options.hpp"
+#include "ceiling.hpp"
+#include "measure.hpp"
+#include "memory_stats.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+
+extern char** environ;
+
+namespace addnorm::bench {
+namespace {
+
+constexpr const char* kTunable = "glibc.malloc.mmap_max=0";
+
+bool malloc_tuned() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  return tunables && std::strstr(tunables, kTunable) != nullptr;
+}
+
+std::string format_mib(double bytes) {
+  std::ostringstream out;
+  out.precision(0);
+  out << std::fixed << bytes / double(1 << 20);
+  return out.str();
+}
+template <class Integer>
+std::string format_mib(Integer bytes) {
+  return format_mib(static_cast<double>(bytes));
+}
+
+bool is_backward(Op op) {
+  return op == Op::layer_norm_bwd || op == Op::rms_norm_bwd || op == Op::add_norm_pre_bwd ||
+         op == Op::add_norm_post_bwd;
+}
+
+std::vector<Case> build_cases(const BenchOptions& o) {
+  const int64_t big = static_cast<int64_t>(o.tensor_mib * double(1 << 20)) / 4;
+  const int64_t small = static_cast<int64_t>(o.in_cache_mib * double(1 << 20)) / 4;
+  std::vector<Case> cases;
+  for (DType dtype : o.dtypes) {
+    for (Op op : o.ops) {
+      std::vector<std::pair<int64_t, bool>> shapes;
+      for (int64_t dim : o.dims) shapes.push_back({dim, false});
+      if (o.in_cache) shapes.push_back({o.in_cache_dim, true});
+      for (const auto& [dim, in_cache] : shapes) {
+        const int64_t rows = std::max<int64_t>(1, (in_cache ? small : big) / dim);
+        for (int threads : o.threads) cases.push_back({op, dtype, rows, dim, threads, in_cache});
+      }
+    }
+  }
+  return cases;
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// The 1-minute load average: above the CPU count, other work shares the cores and absolute GB/s
+// mean little (same-run ratios still do).
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one;
+  file >> one;
+  return one.empty() ? "?" : one;
+}
+
+std::string self_path() {
+  std::error_code error;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string("addnorm-bench") : path.string();
+}
+
+// Runs this executable again with the tunable set, for the allocator-tuned PyTorch pass, and
+// returns its records (empty, with a message, when it fails).
+std::vector<Record> run_tuned_child(const BenchOptions& options) {
+  const std::string json_path = (std::filesystem::temp_directory_path() /
+                                 ("addnorm-bench-child-" + std::to_string(getpid()) + ".json"))
+                                    .string();
+  std::vector<std::string> args = {self_path()};
+  for (std::string& a : child_arguments(options, {"addnorm", "torch-tuned"}, json_path)) {
+    args.push_back(std::move(a));
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "GLIBC_TUNABLES=", 15) != 0) env_strings.emplace_back(*e);
+  }
+  const char* old = std::getenv("GLIBC_TUNABLES");
+  env_strings.push_back(std::string("GLIBC_TUNABLES=") +
+                        (old && *old ? std::string(old) + ":" : "") + kTunable);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::cout << "\n== PyTorch with GLIBC_TUNABLES=" << kTunable
+            << " (child process, interleaved with addnorm there) ==" << std::endl;
+  pid_t pid = 0;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0) {
+    std::cerr << "addnorm-bench: could not start the tuned child process\n";
+    return {};
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::vector<Record> records;
+  std::ifstream in(json_path);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
+    std::cerr << "addnorm-bench: the tuned child process failed\n";
+    return {};
+  }
+  const nlohmann::json document = nlohmann::json::parse(in);
+  for (const nlohmann::json& j : document.at("records")) {
+    Record r = record_from_json(j);
+    r.run = "torch-tuned";
+    records.push_back(r);
+  }
+  std::filesystem::remove(json_path);
+  return records;
+}
+
+void append_ceiling_runners(const Case& c, Workspace& ws, std::vector<Runner>& runners) {
+  // The same bytes as one tensor of the case, from an input buffer into a scratch output.
+  const size_t count = static_cast<size_t>(c.elements() * dtype_bytes(c.dtype)) / 4;
+  float* dst = ws.ds;
+  const float* src = ws.x;
+  runners.push_back({"copy", copy_isa() + " stores", [=] { copy_plain(dst, src, count); }});
+  runners.push_back(
+      {"copy-nt", copy_isa() + " streaming stores", [=] { copy_nontemporal(dst, src, count); }});
+  runners.push_back({"memcpy", "glibc", [=] { copy_memcpy(dst, src, count); }});
+}
+
+int run(int argc, char** argv) {
+  BenchOptions options;
+  int exit_code = 0;
+  if (!parse_options(argc, argv, options, exit_code)) return exit_code;
+  const bool tuned = malloc_tuned();
+  const std::string torch_here = tuned ? "torch-tuned" : "torch";
+  const bool spawn_child = !options.child && !tuned && wants_impl(options, "torch-tuned");
+  if (tuned && !options.child && wants_impl(options, "torch")) {
+    std::cout << "note: GLIBC_TUNABLES already sets " << kTunable
+              << ", so PyTorch as installed is not measured in this run\n";
+  }
+  const int64_t baseline_rss = current_rss_bytes();
+  const std::vector<Case> cases = build_cases(options);
+  int64_t max_elements = 0, max_rows = 0, max_dim = 0;
+  bool with_bf16 = false;
+  for (const Case& c : cases) {
+    max_elements = std::max(max_elements, c.elements());
+    max_rows = std::max(max_rows, c.rows);
+    max_dim = std::max(max_dim, c.dim);
+    with_bf16 = with_bf16 || c.dtype == DType::bf16;
+  }
+  Workspace ws(max_elements, max_rows, max_dim, with_bf16);
+  const dnnl_version_t* dnnl = dnnl_version();
+  const std::string dnnl_text = std::to_string(dnnl->major) + "." + std::to_string(dnnl->minor) +
+                                "." + std::to_string(dnnl->patch);
+  if (!options.child) {
+    std::cout << "addnorm-bench: " << cpu_model() << ", " << omp_get_num_procs()
+              << " CPUs, copy kernels " << copy_isa() << "; oneDNN " << dnnl_text << ", PyTorch "
+              << torch_version() << "; " << cases.size() << " cases; load average "
+              << load_average() << "\n"
+              << "workspace " << ws.held_bytes() / (1 << 20) << " MiB; GB/s = bytes the op "
+              << "must read + write / median time; 'addnorm x' = this impl's time / addnorm's "
+                 "(same run)\n";
+  }
+  MeasureOptions measure;
+  measure.max_reps = options.reps;
+  measure.min_reps = options.smoke ? 1 : std::min(3, options.reps);
+  measure.case_budget_s = options.case_seconds;
+  std::vector<Record> records;
+  std::map<std::string, int64_t> peak_by_impl, extra_by_impl;
+  int64_t max_prepared = 0;
+  size_t index = 0;
+  for (const Case& c : cases) {
+    ++index;
+    omp_set_num_threads(c.threads);
+    set_torch_threads(c.threads);
+    if (c.dtype == DType::f32 && is_backward(c.op)) prepare_saved_stats(c, ws);
+    const int64_t rss_before_setup = current_rss_bytes();
+    std::vector<Runner> runners;
+    append_ceiling_runners(c, ws, runners);
+    const size_t ceiling_count = runners.size();
+    if (wants_impl(options, "addnorm")) add_addnorm_runners(c, ws, runners);
+    if (wants_impl(options, "reference")) add_reference_runners(c, ws, runners);
+    if (wants_impl(options, "onednn")) add_onednn_runners(c, ws, runners);
+    if (wants_impl(options, torch_here)) add_torch_runners(c, ws, torch_here, runners);
+    if (wants_impl(options, "textbook")) add_textbook_runners(c, ws, runners);
+    std::vector<Runner> runnable;
+    for (Runner& r : runners) {
+      if (r.run) {
+        runnable.push_back(std::move(r));
+      } else if (!options.quiet) {
+        std::cout << "  (" << r.impl << " skipped for " << op_name(c.op) << " "
+                  << dtype_name(c.dtype) << ": " << r.note << ")\n";
+      }
+    }
+    if (runnable.size() == ceiling_count) continue;  // nothing implements this case
+    // What the implementations' prepared state holds (PyTorch's kept autograd graphs, above all).
+    const int64_t held_in_case = current_rss_bytes();
+    max_prepared = std::max(max_prepared, held_in_case - rss_before_setup);
+    const std::vector<Measurement> measured = measure_interleaved(runnable, measure);
+    for (const Measurement& m : measured) {
+      peak_by_impl[m.impl] = std::max(peak_by_impl[m.impl], m.peak_rss_bytes);
+      extra_by_impl[m.impl] = std::max(extra_by_impl[m.impl], m.extra_rss_bytes);
+    }
+    std::vector<Record> case_records = make_records(c, measured);
+    if (options.quiet) {
+      std::cout << "[" << index << "/" << cases.size() << "] " << op_name(c.op) << " "
+                << dtype_name(c.dtype) << " D=" << c.dim << (c.in_cache ? " (in cache)" : "")
+                << " t=" << c.threads << std::endl;
+    } else {
+      print_case(std::cout, case_records);
+      std::cout.flush();
+    }
+    records.insert(records.end(), case_records.begin(), case_records.end());
+  }
+  if (spawn_child) {
+    const std::vector<Record> child = run_tuned_child(options);
+    records.insert(records.end(), child.begin(), child.end());
+  }
+
+  // Memory: the workspace is what the benchmark holds; the libraries' own code and data are the
+  // baseline; anything above is allocated by an implementation while it runs.
+  int64_t peak_without_torch = 0;
+  for (const auto& [impl, peak] : peak_by_impl) {
+    if (impl.rfind("torch", 0) != 0) peak_without_torch = std::max(peak_without_torch, peak);
+  }
+  nlohmann::json memory = {{"baseline_rss_bytes", baseline_rss},
+                           {"workspace_bytes", ws.held_bytes()},
+                           {"peak_rss_bytes", process_peak_rss_bytes()},
+                           {"peak_rss_without_torch_bytes", peak_without_torch},
+                           {"max_prepared_state_bytes", max_prepared},
+                           {"max_extra_rss_bytes_by_impl", extra_by_impl}};
+  if (!options.child) {
+    std::cout << "\n== summary: GB/s; in brackets, the time relative to addnorm's in the same "
+                 "run ("
+              << "torch-tuned: in its own run) ==\n";
+    print_summary(std::cout, records, options.impls, false);
+    std::cout << "\nmemory: libraries " << format_mib(baseline_rss) << " MiB + workspace "
+              << format_mib(ws.held_bytes()) << " MiB + prepared state (PyTorch's kept graphs) "
+              << "up to " << format_mib(max_prepared) << " MiB; whole-process peak "
+              << format_mib(process_peak_rss_bytes()) << " MiB\n"
+              << "  most memory one timed call added (fresh outputs, scratch):";
+    for (const auto& [impl, extra] : extra_by_impl) {
+      std::cout << " " << impl << " " << format_mib(extra) << " MiB;";
+    }
+    std::cout << "\n";
+  }
+  if (!options.markdown_path.empty()) {
+    std::ofstream md(options.markdown_path);
+    print_summary(md, records, options.impls, true);
+  }
+  if (!options.json_path.empty()) {
+    nlohmann::json document = {
+        {"meta",
+         {{"cpu", cpu_model()},
+          {"cpus", omp_get_num_procs()},
+          {"copy_isa", copy_isa()},
+          {"onednn", dnnl_text},
+          {"torch", torch_version()},
+          {"glibc_tunables", std::getenv("GLIBC_TUNABLES") ? std::getenv("GLIBC_TUNABLES") : ""},
+          {"load_average_at_end", load_average()},
+          {"tensor_mib", options.tensor_mib},
+          {"in_cache_mib", options.in_cache_mib},
+          {"memory", memory}}},
+        {"records", nlohmann::json::array()}};
+    for (const Record& r : records) document["records"].push_back(record_json(r));
+    if (options.json_path == "-") {
+      std::cout << document.dump(1) << "\n";
+    } else {
+      std::ofstream(options.json_path) << document.dump(1) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace addnorm::bench
+
+int main(int argc, char** argv) {
+  try {
+    return addnorm::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "addnorm-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,86 @@
+// Round-robin timing (see measure.hpp).
+#include "measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "memory_stats.hpp"
+
+namespace addnorm::bench {
+namespace {
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  if (n == 0) return 0;
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
+                                             const MeasureOptions& options) {
+  const size_t count = runners.size();
+  std::vector<Measurement> results(count);
+  std::vector<int> reps(count);
+  std::vector<int64_t> faults(count, 0);
+  std::vector<int64_t> calls(count, 0);
+  // Warm-up: one untimed-for-the-record call each (lazy initialisation, thread pools), whose
+  // time sizes the samples and the number of rounds.
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t warm_faults_before = minor_faults();
+    const double start = seconds_now();
+    runners[i].run();
+    const double warm = std::max(seconds_now() - start, 1e-7);
+    const int64_t warm_faults = minor_faults() - warm_faults_before;
+    results[i].impl = runners[i].impl;
+    results[i].note = runners[i].note;
+    results[i].calls_per_sample =
+        std::max(1, static_cast<int>(std::ceil(options.min_sample_s / warm)));
+    const double per_sample = warm * results[i].calls_per_sample;
+    const double share = options.case_budget_s / static_cast<double>(std::max<size_t>(count, 1));
+    reps[i] = std::clamp(static_cast<int>(share / per_sample), options.min_reps,
+                         std::max(options.min_reps, options.max_reps));
+    if (warm > options.slow_call_s) {
+      // A call this long has nothing left to warm up and is far from the ceiling: its warm-up
+      // counts as a sample, and it gets only what the budget allows, at least one more sample.
+      results[i].seconds_per_call.push_back(warm);
+      calls[i] += 1;
+      faults[i] += warm_faults;
+      reps[i] = std::clamp(static_cast<int>(share / warm), 1, options.min_reps);
+    }
+  }
+  const int rounds = count ? *std::max_element(reps.begin(), reps.end()) : 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = (k + static_cast<size_t>(round)) % count;  // rotate who goes first
+      if (round >= reps[i]) continue;
+      reset_peak_rss();
+      const int64_t rss_before = current_rss_bytes();
+      const int64_t faults_before = minor_faults();
+      const int per_sample = results[i].calls_per_sample;
+      const double start = seconds_now();
+      for (int call = 0; call < per_sample; ++call) runners[i].run();
+      const double elapsed = seconds_now() - start;
+      faults[i] += minor_faults() - faults_before;
+      calls[i] += per_sample;
+      const int64_t peak = window_peak_rss_bytes();
+      results[i].extra_rss_bytes = std::max(results[i].extra_rss_bytes, peak - rss_before);
+      results[i].peak_rss_bytes = std::max(results[i].peak_rss_bytes, peak);
+      results[i].seconds_per_call.push_back(elapsed / per_sample);
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    results[i].median_s = median(results[i].seconds_per_call);
+    results[i].faults_per_call =
+        calls[i] ? static_cast<double>(faults[i]) / static_cast<double>(calls[i]) : 0.0;
+  }
+  return results;
+}
+
+}  // namespace addnorm::bench

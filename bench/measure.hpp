@@ -1,0 +1,36 @@
+// Interleaved timing: every implementation of a case runs once per round, in a rotating order,
+// so minute-to-minute drift of this shared VM's bandwidth hits all of them alike and same-run
+// ratios stay meaningful. Slow implementations get fewer rounds so a full run stays bounded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runner.hpp"
+
+namespace addnorm::bench {
+
+struct MeasureOptions {
+  int max_reps = 9;            // samples for fast implementations
+  int min_reps = 3;            // samples for slow ones (1 in smoke mode)
+  double case_budget_s = 3.0;  // rough time for all implementations of one case together
+  double min_sample_s = 2e-3;  // in-cache calls are batched until a sample lasts this long
+  double slow_call_s = 0.15;   // calls longer than this get fewer samples (see measure.cpp)
+};
+
+struct Measurement {
+  std::string impl;
+  std::string note;
+  std::vector<double> seconds_per_call;  // one entry per sample
+  int calls_per_sample = 1;
+  double median_s = 0;
+  double faults_per_call = 0;   // minor page faults during the timed calls
+  int64_t extra_rss_bytes = 0;  // most resident memory a sample added over what was there
+  int64_t peak_rss_bytes = 0;   // the process's peak resident memory during its samples
+};
+
+std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
+                                             const MeasureOptions& options);
+
+}  // namespace addnorm::bench

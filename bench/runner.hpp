@@ -1,0 +1,42 @@
+// One implementation of one case, ready to run: everything it needs (primitives, graphs, saved
+// statistics, scratch) is built by its factory before timing, so run() does only the op.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_case.hpp"
+#include "workspace.hpp"
+
+namespace addnorm::bench {
+
+struct Runner {
+  std::string impl;  // addnorm, reference, onednn, torch, torch-tuned, textbook, or a ceiling
+  std::string note;  // what it runs when that is not obvious ("binary add + layer_normalization")
+  std::function<void()> run;
+};
+
+// Each factory appends a runner when it implements the case's op and storage type, nothing
+// otherwise. They may run the op once (or a forward) to prepare saved statistics.
+void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+void add_reference_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+void add_textbook_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+// label: "torch" (malloc as installed) or "torch-tuned" (GLIBC_TUNABLES=glibc.malloc.mmap_max=0).
+void add_torch_runners(const Case& c, Workspace& ws, const std::string& label,
+                       std::vector<Runner>& out);
+
+// Runs addnorm's forward once so the backward cases find saved statistics (mean, rstd, and h
+// for the pre-norm backward) in the workspace, as they would after a training forward.
+void prepare_saved_stats(const Case& c, Workspace& ws);
+
+// Thread counts for the libraries that keep their own setting.
+void set_torch_threads(int threads);
+std::string torch_version();
+
+// Whether addnorm's public API can store bf16 yet. The hook for the lead's bf16 storage: when it
+// lands, make this true and add the bf16 calls in impl_addnorm.cpp.
+bool addnorm_has_bf16();
+
+}  // namespace addnorm::bench

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds and runs addnorm's benchmark (bench/, addnorm-bench): addnorm against the copy ceiling,
+# oneDNN, PyTorch 1.13 (libtorch), its reference kernel and the textbook loop, in one run.
+# Installs what is missing (the benchmark alone needs libdnnl-dev and libtorch-dev), configures
+# build-bench/ with -DADDNORM_BUILD_BENCH=ON, builds, and runs. Arguments go to addnorm-bench:
+#   bash scripts/bench.sh --quick                     # about a minute
+#   bash scripts/bench.sh --json bench.json --markdown bench.md    # the full run (<= ~15 min)
+#   bash scripts/bench.sh --ops layer_norm_fwd --dims 768 --threads 2 --impls addnorm,onednn
+# PyTorch is measured as installed and, in a child process the benchmark starts itself, with
+# GLIBC_TUNABLES=glibc.malloc.mmap_max=0 (freed outputs are reused instead of unmapped, so its
+# fresh outputs take no page faults). Set GLIBC_TUNABLES yourself to measure only the tuned one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+
+bench_packages=(libdnnl-dev libtorch-dev)
+missing=()
+for package in "${bench_packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "addnorm: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DADDNORM_BUILD_BENCH=ON >/dev/null
+cmake --build build-bench -j"$(nproc)" --target addnorm_bench addnorm_cli
+exec ./build-bench/bench/addnorm-bench "$@"

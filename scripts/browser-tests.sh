@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End-to-end tests of the lab page (`addnorm lab`) in Debian's headless Chromium, then a short
+# load test of the server. Installs what the browser tests alone need when missing (chromium,
+# nodejs, npm; as root or with sudo), installs playwright-core from tests/browser/package-lock.json,
+# starts the server on a free loopback port, runs tests/browser/*.test.mjs with Node's test runner,
+# saves screenshots and the load test's latencies under build/screenshots/ and build/, and stops
+# the server. Exits non-zero when anything fails, with a one-line summary at the end.
+#
+#   bash scripts/browser-tests.sh            # uses build/addnorm (built first if missing)
+#   ADDNORM_BUILD_DIR=build-x bash scripts/browser-tests.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+build_dir="${ADDNORM_BUILD_DIR:-build}"
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
+screenshots="$build_dir/screenshots"
+chromium="${CHROMIUM:-/usr/bin/chromium}"
+
+# Debian packages for the browser tests only (the build's own are in install-deps.sh).
+missing=()
+[ -x "$chromium" ] || missing+=(chromium fonts-dejavu-core)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "browser-tests: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$build_dir/addnorm" ]; then
+  echo "browser-tests: $build_dir/addnorm is missing; building it"
+  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build_dir" -j"$(nproc)" --target addnorm_cli
+fi
+
+echo "== browser tests: npm packages (playwright-core) =="
+(cd tests/browser && { npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error; })
+
+mkdir -p "$screenshots"
+rm -f "$screenshots"/*.png
+log="$build_dir/lab-server.log"
+"$build_dir/addnorm" lab --port 0 >"$log" 2>&1 &
+server_pid=$!
+stop_server() {
+  if kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+}
+trap stop_server EXIT
+
+# The server prints its address once it listens.
+url=""
+for _ in $(seq 1 200); do
+  url="$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$log" | head -n 1 || true)"
+  [ -n "$url" ] && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$url" ]; then
+  echo "browser-tests: the lab server did not start:"
+  cat "$log"
+  exit 1
+fi
+echo "== browser tests against $url =="
+
+results="$build_dir/browser-tests.tap"
+: >"$results"
+status=0
+# One file at a time: the load test measures latencies and must not share the machine with the
+# browser. Each run is bounded in time.
+for file in lab.test.mjs load.test.mjs; do
+  if ! (cd tests/browser && LAB_URL="$url" SCREENSHOT_DIR="$screenshots" CHROMIUM="$chromium" \
+        timeout 240 node --test "$file") 2>&1 | tee -a "$results"; then
+    status=1
+  fi
+done
+
+# The server must stop cleanly on SIGTERM, as on Ctrl-C.
+kill -TERM "$server_pid"
+if ! wait "$server_pid"; then
+  echo "browser-tests: the lab server did not exit cleanly:"
+  status=1
+fi
+grep -q "addnorm lab: stopped" "$log" || { echo "browser-tests: no clean stop in $log"; status=1; }
+trap - EXIT
+
+passed="$(grep -E '^# pass [0-9]+' "$results" | awk '{sum += $3} END {print sum + 0}')"
+failed="$(grep -E '^# fail [0-9]+' "$results" | awk '{sum += $3} END {print sum + 0}')"
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "screenshots: $screenshots; load-test latencies: $build_dir/load-test.json"
+echo "browser-tests: $passed passed, $failed failed"
+exit "$status"

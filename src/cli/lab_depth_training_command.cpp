@@ -1,0 +1,151 @@
+// `addnorm lab-run depth-training`: train stacks of several depths with each placement, with and
+// without warmup; prints a summary table and loss curves as rows of bars.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "addnorm/lab/depth_training.hpp"
+#include "cli/lab_commands.hpp"
+#include "cli/lab_render.hpp"
+#include "cli/lab_transformer_options.hpp"
+
+namespace addnorm::cli {
+namespace {
+
+struct Options {
+  TransformerOptions model;
+  lab::DepthTrainingParams given;  // only the fields whose option was given are used
+  std::vector<std::string> warmups;
+  OutputOptions output;
+};
+
+std::string yes_no(bool value) {
+  return value ? "warmup" : "constant";
+}
+
+// A loss curve sampled at 12 points, as a row of digits-free bar heights: " .:-=+*#%@".
+std::string sparkline(const std::vector<double>& loss, double high) {
+  static const char kLevels[] = " .:-=+*#%@";
+  std::string line;
+  for (size_t i : sampled_rows(loss.size(), 24)) {
+    const double v = loss[i];
+    if (!std::isfinite(v)) {
+      line += '!';
+      continue;
+    }
+    const int level = static_cast<int>(std::lround(std::clamp(v / high, 0.0, 1.0) * 9));
+    line += kLevels[level];
+  }
+  return line;
+}
+
+std::string render(const lab::DepthTrainingResult& result) {
+  const lab::DepthTrainingParams& p = result.params;
+  std::string text =
+      "depth-training: task " + lab::sequence_task_name(p.task) + " (" + std::to_string(p.length) +
+      " symbols of " + std::to_string(p.symbols) + "), d_model " + std::to_string(p.shape.d_model) +
+      ", " + std::to_string(p.steps) + " Adam steps of batch " + std::to_string(p.batch) +
+      ", peak lr " + general(p.lr) + ", warmup " + std::to_string(p.warmup_steps) + " steps, " +
+      std::to_string(p.seeds) + " seed(s); chance loss ln(" + std::to_string(p.symbols) +
+      ") = " + fixed_text(result.chance_loss, 3) + ", target " + general(p.target_loss) + "\n\n";
+  TextTable summary({"placement", "depth", "schedule", "held-out loss", "accuracy",
+                     "reached target", "mean steps", "diverged"});
+  for (const auto& s : result.summaries) {
+    summary.add({nn::placement_name(s.placement), std::to_string(s.depth), yes_no(s.warmup),
+                 fixed_text(s.final_loss, 3), fixed_text(100.0 * s.accuracy, 1) + "%",
+                 std::to_string(s.reached_target) + "/" + std::to_string(p.seeds),
+                 s.reached_target > 0 ? fixed_text(s.mean_steps_to_target, 0) : "-",
+                 std::to_string(s.diverged) + "/" + std::to_string(p.seeds)});
+  }
+  text += summary.render();
+  double high = 0.0;
+  for (const auto& r : result.runs) {
+    for (double v : r.loss) {
+      if (std::isfinite(v)) high = std::max(high, v);
+    }
+  }
+  text += "\ntraining loss over the run (left: step 1, right: the last step; ' ' is 0, '@' is " +
+          fixed_text(high, 2) + ", '!' not finite)\n";
+  TextTable curves({"placement", "depth", "schedule", "seed", "|loss"});
+  for (const auto& r : result.runs) {
+    curves.add({nn::placement_name(r.placement), std::to_string(r.depth), yes_no(r.warmup),
+                std::to_string(r.seed), sparkline(r.loss, high)});
+  }
+  text += curves.render();
+  text +=
+      "\nper-block gradient norm at the last recorded step (first seed; block 0 is the bottom)\n";
+  for (const auto& r : result.runs) {
+    if (r.seed != p.seed || r.grad_history.empty()) continue;
+    text += "  " + std::string(nn::placement_name(r.placement)) + ", depth " +
+            std::to_string(r.depth) + ", " + yes_no(r.warmup) + ":";
+    const std::vector<double>& last = r.grad_history.back();
+    for (size_t l : sampled_rows(last.size(), 8)) text += " " + general(last[l], 2);
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+void add_lab_depth_training_command(CLI::App& lab_run) {
+  CLI::App* command = lab_run.add_subcommand(
+      "depth-training",
+      "Train stacks of each placement and depth on copy/reverse/sort, with and without warmup");
+  auto options = std::make_shared<Options>();
+  lab::DepthTrainingParams& g = options->given;
+  add_transformer_options(*command, options->model, "1..48 each (default 2,12)");
+  command->add_option("--steps", g.steps, "Adam steps per run, 1..20000 (default 300)");
+  command->add_option("--lr", g.lr, "Peak learning rate, (0, 1] (default 3e-3)");
+  command->add_option("--warmups", options->warmups, "constant, warmup or both (default both)")
+      ->delimiter(',');
+  command->add_option("--warmup-steps", g.warmup_steps, "Warmup length, 1..steps (default 60)");
+  command->add_option("--clip-norm", g.clip_norm, "Gradient clipping, 0 = off (default 0)");
+  command->add_option("--dropout", g.dropout, "Dropout p on sub-layer outputs, [0, 1) (default 0)");
+  command->add_option("--target-loss", g.target_loss, "Loss for steps-to-target (default 0.5)");
+  command->add_option("--length", g.length, "Symbols per sequence, 1..32 (default 6)");
+  command->add_option("--symbols", g.symbols, "Alphabet size, 2..100 (default 8)");
+  command->add_option("--batch", g.batch, "Sequences per batch, 1..256 (default 16)");
+  command->add_option("--seeds", g.seeds, "Seeds per configuration, 1..16 (default 2)");
+  command->add_option("--seed", g.seed, "First seed (default 0)");
+  add_output_options(*command, options->output);
+  command->callback([options, command] {
+    lab::DepthTrainingParams params =
+        options->model.quick ? lab::depth_training_quick() : lab::DepthTrainingParams{};
+    apply_transformer_options(*command, options->model, params);
+    const lab::DepthTrainingParams& given = options->given;
+    const auto set = [&](const char* name, auto& field, const auto& value) {
+      if (command->count(name) > 0) field = value;
+    };
+    set("--steps", params.steps, given.steps);
+    set("--lr", params.lr, given.lr);
+    set("--warmup-steps", params.warmup_steps, given.warmup_steps);
+    set("--clip-norm", params.clip_norm, given.clip_norm);
+    set("--dropout", params.dropout, given.dropout);
+    set("--target-loss", params.target_loss, given.target_loss);
+    set("--length", params.length, given.length);
+    set("--symbols", params.symbols, given.symbols);
+    set("--batch", params.batch, given.batch);
+    set("--seeds", params.seeds, given.seeds);
+    set("--seed", params.seed, given.seed);
+    if (!options->warmups.empty()) {
+      params.warmups.clear();
+      for (const std::string& name : options->warmups) {
+        if (name != "constant" && name != "warmup") {
+          throw Error("--warmups has \"" + name + "\", expected constant, warmup or both");
+        }
+        params.warmups.push_back(name == "warmup");
+      }
+    }
+    // A warmup longer than a shortened run is cut to the run.
+    if (command->count("--warmup-steps") == 0) {
+      params.warmup_steps = std::min(params.warmup_steps, params.steps);
+    }
+    lab::validate(params);
+    ProgressBar bar;
+    const lab::DepthTrainingResult result = lab::run_depth_training(params, bar.progress());
+    bar.finish();
+    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
+  });
+}
+
+}  // namespace addnorm::cli

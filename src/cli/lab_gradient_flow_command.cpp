@@ -1,0 +1,95 @@
+// `addnorm lab-run gradient-flow`: per-layer gradient norms of the page's linear stack, with
+// and without residual connections, as log-scale bars.
+#include <algorithm>
+#include <memory>
+
+#include "addnorm/lab/gradient_flow.hpp"
+#include "cli/lab_commands.hpp"
+#include "cli/lab_render.hpp"
+
+namespace addnorm::cli {
+namespace {
+
+struct Options {
+  lab::GradientFlowParams params;
+  OutputOptions output;
+  bool quick = false;
+};
+
+std::string render(const lab::GradientFlowResult& result) {
+  const lab::GradientFlowParams& p = result.params;
+  std::string text = "gradient-flow: " + std::to_string(p.width) +
+                     "-wide linear layers, W ~ N(0, " + general(p.weight_std, 6) +
+                     ") from default_rng(" + std::to_string(p.seed) + "), float64\n";
+  text += "without residual y = W x; with residual y = " +
+          (p.residual_scale == 1.0 ? std::string("x") : general(p.residual_scale, 6) + " x") +
+          " + W x. The gradient arriving at the top is ones(d), size " +
+          fixed_text(result.top_norm, 2) + ".\n";
+  double low = 1e300, high = 0.0;
+  for (const auto& stack : result.stacks) {
+    for (const auto* curve : {&stack.without_residual, &stack.with_residual}) {
+      for (double v : *curve) {
+        if (v > 0.0 && std::isfinite(v)) low = std::min(low, v), high = std::max(high, v);
+      }
+    }
+  }
+  for (const auto& stack : result.stacks) {
+    text += "\n" + std::to_string(stack.depth) +
+            " layers (row k: the gradient after passing k layers down from the top; bars on a "
+            "log scale from " +
+            general(low, 2) + " to " + general(high, 2) + ")\n";
+    TextTable table({"k", "without residual", "|", "with residual", "|"});
+    for (size_t k : sampled_rows(stack.without_residual.size())) {
+      table.add({std::to_string(k), general(stack.without_residual[k]),
+                 log_scale_bar(stack.without_residual[k], low, high, 24),
+                 general(stack.with_residual[k]),
+                 log_scale_bar(stack.with_residual[k], low, high, 24)});
+    }
+    text += table.render();
+  }
+  text += "\n";
+  for (const auto& stack : result.stacks) {
+    text += std::to_string(stack.depth) + " layers: gradient size without residual " +
+            scientific_text(stack.without_residual.back(), 2) + ", with residual " +
+            general(stack.with_residual.back()) +
+            "  (theory, root mean square: " + general(stack.expected_without_residual.back()) +
+            " and " + general(stack.expected_with_residual.back()) + ")\n";
+  }
+  text += "theory: each layer multiplies the expected squared size by weight_std^2 d = " +
+          general(p.weight_std * p.weight_std * p.width) + " without the shortcut and by " +
+          "lambda^2 + weight_std^2 d = " +
+          general(p.residual_scale * p.residual_scale + p.weight_std * p.weight_std * p.width) +
+          " with it\n";
+  return text;
+}
+
+}  // namespace
+
+void add_lab_gradient_flow_command(CLI::App& lab_run) {
+  CLI::App* command = lab_run.add_subcommand(
+      "gradient-flow",
+      "Per-layer gradient norm of the page's linear stack, with and without residuals");
+  auto options = std::make_shared<Options>();
+  lab::GradientFlowParams& p = options->params;
+  command->add_option("--width", p.width, "d, the width of every layer, 1..256")
+      ->capture_default_str();
+  command->add_option("--depths", p.depths, "Stack depths, 1..1000 each, up to 8 (e.g. 6,24)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--weight-std", p.weight_std, "W ~ N(0, weight_std), 0..10")
+      ->capture_default_str();
+  command
+      ->add_option("--residual-scale", p.residual_scale,
+                   "lambda in y = lambda x + W x, -10..10 (1: identity shortcut)")
+      ->capture_default_str();
+  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command->add_flag("--quick", options->quick,
+                    "Accepted for uniformity: this runs in milliseconds");
+  add_output_options(*command, options->output);
+  command->callback([options] {
+    const lab::GradientFlowResult result = lab::run_gradient_flow(options->params);
+    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
+  });
+}
+
+}  // namespace addnorm::cli

@@ -1,0 +1,89 @@
+// `addnorm lab-run init-gradients`: per-block gradient norms at initialisation for post-norm
+// and pre-norm stacks (Xiong et al. 2020), with log-scale bars per block.
+#include <algorithm>
+#include <memory>
+
+#include "addnorm/lab/init_gradients.hpp"
+#include "cli/lab_commands.hpp"
+#include "cli/lab_render.hpp"
+#include "cli/lab_transformer_options.hpp"
+
+namespace addnorm::cli {
+namespace {
+
+struct Options {
+  TransformerOptions model;
+  int seeds = 0, batch = 0;
+  uint64_t seed = 0;
+  OutputOptions output;
+};
+
+std::string render(const lab::InitGradientsResult& result) {
+  const lab::InitGradientsParams& p = result.params;
+  std::string text = "init-gradients: gradient norms at initialisation, d_model " +
+                     std::to_string(p.shape.d_model) + ", " + std::to_string(p.shape.n_heads) +
+                     " heads, d_ff " + std::to_string(p.shape.d_ff) + ", task " +
+                     lab::sequence_task_name(p.task) + " (" + std::to_string(2 * p.length + 1) +
+                     " tokens x batch " + std::to_string(p.batch) + "), Xavier init, mean of " +
+                     std::to_string(p.seeds) + " seed(s)\n";
+  double low = 1e300, high = 0.0;
+  for (const auto& s : result.stacks) {
+    for (double v : s.ffn_grad_norm) {
+      if (v > 0) low = std::min(low, v), high = std::max(high, v);
+    }
+    for (double v : s.attention_grad_norm) {
+      if (v > 0) low = std::min(low, v), high = std::max(high, v);
+    }
+  }
+  for (const auto& s : result.stacks) {
+    text += "\n" + std::string(nn::placement_name(s.placement)) + ", " + std::to_string(s.depth) +
+            " blocks (loss at init " + fixed_text(s.loss, 3) + "); block 0 is the bottom\n";
+    TextTable table({"block", "attention |grad|", "FFN |grad|", "|FFN (log scale)", "stream norm",
+                     "stream |grad|"});
+    for (size_t l : sampled_rows(s.ffn_grad_norm.size(), 16)) {
+      table.add({std::to_string(l), general(s.attention_grad_norm[l]), general(s.ffn_grad_norm[l]),
+                 log_scale_bar(s.ffn_grad_norm[l], low, high, 24), general(s.stream_norm[l + 1]),
+                 general(s.stream_grad_norm[l])});
+    }
+    text += table.render();
+  }
+  text +=
+      "\nsummary (top block's FFN gradient / bottom block's; mean over blocks of the block's "
+      "weight-gradient norm)\n";
+  TextTable summary({"placement", "depth", "top / bottom", "mean |grad| per block"});
+  for (const auto& s : result.stacks) {
+    summary.add({nn::placement_name(s.placement), std::to_string(s.depth),
+                 general(s.top_to_bottom_ratio), general(s.mean_layer_grad_norm)});
+  }
+  text += summary.render();
+  return text;
+}
+
+}  // namespace
+
+void add_lab_init_gradients_command(CLI::App& lab_run) {
+  CLI::App* command = lab_run.add_subcommand(
+      "init-gradients",
+      "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)");
+  auto options = std::make_shared<Options>();
+  add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
+  command->add_option("--seeds", options->seeds, "Models averaged, 1..16 (default 2)");
+  command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
+  command->add_option("--seed", options->seed, "First seed (default 0)");
+  add_output_options(*command, options->output);
+  command->callback([options, command] {
+    lab::InitGradientsParams params =
+        options->model.quick ? lab::init_gradients_quick() : lab::InitGradientsParams{};
+    apply_transformer_options(*command, options->model, params);
+    if (command->count("--seeds") > 0) params.seeds = options->seeds;
+    if (command->count("--batch") > 0) params.batch = options->batch;
+    if (command->count("--seed") > 0) params.seed = options->seed;
+    lab::validate(params);
+    ProgressBar bar;
+    const lab::InitGradientsResult result = lab::run_init_gradients(params, bar.progress());
+    bar.finish();
+    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
+  });
+}
+
+}  // namespace addnorm::cli

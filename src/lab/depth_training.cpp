@@ -1,0 +1,325 @@
+// Experiment 6: training runs of transformer stacks per placement, depth, schedule and seed.
+#include "addnorm/lab/depth_training.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "addnorm/nn/adam.hpp"
+#include "addnorm/nn/parameter.hpp"
+#include "addnorm/nn/sequence_model.hpp"
+#include "lab/checks.hpp"
+#include "lab/csv.hpp"
+#include "lab/json_params.hpp"
+#include "lab/model_params_json.hpp"
+#include "lab/transformer_probe.hpp"
+
+namespace addnorm::lab {
+namespace {
+
+constexpr uint64_t kEvalSeedOffset = 1'000'003;  // the held-out batch's generator: seed + this
+constexpr int kLossWindow = 10;                  // steps averaged for steps_to_target
+
+double run_work(const DepthTrainingParams& p, int depth) {
+  const double seq = 2.0 * p.length + 1.0;
+  return static_cast<double>(p.steps) * depth * p.batch * seq * p.shape.d_model *
+         (4.0 * p.shape.d_model + 2.0 * p.shape.d_ff + 2.0 * seq);
+}
+
+double total_work(const DepthTrainingParams& p) {
+  double work = 0.0;
+  for (int depth : p.depths) work += run_work(p, depth);
+  return work * static_cast<double>(p.placements.size() * p.warmups.size()) * p.seeds;
+}
+
+nn::LrSchedule schedule_for(const DepthTrainingParams& p, bool warmup) {
+  nn::LrSchedule schedule;
+  if (!warmup) {
+    schedule.kind = nn::LrScheduleKind::constant;
+    schedule.lr = p.lr;
+    return schedule;
+  }
+  // The 2017 paper's factor * d^-0.5 * min(step^-0.5, step * W^-1.5) peaks at step W with
+  // factor * d^-0.5 * W^-0.5; choose the factor that makes that peak lr.
+  schedule.kind = nn::LrScheduleKind::noam;
+  schedule.warmup_steps = p.warmup_steps;
+  schedule.d_model = p.shape.d_model;
+  schedule.factor = p.lr * std::sqrt(static_cast<double>(p.shape.d_model)) *
+                    std::sqrt(static_cast<double>(p.warmup_steps));
+  return schedule;
+}
+
+// Fraction of answer positions whose largest logit is the target.
+double accuracy_of(const Tensor& logits, const std::vector<int32_t>& targets, int64_t vocab) {
+  int64_t right = 0, counted = 0;
+  for (size_t row = 0; row < targets.size(); ++row) {
+    if (targets[row] < 0) continue;
+    const float* scores = logits.data() + static_cast<int64_t>(row) * vocab;
+    const auto best = std::max_element(scores, scores + vocab) - scores;
+    right += best == targets[row] ? 1 : 0;
+    ++counted;
+  }
+  return counted == 0 ? 0.0 : static_cast<double>(right) / static_cast<double>(counted);
+}
+
+TrainingRun train_one(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
+                      uint64_t seed, const std::function<void()>& on_step) {
+  TrainingRun run;
+  run.placement = placement;
+  run.depth = depth;
+  run.warmup = warmup;
+  run.seed = seed;
+  const int vocab = p.symbols + 2;
+  nn::SequenceModelConfig config = model_config(p.shape, placement, depth, vocab, seed);
+  config.stack.block.dropout = static_cast<float>(p.dropout);
+  nn::SequenceModel model(config);
+  model.set_training(true);
+  const nn::ParameterList parameters = model.parameters();
+  nn::AdamOptions options;
+  options.schedule = schedule_for(p, warmup);
+  options.clip_norm = p.clip_norm;
+  nn::Adam adam(parameters, options);
+  numpy_random::Generator data(seed);
+
+  // Steps 1..steps at which the per-block gradient norms are kept, evenly spread, last included.
+  std::vector<int> history_steps;
+  for (int k = 1; k <= p.grad_history_points; ++k) {
+    const int step =
+        std::max(1, static_cast<int>(static_cast<int64_t>(k) * p.steps / p.grad_history_points));
+    if (history_steps.empty() || history_steps.back() != step) history_steps.push_back(step);
+  }
+  double window_sum = 0.0;
+  for (int step = 1; step <= p.steps; ++step) {
+    const TaskBatch batch = make_task_batch(p.task, p.symbols, p.length, p.batch, data);
+    nn::zero_grad(parameters);
+    const double loss = model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
+    run.loss.push_back(loss);
+    if (!std::isfinite(loss) || (run.loss.size() > 1 && loss > 3.0 * run.loss.front())) {
+      run.diverged = true;
+    }
+    if (std::find(history_steps.begin(), history_steps.end(), step) != history_steps.end()) {
+      const LayerGradNorms grads = layer_grad_norms(parameters, depth);
+      std::vector<double> per_block;
+      for (int l = 0; l < depth; ++l) {
+        per_block.push_back(std::sqrt(grads.attention[l] * grads.attention[l] +
+                                      grads.ffn[l] * grads.ffn[l] +
+                                      grads.other[l] * grads.other[l]));
+      }
+      run.grad_history_steps.push_back(step);
+      run.grad_history.push_back(std::move(per_block));
+    }
+    if (!std::isfinite(loss)) {
+      // Nothing to learn from NaN weights: stop, and count the remaining steps as done.
+      for (int rest = step; rest <= p.steps; ++rest) on_step();
+      break;
+    }
+    const nn::AdamStep update = adam.step();
+    run.grad_norm.push_back(update.grad_norm);
+    window_sum += loss;
+    if (step > kLossWindow) window_sum -= run.loss[static_cast<size_t>(step - 1 - kLossWindow)];
+    if (run.steps_to_target < 0 && step >= kLossWindow &&
+        window_sum / kLossWindow < p.target_loss) {
+      run.steps_to_target = step;
+    }
+    on_step();
+  }
+  if (run.loss.empty() || !std::isfinite(run.loss.back())) {
+    run.eval_loss = std::numeric_limits<double>::quiet_NaN();
+    return run;
+  }
+  numpy_random::Generator held_out(seed + kEvalSeedOffset);
+  const TaskBatch eval = make_task_batch(p.task, p.symbols, p.length, p.batch, held_out);
+  model.set_training(false);
+  const Tensor& logits = model.forward(eval.tokens, eval.batch, eval.seq);
+  run.eval_accuracy = accuracy_of(logits, eval.targets, vocab);
+  run.eval_loss = model.loss(eval.tokens, eval.targets, eval.batch, eval.seq);
+  if (!std::isfinite(run.eval_loss)) run.diverged = true;
+  return run;
+}
+
+}  // namespace
+
+DepthTrainingParams depth_training_quick() {
+  DepthTrainingParams params;
+  params.depths = {1, 4};
+  params.steps = 60;
+  params.warmup_steps = 20;
+  params.seeds = 1;
+  params.grad_history_points = 4;
+  return params;
+}
+
+void validate(const DepthTrainingParams& params) {
+  check_count("placements", params.placements.size(), 1, 6);
+  check_distinct(params.placements);
+  check_count("depths", params.depths.size(), 1, 8);
+  check_each_integer<int>("depths", params.depths, 1, 48);
+  validate(params.shape);
+  check_integer("length", params.length, 1, 32);
+  check_integer("symbols", params.symbols, 2, 100);
+  check_integer("batch", params.batch, 1, 256);
+  check_integer("steps", params.steps, 1, 20000);
+  if (!(params.lr > 0.0) || params.lr > 1.0 || !std::isfinite(params.lr)) {
+    throw Error("lr is " + number_text(params.lr) + ", expected a number in (0, 1]");
+  }
+  check_count("warmups", params.warmups.size(), 1, 2);
+  if (params.warmups.size() == 2 && params.warmups[0] == params.warmups[1]) {
+    throw Error("warmups lists the same schedule twice, expected false, true or both");
+  }
+  check_integer("warmup_steps", params.warmup_steps, 1, params.steps);
+  check_real("clip_norm", params.clip_norm, 0.0, 1e6);
+  check_real_below("dropout", params.dropout, 0.0, 1.0);
+  check_real("target_loss", params.target_loss, 0.0, 100.0);
+  check_integer("seeds", params.seeds, 1, 16);
+  check_integer("grad_history_points", params.grad_history_points, 1, 1000);
+  const double work = total_work(params);
+  if (work > kDepthTrainingMaxWork) {
+    throw Error("the run needs about " + number_text(work) + " multiply-adds of forward, " +
+                "expected at most " + number_text(kDepthTrainingMaxWork) +
+                " (fewer steps, depths, seeds or placements, or a smaller model or batch)");
+  }
+}
+
+DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
+                                       const Progress& progress) {
+  validate(params);
+  DepthTrainingResult result;
+  result.params = params;
+  result.chance_loss = std::log(static_cast<double>(params.symbols));
+  const double total = total_work(params);
+  double done = 0.0;
+  for (nn::Placement placement : params.placements) {
+    for (int depth : params.depths) {
+      for (bool warmup : params.warmups) {
+        TrainingSummary summary;
+        summary.placement = placement;
+        summary.depth = depth;
+        summary.warmup = warmup;
+        const std::string stage = std::string(nn::placement_name(placement)) + ", depth " +
+                                  std::to_string(depth) + (warmup ? ", warmup" : ", constant lr");
+        const double step_work = run_work(params, depth) / params.steps;
+        for (int i = 0; i < params.seeds; ++i) {
+          TrainingRun run = train_one(params, placement, depth, warmup,
+                                      params.seed + static_cast<uint64_t>(i), [&] {
+                                        done += step_work;
+                                        if (progress) progress(done / total, stage);
+                                      });
+          summary.final_loss += run.eval_loss;
+          summary.accuracy += run.eval_accuracy;
+          if (run.steps_to_target >= 0) {
+            ++summary.reached_target;
+            summary.mean_steps_to_target += run.steps_to_target;
+          }
+          summary.diverged += run.diverged ? 1 : 0;
+          result.runs.push_back(std::move(run));
+        }
+        summary.final_loss /= params.seeds;
+        summary.accuracy /= params.seeds;
+        if (summary.reached_target > 0) summary.mean_steps_to_target /= summary.reached_target;
+        result.summaries.push_back(summary);
+      }
+    }
+  }
+  return result;
+}
+
+nlohmann::json to_json(const DepthTrainingParams& params) {
+  return {{"placements", placements_json(params.placements)},
+          {"depths", params.depths},
+          {"d_model", params.shape.d_model},
+          {"n_heads", params.shape.n_heads},
+          {"d_ff", params.shape.d_ff},
+          {"task", sequence_task_name(params.task)},
+          {"length", params.length},
+          {"symbols", params.symbols},
+          {"batch", params.batch},
+          {"steps", params.steps},
+          {"lr", params.lr},
+          {"warmups", params.warmups},
+          {"warmup_steps", params.warmup_steps},
+          {"clip_norm", params.clip_norm},
+          {"dropout", params.dropout},
+          {"target_loss", params.target_loss},
+          {"seeds", params.seeds},
+          {"seed", params.seed},
+          {"grad_history_points", params.grad_history_points}};
+}
+
+nlohmann::json to_json(const DepthTrainingResult& result) {
+  nlohmann::json runs = nlohmann::json::array(), summaries = nlohmann::json::array();
+  for (const TrainingRun& r : result.runs) {
+    runs.push_back({{"placement", std::string(nn::placement_name(r.placement))},
+                    {"depth", r.depth},
+                    {"warmup", r.warmup},
+                    {"seed", r.seed},
+                    {"loss", r.loss},
+                    {"grad_norm", r.grad_norm},
+                    {"eval_loss", r.eval_loss},
+                    {"eval_accuracy", r.eval_accuracy},
+                    {"steps_to_target", r.steps_to_target},
+                    {"diverged", r.diverged},
+                    {"grad_history_steps", r.grad_history_steps},
+                    {"grad_history", r.grad_history}});
+  }
+  for (const TrainingSummary& s : result.summaries) {
+    summaries.push_back({{"placement", std::string(nn::placement_name(s.placement))},
+                         {"depth", s.depth},
+                         {"warmup", s.warmup},
+                         {"final_loss", s.final_loss},
+                         {"accuracy", s.accuracy},
+                         {"reached_target", s.reached_target},
+                         {"mean_steps_to_target", s.mean_steps_to_target},
+                         {"diverged", s.diverged}});
+  }
+  return {{"experiment", "depth-training"},
+          {"params", to_json(result.params)},
+          {"chance_loss", result.chance_loss},
+          {"summaries", summaries},
+          {"runs", runs}};
+}
+
+std::string to_csv(const DepthTrainingResult& result) {
+  CsvWriter csv({"placement", "depth", "warmup", "seed", "step", "loss", "grad_norm"});
+  for (const TrainingRun& r : result.runs) {
+    for (size_t step = 0; step < r.loss.size(); ++step) {
+      csv.cell(std::string(nn::placement_name(r.placement)))
+          .cell(r.depth)
+          .cell(r.warmup ? "true" : "false")
+          .cell(r.seed)
+          .cell(static_cast<int>(step + 1))
+          .cell(r.loss[step])
+          .cell(step < r.grad_norm.size() ? r.grad_norm[step]
+                                          : std::numeric_limits<double>::quiet_NaN())
+          .end_row();
+    }
+  }
+  return csv.text();
+}
+
+DepthTrainingParams depth_training_params_from_json(const nlohmann::json& object) {
+  JsonParams reader(object, "depth-training");
+  bool quick = false;
+  reader.read("quick", quick);
+  DepthTrainingParams params = quick ? depth_training_quick() : DepthTrainingParams{};
+  read_placements(reader, object, params.placements);
+  reader.read("depths", params.depths);
+  read_shape(reader, params.shape);
+  read_task(reader, params.task);
+  reader.read("length", params.length);
+  reader.read("symbols", params.symbols);
+  reader.read("batch", params.batch);
+  reader.read("steps", params.steps);
+  reader.read("lr", params.lr);
+  reader.read("warmups", params.warmups);
+  reader.read("warmup_steps", params.warmup_steps);
+  reader.read("clip_norm", params.clip_norm);
+  reader.read("dropout", params.dropout);
+  reader.read("target_loss", params.target_loss);
+  reader.read("seeds", params.seeds);
+  reader.read("seed", params.seed);
+  reader.read("grad_history_points", params.grad_history_points);
+  reader.finish();
+  return params;
+}
+
+}  // namespace addnorm::lab

@@ -1,0 +1,144 @@
+// Experiment 1: the gradient of seed page 000's linear stack, carried down layer by layer in
+// float64 exactly as the page's NumPy loop does (the tour's "gradient" section is this function
+// at its defaults).
+#include "addnorm/lab/gradient_flow.hpp"
+
+#include <cmath>
+#include <numeric>
+
+#include "addnorm/numpy_random.hpp"
+#include "lab/checks.hpp"
+#include "lab/csv.hpp"
+#include "lab/json_params.hpp"
+
+namespace addnorm::lab {
+namespace {
+
+using Matrix = std::vector<double>;  // d x d, C order
+
+// W^T g: the gradient of y = W x with respect to x, given the gradient g of y.
+std::vector<double> transpose_times(const Matrix& weight, const std::vector<double>& gradient) {
+  const size_t dim = gradient.size();
+  std::vector<double> result(dim, 0.0);
+  for (size_t row = 0; row < dim; ++row) {
+    for (size_t col = 0; col < dim; ++col) result[col] += weight[row * dim + col] * gradient[row];
+  }
+  return result;
+}
+
+double norm_of(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+void validate(const GradientFlowParams& params) {
+  check_integer("width", params.width, 1, 256);
+  check_count("depths", params.depths.size(), 1, 8);
+  check_each_integer<int>("depths", params.depths, 1, 1000);
+  check_real("weight_std", params.weight_std, 0.0, 10.0);
+  check_real("residual_scale", params.residual_scale, -10.0, 10.0);
+  const int64_t layers = std::accumulate(params.depths.begin(), params.depths.end(), int64_t{0});
+  const int64_t weights = layers * params.width * params.width;
+  if (weights > kGradientFlowMaxWeights) {
+    throw Error("sum(depths) * width^2 is " + std::to_string(weights) + ", expected at most " +
+                std::to_string(kGradientFlowMaxWeights) + " (fewer or shallower stacks, or a " +
+                "smaller width)");
+  }
+}
+
+GradientFlowResult run_gradient_flow(const GradientFlowParams& params) {
+  validate(params);
+  GradientFlowResult result;
+  result.params = params;
+  const auto dim = static_cast<size_t>(params.width);
+  const std::vector<double> top(dim, 1.0);
+  result.top_norm = norm_of(top);
+  const double lambda = params.residual_scale;
+  const double plain_factor = params.weight_std * std::sqrt(static_cast<double>(dim));
+  const double residual_factor = std::sqrt(lambda * lambda + plain_factor * plain_factor);
+
+  // One generator for every stack, as the page draws its 24-layer weights after the 6-layer ones.
+  numpy_random::Generator rng(params.seed);
+  for (int depth : params.depths) {
+    std::vector<Matrix> weights;
+    for (int i = 0; i < depth; ++i) {
+      weights.push_back(rng.normal(0.0, params.weight_std, static_cast<int64_t>(dim * dim)));
+    }
+    GradientFlowStack stack;
+    stack.depth = depth;
+    std::vector<double> plain = top, residual = top;
+    stack.without_residual.push_back(norm_of(plain));
+    stack.with_residual.push_back(norm_of(residual));
+    for (auto weight = weights.rbegin(); weight != weights.rend(); ++weight) {
+      plain = transpose_times(*weight, plain);  // y = W x -> dy/dx = W
+      // y = lambda x + W x -> dy/dx = lambda I + W, so the gradient is lambda g + W^T g.
+      const std::vector<double> through_weight = transpose_times(*weight, residual);
+      for (size_t i = 0; i < dim; ++i) residual[i] = lambda * residual[i] + through_weight[i];
+      stack.without_residual.push_back(norm_of(plain));
+      stack.with_residual.push_back(norm_of(residual));
+    }
+    for (int k = 0; k <= depth; ++k) {
+      stack.expected_without_residual.push_back(result.top_norm * std::pow(plain_factor, k));
+      stack.expected_with_residual.push_back(result.top_norm * std::pow(residual_factor, k));
+    }
+    result.stacks.push_back(std::move(stack));
+  }
+  return result;
+}
+
+nlohmann::json to_json(const GradientFlowParams& params) {
+  return {{"width", params.width},
+          {"depths", params.depths},
+          {"weight_std", params.weight_std},
+          {"residual_scale", params.residual_scale},
+          {"seed", params.seed}};
+}
+
+nlohmann::json to_json(const GradientFlowResult& result) {
+  nlohmann::json stacks = nlohmann::json::array();
+  for (const GradientFlowStack& stack : result.stacks) {
+    stacks.push_back({{"depth", stack.depth},
+                      {"without_residual", stack.without_residual},
+                      {"with_residual", stack.with_residual},
+                      {"expected_without_residual", stack.expected_without_residual},
+                      {"expected_with_residual", stack.expected_with_residual}});
+  }
+  return {{"experiment", "gradient-flow"},
+          {"params", to_json(result.params)},
+          {"top_norm", result.top_norm},
+          {"stacks", stacks}};
+}
+
+std::string to_csv(const GradientFlowResult& result) {
+  CsvWriter csv({"depth", "layers_passed", "without_residual", "with_residual",
+                 "expected_without_residual", "expected_with_residual"});
+  for (const GradientFlowStack& stack : result.stacks) {
+    for (size_t k = 0; k < stack.without_residual.size(); ++k) {
+      csv.cell(stack.depth)
+          .cell(static_cast<int>(k))
+          .cell(stack.without_residual[k])
+          .cell(stack.with_residual[k])
+          .cell(stack.expected_without_residual[k])
+          .cell(stack.expected_with_residual[k])
+          .end_row();
+    }
+  }
+  return csv.text();
+}
+
+GradientFlowParams gradient_flow_params_from_json(const nlohmann::json& object) {
+  GradientFlowParams params;
+  JsonParams reader(object, "gradient-flow");
+  reader.read("width", params.width);
+  reader.read("depths", params.depths);
+  reader.read("weight_std", params.weight_std);
+  reader.read("residual_scale", params.residual_scale);
+  reader.read("seed", params.seed);
+  reader.finish();
+  return params;
+}
+
+}  // namespace addnorm::lab

@@ -1,0 +1,104 @@
+// Reading an experiment's parameters from a JSON object (what the web page sends): every key is
+// optional and keeps the default when absent; a key of the wrong type or a key the experiment
+// does not know is an addnorm::Error naming it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "addnorm/error.hpp"
+
+namespace addnorm::lab {
+
+class JsonParams {
+ public:
+  JsonParams(const nlohmann::json& object, std::string experiment)
+      : object_(object), experiment_(std::move(experiment)) {
+    if (!object_.is_object()) {
+      throw Error(experiment_ + " parameters must be a JSON object, got " + object_.dump());
+    }
+  }
+
+  // Sets `field` from object[key] when the key is present.
+  template <class T>
+  void read(const std::string& key, T& field) {
+    const auto found = object_.find(key);
+    if (found == object_.end()) return;
+    used_.insert(key);
+    if (!matches<T>(*found)) {
+      throw Error(experiment_ + " parameter " + key + " is " + found->dump() + ", expected " +
+                  type_name<T>());
+    }
+    field = found->template get<T>();
+  }
+
+  // Throws for keys that no read() asked for (a typo would otherwise be silently ignored).
+  void finish() const {
+    for (const auto& [key, value] : object_.items()) {
+      if (!used_.contains(key)) throw Error(experiment_ + " has no parameter named " + key);
+    }
+  }
+
+ private:
+  template <class T>
+  static bool matches_one(const nlohmann::json& value) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return value.is_boolean();
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return value.is_number_unsigned() &&
+             value.template get<uint64_t>() <= std::numeric_limits<T>::max();
+    } else if constexpr (std::is_integral_v<T>) {
+      // Out-of-range integers are refused here rather than wrapped by the conversion.
+      if (value.is_number_unsigned()) {
+        return value.template get<uint64_t>() <=
+               static_cast<uint64_t>(std::numeric_limits<T>::max());
+      }
+      return value.is_number_integer() &&
+             value.template get<int64_t>() >= std::numeric_limits<T>::min() &&
+             value.template get<int64_t>() <= std::numeric_limits<T>::max();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return value.is_number();
+    } else {
+      return value.is_string();
+    }
+  }
+  template <class T>
+  static bool matches(const nlohmann::json& value) {
+    if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
+      if (!value.is_array()) return false;
+      for (const auto& element : value) {
+        if (!matches_one<typename T::value_type>(element)) return false;
+      }
+      return true;
+    } else {
+      return matches_one<T>(value);
+    }
+  }
+  template <class T>
+  static std::string type_name() {
+    if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
+      return "a list of " + type_name<typename T::value_type>() + "s";
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return "true or false";
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return "a non-negative integer";
+    } else if constexpr (std::is_integral_v<T>) {
+      return "an integer";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return "a number";
+    } else {
+      return "a string";
+    }
+  }
+
+  const nlohmann::json& object_;
+  std::string experiment_;
+  std::set<std::string> used_;
+};
+
+}  // namespace addnorm::lab

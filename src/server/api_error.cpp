@@ -1,0 +1,61 @@
+// Finding the parameter an error message names, and the error body the API returns.
+#include "server/api_error.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace addnorm::server {
+namespace {
+
+bool is_key(const std::vector<std::string>& keys, const std::string& word) {
+  return std::find(keys.begin(), keys.end(), word) != keys.end();
+}
+
+// The word that follows `marker` in `message`, up to a space or a comma.
+std::string word_after(const std::string& message, const std::string& marker) {
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return {};
+  const size_t start = at + marker.size();
+  const size_t end = message.find_first_of(" ,", start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+}  // namespace
+
+nlohmann::json error_body(const std::string& message, const std::string& parameter) {
+  return {{"error", message},
+          {"parameter", parameter.empty() ? nlohmann::json(nullptr) : nlohmann::json(parameter)}};
+}
+
+std::string parameter_named_in(const std::string& message, const std::vector<std::string>& keys) {
+  if (message.find(" parameters must be a JSON object") != std::string::npos) return "body";
+  for (const char* marker : {" has no parameter named ", " parameter "}) {
+    const std::string word = word_after(message, marker);
+    if (!word.empty()) return word;
+  }
+  // The subject of the sentence: everything before the first verb.
+  size_t subject_end = message.size();
+  for (const char* verb : {" is ", " has ", " lists "}) {
+    subject_end = std::min(subject_end, message.find(verb));
+  }
+  if (subject_end == message.size()) return {};
+  const std::string subject = message.substr(0, subject_end);
+  for (size_t i = 0; i < subject.size();) {
+    if (!std::isalpha(static_cast<unsigned char>(subject[i])) && subject[i] != '_') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < subject.size() &&
+           (std::isalnum(static_cast<unsigned char>(subject[j])) || subject[j] == '_')) {
+      ++j;
+    }
+    const std::string word = subject.substr(i, j - i);
+    if (is_key(keys, word)) return word;
+    if (is_key(keys, word + "s")) return word + "s";
+    i = j;
+  }
+  return {};
+}
+
+}  // namespace addnorm::server

@@ -1,0 +1,29 @@
+// The lab experiments the API serves at /api/<name>: each reads its parameters from a JSON
+// object (the lab's *_params_from_json: absent keys keep the defaults, unknown keys and wrong
+// types are errors), runs the lab function and answers with the lab's to_json of the result. The
+// numbers are the library's own: the server adds nothing to them.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "addnorm/lab/progress.hpp"
+
+namespace addnorm::server {
+
+struct ExperimentEndpoint {
+  std::string name;         // the path is /api/<name>
+  std::string widget;       // what the page uses it for
+  bool long_running;        // true: admitted through the job board and time-limited
+  nlohmann::json defaults;  // the parameters used when the body is {} (or the request a GET)
+  // Accepted parameter names: the defaults' keys plus options such as "preset" or "quick".
+  std::vector<std::string> keys;
+  // Parses, validates and runs; throws addnorm::Error for a bad parameter.
+  std::function<nlohmann::json(const nlohmann::json& params, const lab::Progress& progress)> run;
+};
+
+const std::vector<ExperimentEndpoint>& experiment_endpoints();
+
+}  // namespace addnorm::server

@@ -1,0 +1,49 @@
+// The lab's local web server behind `addnorm lab`: the embedded page and the JSON API over the
+// lab's experiments (see docs/web-lab.md). One object owns the HTTP server, its worker threads
+// and the board of long jobs; bind() then run() serve until stop() is called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "server/training_stream.hpp"
+
+namespace addnorm::server {
+
+struct LabServerOptions {
+  std::string host = "127.0.0.1";      // loopback only unless the user says otherwise
+  int port = 8787;                     // 0: any free port (bind() returns it)
+  size_t max_body_bytes = 256 * 1024;  // room for 4096 values at full precision
+  int worker_threads = 16;             // a streaming training holds one for its whole run
+  int max_jobs = 3;                    // training streams and long experiments running at once
+  std::chrono::seconds job_time_limit{120};
+  TrainingLimits training;
+};
+
+bool is_loopback_host(const std::string& host);
+
+class LabServer {
+ public:
+  explicit LabServer(LabServerOptions options = {});
+  ~LabServer();
+  LabServer(const LabServer&) = delete;
+  LabServer& operator=(const LabServer&) = delete;
+
+  // Binds the listening socket; returns the port. Throws addnorm::Error when it cannot.
+  int bind();
+  // Serves until stop(); returns false if the server failed.
+  bool run();
+  // Stops every job, then the server; safe from any thread, and more than once.
+  void stop();
+
+  const LabServerOptions& options() const;
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace addnorm::server

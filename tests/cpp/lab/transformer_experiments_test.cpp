@@ -1,0 +1,131 @@
+// The transformer experiments (init-gradients, update-size, depth-training) at their --quick
+// settings: ReZero at alpha = 0 is the identity (its stream never changes and its sub-layers get
+// no gradient), the task batches are what the task says, quick training learns something, and
+// bad parameters are refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "addnorm/error.hpp"
+#include "addnorm/lab/depth_training.hpp"
+#include "addnorm/lab/init_gradients.hpp"
+#include "addnorm/lab/sequence_task.hpp"
+#include "addnorm/lab/update_size.hpp"
+
+namespace addnorm::lab {
+namespace {
+
+TEST(LabSequenceTask, BatchesHoldTheAnswers) {
+  numpy_random::Generator generator(7);
+  for (SequenceTask task : {SequenceTask::copy, SequenceTask::reverse, SequenceTask::sort}) {
+    const TaskBatch batch = make_task_batch(task, 5, 4, 3, generator);
+    ASSERT_EQ(batch.seq, 9);
+    for (int b = 0; b < 3; ++b) {
+      const int32_t* tokens = batch.tokens.data() + b * 9;
+      const int32_t* targets = batch.targets.data() + b * 9;
+      std::vector<int32_t> input(tokens, tokens + 4), answer(targets + 5, targets + 9);
+      EXPECT_EQ(tokens[4], 5);  // the separator
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(targets[i], -1);
+      for (int i = 5; i < 9; ++i) EXPECT_EQ(tokens[i], 6);  // blanks
+      if (task == SequenceTask::reverse) std::reverse(input.begin(), input.end());
+      if (task == SequenceTask::sort) std::sort(input.begin(), input.end());
+      EXPECT_EQ(answer, input) << sequence_task_name(task);
+    }
+  }
+  EXPECT_THROW(parse_sequence_task("shuffle"), Error);
+}
+
+TEST(LabInitGradients, QuickRunAndReZeroIdentity) {
+  InitGradientsParams params = init_gradients_quick();
+  params.placements = {nn::Placement::post_norm, nn::Placement::pre_norm, nn::Placement::rezero};
+  const InitGradientsResult result = run_init_gradients(params);
+  ASSERT_EQ(result.stacks.size(), 6u);
+  for (const InitGradientsStack& s : result.stacks) {
+    ASSERT_EQ(s.ffn_grad_norm.size(), static_cast<size_t>(s.depth));
+    ASSERT_EQ(s.stream_norm.size(), static_cast<size_t>(s.depth) + 1);
+    // A loss near chance at initialisation: ln(12) = 2.48 for the 12-token vocabulary, give or
+    // take the random logits.
+    EXPECT_GT(s.loss, 1.5);
+    EXPECT_LT(s.loss, 5.0);
+    if (s.placement == nn::Placement::rezero) {
+      // x + alpha F(x) with alpha = 0: every block passes its input through unchanged, and no
+      // gradient reaches F's weights.
+      for (int l = 0; l < s.depth; ++l) {
+        EXPECT_EQ(s.stream_norm[l + 1], s.stream_norm[0]);
+        EXPECT_EQ(s.attention_grad_norm[l], 0.0);
+        EXPECT_EQ(s.ffn_grad_norm[l], 0.0);
+      }
+    } else {
+      for (int l = 0; l < s.depth; ++l) EXPECT_GT(s.ffn_grad_norm[l], 0.0);
+    }
+  }
+}
+
+TEST(LabInitGradients, RefusesBadParameters) {
+  InitGradientsParams p = init_gradients_quick();
+  p.depths = {0};
+  EXPECT_THROW(validate(p), Error);
+  p = init_gradients_quick();
+  p.shape.d_model = 30;  // not a multiple of 4 heads
+  EXPECT_THROW(validate(p), Error);
+  p = init_gradients_quick();
+  p.depths = {96, 96, 96, 96};
+  p.shape = {512, 8, 2048};
+  EXPECT_THROW(validate(p), Error);  // absurd work
+  EXPECT_THROW(init_gradients_params_from_json(nlohmann::json::parse(R"({"placements": ["mid"]})")),
+               Error);
+}
+
+TEST(LabUpdateSize, QuickRunChangesTheOutput) {
+  UpdateSizeParams params = update_size_quick();
+  params.placements.push_back(nn::Placement::rezero);
+  const UpdateSizeResult result = run_update_size(params);
+  for (const UpdateSizeStack& s : result.stacks) {
+    EXPECT_GT(s.output_change, 0.0) << nn::placement_name(s.placement) << s.depth;
+    EXPECT_TRUE(std::isfinite(s.output_change));
+    EXPECT_LT(s.loss_after, s.loss_before);  // one small step down the gradient of that batch
+    EXPECT_EQ(s.layer_change.size(), static_cast<size_t>(s.depth));
+  }
+  UpdateSizeParams bad = update_size_quick();
+  bad.lr = 0.0;
+  EXPECT_THROW(validate(bad), Error);
+}
+
+TEST(LabDepthTraining, QuickRunLearnsAndRecords) {
+  DepthTrainingParams params = depth_training_quick();
+  params.placements = {nn::Placement::pre_norm};
+  params.depths = {1};
+  params.warmups = {false};
+  const DepthTrainingResult result = run_depth_training(params);
+  ASSERT_EQ(result.runs.size(), 1u);
+  const TrainingRun& run = result.runs[0];
+  ASSERT_EQ(run.loss.size(), static_cast<size_t>(params.steps));
+  EXPECT_FALSE(run.diverged);
+  EXPECT_LT(run.eval_loss, run.loss.front() - 0.3);  // it learned something in 60 steps
+  EXPECT_EQ(run.grad_history_steps.back(), params.steps);
+  EXPECT_EQ(run.grad_history.size(), run.grad_history_steps.size());
+  EXPECT_EQ(run.grad_history[0].size(), 1u);
+  EXPECT_NEAR(result.chance_loss, std::log(8.0), 1e-12);
+}
+
+TEST(LabDepthTraining, RefusesBadParameters) {
+  DepthTrainingParams p = depth_training_quick();
+  p.dropout = 1.0;
+  EXPECT_THROW(validate(p), Error);
+  p = depth_training_quick();
+  p.depths = {49};
+  EXPECT_THROW(validate(p), Error);
+  p = depth_training_quick();
+  p.warmup_steps = p.steps + 1;
+  EXPECT_THROW(validate(p), Error);
+  p = depth_training_quick();
+  p.steps = 20000;
+  p.depths = {48, 48, 48};
+  p.seeds = 16;
+  EXPECT_THROW(validate(p), Error);
+  EXPECT_THROW(depth_training_params_from_json(nlohmann::json::parse(R"({"lr": "fast"})")), Error);
+}
+
+}  // namespace
+}  // namespace addnorm::lab
