@@ -136,6 +136,21 @@ struct Parameters {
 
 enum Slot { kX = 0, kResidual = 1, kH = 2, kY = 3, kExtra = 4 };
 
+// The norm's settings for a block of `rows` rows starting at row `first`.
+void set_norm(cpu::NormForward& args, const Parameters& parameters,
+              const MixedNormOptions& options, const std::optional<NormStats>& stats,
+              int64_t first, int64_t rows, int64_t dim) {
+  args.gamma = parameters.gamma;
+  args.beta = parameters.beta;
+  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.centre = options.norm == NormKind::layer_norm;
+  args.mean = stats && args.centre ? stats->mean.data + first : nullptr;
+  args.rstd = stats ? stats->rstd.data + first : nullptr;
+  args.rows = rows;
+  args.dim = dim;
+  args.eps = options.eps;
+}
+
 }  // namespace
 
 void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
@@ -158,15 +173,7 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       cpu::NormForward args;
       args.x = input_rows(x, at, count, kX);
       args.y = output_rows(y, at, count, kY);
-      args.gamma = parameters.gamma;
-      args.beta = parameters.beta;
-      args.zero_centred_gamma = options.zero_centered_gamma;
-      args.centre = options.norm == NormKind::layer_norm;
-      args.mean = stats && args.centre ? stats->mean.data + first : nullptr;
-      args.rstd = stats ? stats->rstd.data + first : nullptr;
-      args.rows = rows;
-      args.dim = layout.dim;
-      args.eps = options.eps;
+      set_norm(args, parameters, options, stats, first, rows, layout.dim);
       cpu::norm_forward_range(args, 0, rows);
       store_rows(y, args.y, at, count);
     }
@@ -210,15 +217,7 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
         args.residual = nullptr;
         args.h = nullptr;
       }
-      args.gamma = parameters.gamma;
-      args.beta = parameters.beta;
-      args.zero_centred_gamma = options.zero_centered_gamma;
-      args.centre = options.norm == NormKind::layer_norm;
-      args.mean = stats && args.centre ? stats->mean.data + first : nullptr;
-      args.rstd = stats ? stats->rstd.data + first : nullptr;
-      args.rows = rows;
-      args.dim = layout.dim;
-      args.eps = options.eps;
+      set_norm(args, parameters, options, stats, first, rows, layout.dim);
       cpu::norm_forward_range(args, 0, rows);
       store_rows(y, args.y, at, count);
     }
