@@ -13,8 +13,13 @@
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
+
+#include "hwy/cache_control.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace addnorm::cpu {
@@ -65,31 +70,46 @@ ShiftedSums shifted_sums_row(const float* HWY_RESTRICT x, int64_t dim, double sh
   return sums;
 }
 
-// h = x + residual (one float32 rounding, as the unfused add) is stored, and its shifted sums
-// returned. h may be x or residual: each element is loaded before it is stored.
-ShiftedSums add_and_sum_row(const float* x, const float* residual, float* h, int64_t dim,
-                            double shift) {
+// The shifted sums of h = x + residual (one float32 rounding, as the unfused add). h itself is
+// written by the second pass, which reads x and residual again from cache: storing it here would
+// either cost a second write of the row or, with streaming stores, evict it before pass 2.
+ShiftedSums add_and_sum_row(const float* HWY_RESTRICT x, const float* HWY_RESTRICT residual,
+                            int64_t dim, double shift) {
   const DoubleTag dd;
   const FloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const auto shift_v = hn::Set(dd, shift);
-  auto sum0 = hn::Zero(dd), sq0 = hn::Zero(dd);
+  auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
   int64_t i = 0;
+  for (; i + 2 * n <= dim; i += 2 * n) {
+    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
+    const auto h1 = hn::Add(hn::LoadU(df, x + i + n), hn::LoadU(df, residual + i + n));
+    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
+    const auto d1 = hn::Sub(hn::PromoteTo(dd, h1), shift_v);
+    sum0 = hn::Add(sum0, d0);
+    sum1 = hn::Add(sum1, d1);
+    sq0 = hn::MulAdd(d0, d0, sq0);
+    sq1 = hn::MulAdd(d1, d1, sq1);
+  }
   for (; i + n <= dim; i += n) {
     const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    hn::StoreU(h0, df, h + i);
     const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
     sum0 = hn::Add(sum0, d0);
     sq0 = hn::MulAdd(d0, d0, sq0);
   }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, sum0)), hn::GetLane(hn::SumOfLanes(dd, sq0))};
+  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum0, sum1))),
+                   hn::GetLane(hn::SumOfLanes(dd, hn::Add(sq0, sq1)))};
   for (; i < dim; ++i) {
-    h[i] = x[i] + residual[i];
-    const double d = static_cast<double>(h[i]) - shift;
+    const double d = static_cast<double>(x[i] + residual[i]) - shift;
     sums.sum += d;
     sums.squares += d * d;
   }
   return sums;
+}
+
+// h = x + residual, stored (for the rows the fast pass does not handle).
+void add_row(const float* x, const float* residual, float* h, int64_t dim) {
+  for (int64_t i = 0; i < dim; ++i) h[i] = x[i] + residual[i];
 }
 
 // Mean and population variance from shifted sums (the variance clamped at 0 against rounding).
@@ -105,22 +125,60 @@ RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool
   return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
 }
 
+// a * b + c exactly as this target's vector MulAdd computes it: fused where the target has FMA
+// instructions, a product and a sum (two roundings) on SSE4 and older. The scalar ends of rows
+// use it, so that an element's bits do not depend on whether it fell in a vector or a tail
+// (which would make results depend on alignment, and so on streaming stores).
+float mul_add(float a, float b, float c) {
+  const hn::CappedTag<float, 1> d;
+  return hn::GetLane(hn::MulAdd(hn::Set(d, a), hn::Set(d, b), hn::Set(d, c)));
+}
+
 // The affine step for one element, as the vector paths do it.
 float affine_scalar(float x_hat, const NormForward& a, int64_t i) {
   if (a.gamma) {
-    if (a.zero_centred_gamma) return std::fma(x_hat, a.gamma[i], x_hat);
-    return a.beta ? std::fma(x_hat, a.gamma[i], a.beta[i]) : x_hat * a.gamma[i];
+    if (a.zero_centred_gamma) return mul_add(x_hat, a.gamma[i], x_hat);
+    return a.beta ? mul_add(x_hat, a.gamma[i], a.beta[i]) : x_hat * a.gamma[i];
   }
   return a.beta ? x_hat + a.beta[i] : x_hat;
 }
 
-// y = x_hat * scale + beta with x_hat = (x - centre) * rstd, the scale being gamma, 1 + gamma
-// (x_hat * gamma + x_hat in one fused multiply-add) or 1. y may be x.
+// Where a row's vector stores begin: with streaming stores (which need aligned addresses) the
+// first elements up to y's next vector boundary are written by the scalar loop.
+template <class D>
+int64_t aligned_start(D d, const float* y, int64_t dim, bool stream) {
+  if (!stream) return 0;
+  const auto bytes = static_cast<uintptr_t>(hn::Lanes(d) * sizeof(float));
+  const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
+  if (misalignment == 0 || misalignment % sizeof(float) != 0) return misalignment ? dim : 0;
+  return std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / sizeof(float)));
+}
+
+// The affine step's form, fixed per call so that each form gets its own branch-free loop.
+enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
+
+Affine affine_form(const NormForward& a) {
+  if (a.gamma) {
+    if (a.zero_centred_gamma) return Affine::one_plus_gamma;
+    return a.beta ? Affine::gamma_beta : Affine::gamma;
+  }
+  return a.beta ? Affine::beta : Affine::none;
+}
+
+// y = x_hat * scale + beta with x_hat = (v - centre) * rstd, the scale being gamma, 1 + gamma
+// (x_hat * gamma + x_hat in one fused multiply-add) or 1, and v = x, or with a residual
+// v = h = x + residual, which is then stored too. y and h may be x or residual: each element is
+// loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
+// with non-temporal stores: an output larger than the cache then goes straight to memory
+// instead of first being read into the cache (a write-allocate) and evicting the inputs.
 // This pass runs in float32 lanes, twice as wide as float64 ones: the float64 centre is split
-// into hi + lo floats, and x - hi is exact whenever x is within a factor 2 of the centre (the
+// into hi + lo floats, and v - hi is exact whenever v is within a factor 2 of the centre (the
 // large-mean rows where cancellation matters), so x_hat carries at most
-// about three float32 roundings (one when x is near the centre, and for RMSNorm).
-void normalise_row(const float* x, double centre, double rstd, const NormForward& a, float* y) {
+// about three float32 roundings (one when v is near the centre, and for RMSNorm).
+template <Affine kAffine, bool kResidual, bool kStream>
+void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
+                   const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
+                   float* y, const int64_t dim) {
   const hn::ScalableTag<float> df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   const float centre_hi = static_cast<float>(centre);
@@ -132,25 +190,88 @@ void normalise_row(const float* x, double centre, double rstd, const NormForward
   const auto lo_v = hn::Set(df, centre_lo);
   const auto rstd_hi_v = hn::Set(df, rstd_hi);
   const auto rstd_lo_v = hn::Set(df, rstd_lo);
-  const float* gamma = a.gamma;
-  const float* beta = a.beta;
-  auto affine = [&](auto x_hat, int64_t i) {
-    if (gamma) {
-      const auto g = hn::LoadU(df, gamma + i);
-      if (a.zero_centred_gamma) return hn::MulAdd(x_hat, g, x_hat);
-      return beta ? hn::MulAdd(x_hat, g, hn::LoadU(df, beta + i)) : hn::Mul(x_hat, g);
+  auto affine = [&](auto x_hat, int64_t i) HWY_ATTR {
+    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, gamma + i));
+    if constexpr (kAffine == Affine::gamma_beta) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), hn::LoadU(df, beta + i));
     }
-    return beta ? hn::Add(x_hat, hn::LoadU(df, beta + i)) : x_hat;
+    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, beta + i));
+    if constexpr (kAffine == Affine::one_plus_gamma) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), x_hat);
+    }
+    if constexpr (kAffine == Affine::none) return x_hat;
   };
-  int64_t i = 0;
-  for (; i + n <= a.dim; i += n) {
-    const auto centred = hn::Sub(hn::Sub(hn::LoadU(df, x + i), hi_v), lo_v);
-    const auto x_hat = hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v));
-    hn::StoreU(affine(x_hat, i), df, y + i);
+  auto affine_one = [&](float x_hat, int64_t i) {
+    if constexpr (kAffine == Affine::gamma) return x_hat * gamma[i];
+    if constexpr (kAffine == Affine::gamma_beta) return mul_add(x_hat, gamma[i], beta[i]);
+    if constexpr (kAffine == Affine::beta) return x_hat + beta[i];
+    if constexpr (kAffine == Affine::one_plus_gamma) return mul_add(x_hat, gamma[i], x_hat);
+    if constexpr (kAffine == Affine::none) return x_hat;
+  };
+  auto scalar = [&](int64_t i) {
+    float v = x[i];
+    if constexpr (kResidual) {
+      v += residual[i];
+      h[i] = v;
+    }
+    const float centred = (v - centre_hi) - centre_lo;
+    y[i] = affine_one(mul_add(centred, rstd_hi, centred * rstd_lo), i);
+  };
+  const int64_t start = aligned_start(df, y, dim, kStream);
+  for (int64_t i = 0; i < start; ++i) scalar(i);
+  const bool stream_h = kStream && kResidual && aligned_start(df, h + start, dim - start, true) == 0;
+  int64_t i = start;
+  for (; i + n <= dim; i += n) {
+    auto v = hn::LoadU(df, x + i);
+    if constexpr (kResidual) {
+      v = hn::Add(v, hn::LoadU(df, residual + i));
+      if (stream_h) {
+        hn::Stream(v, df, h + i);
+      } else {
+        hn::StoreU(v, df, h + i);
+      }
+    }
+    const auto centred = hn::Sub(hn::Sub(v, hi_v), lo_v);
+    const auto out = affine(hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v)), i);
+    if constexpr (kStream) {
+      hn::Stream(out, df, y + i);
+    } else {
+      hn::StoreU(out, df, y + i);
+    }
   }
-  for (; i < a.dim; ++i) {
-    const float centred = (x[i] - centre_hi) - centre_lo;
-    y[i] = affine_scalar(std::fma(centred, rstd_hi, centred * rstd_lo), a, i);
+  for (; i < dim; ++i) scalar(i);
+}
+
+// Picks the instance of normalise_row for this call's affine form, residual and stores.
+template <Affine kAffine>
+void normalise_row_as(const float* x, const float* residual, float* h, double centre,
+                      double rstd, const NormForward& a, float* y) {
+  if (residual) {
+    if (a.stream_outputs) {
+      normalise_row<kAffine, true, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
+    } else {
+      normalise_row<kAffine, true, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
+    }
+  } else if (a.stream_outputs) {
+    normalise_row<kAffine, false, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
+  } else {
+    normalise_row<kAffine, false, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
+  }
+}
+
+void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
+                   const NormForward& a, float* y) {
+  switch (affine_form(a)) {
+    case Affine::none:
+      return normalise_row_as<Affine::none>(x, residual, h, centre, rstd, a, y);
+    case Affine::gamma:
+      return normalise_row_as<Affine::gamma>(x, residual, h, centre, rstd, a, y);
+    case Affine::gamma_beta:
+      return normalise_row_as<Affine::gamma_beta>(x, residual, h, centre, rstd, a, y);
+    case Affine::beta:
+      return normalise_row_as<Affine::beta>(x, residual, h, centre, rstd, a, y);
+    case Affine::one_plus_gamma:
+      return normalise_row_as<Affine::one_plus_gamma>(x, residual, h, centre, rstd, a, y);
   }
 }
 
@@ -198,114 +319,158 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
   for (int64_t row = begin; row < end; ++row) {
     const int64_t offset = row * a.dim;
     const float* x = a.x + offset;
+    const float* residual = a.residual ? a.residual + offset : nullptr;
+    float* h = a.residual ? a.h + offset : nullptr;
     ShiftedSums sums;
     double shift = 0;
-    if (a.residual) {
-      if (a.centre) shift = static_cast<double>(x[0] + a.residual[offset]);
-      sums = add_and_sum_row(x, a.residual + offset, a.h + offset, a.dim, shift);
-      x = a.h + offset;
+    if (residual) {
+      if (a.centre) shift = static_cast<double>(x[0] + residual[0]);
+      sums = add_and_sum_row(x, residual, a.dim, shift);
     } else {
       if (a.centre) shift = static_cast<double>(x[0]);
       sums = shifted_sums_row(x, a.dim, shift);
     }
     const RowMoments moments = moments_from(sums, shift, a.dim, a.centre);
     float* y = a.y + offset;
-    if (!std::isfinite(sums.sum) || !std::isfinite(moments.variance)) {
-      // A NaN or Inf in the row poisons this row only.
-      fill_row(y, a.dim, std::numeric_limits<float>::quiet_NaN());
-      if (a.mean) a.mean[row] = std::numeric_limits<float>::quiet_NaN();
-      if (a.rstd) a.rstd[row] = std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
-    const double rstd = 1.0 / std::sqrt(moments.variance + a.eps);
-    // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
-    if (!std::isfinite(rstd)) {
-      normalise_row(x, moments.mean, 0.0, a, y);
-    } else if (rstd < 0x1p64) {
-      normalise_row(x, moments.mean, rstd, a, y);
+    const bool finite = std::isfinite(sums.sum) && std::isfinite(moments.variance);
+    const double rstd = finite ? 1.0 / std::sqrt(moments.variance + a.eps) : 0.0;
+    if (finite && (std::isinf(rstd) || rstd < 0x1p64)) {
+      // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
+      normalise_row(x, residual, h, moments.mean, std::isinf(rstd) ? 0.0 : rstd, a, y);
     } else {
-      normalise_row_float64(x, moments.mean, rstd, a, y);
+      if (residual) {
+        add_row(x, residual, h, a.dim);
+        x = h;
+      }
+      if (finite) {
+        normalise_row_float64(x, moments.mean, rstd, a, y);
+      } else {
+        // A NaN or Inf in the row poisons this row only.
+        fill_row(y, a.dim, std::numeric_limits<float>::quiet_NaN());
+      }
     }
-    if (a.mean) a.mean[row] = static_cast<float>(moments.mean);
-    if (a.rstd) a.rstd[row] = static_cast<float>(rstd);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if (a.mean) a.mean[row] = finite ? static_cast<float>(moments.mean) : nan;
+    if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+  }
+  // Streaming stores are weakly ordered: make them visible before another thread reads y.
+  if (a.stream_outputs) hwy::FlushStream();
+}
+
+// ---- backward ----------------------------------------------------------------------------
+// One row: with x_hat = (x - mean) * rstd and g = dy * scale,
+//   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
+// and the row's dy * x_hat and dy are added to the float64 partial sums of dgamma and dbeta.
+// Pass 1 (x and dy from memory) gathers the statistics and both means in shifted form, in
+// float64: sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
+// Pass 2 (in cache) writes dx in float32 lanes, twice as wide as float64 ones.
+
+// The scale g = dy * scale uses, fixed per call.
+enum class Scale { one, gamma, one_plus_gamma };
+
+Scale scale_form(const NormBackward& a) {
+  if (!a.gamma) return Scale::one;
+  return a.zero_centred_gamma ? Scale::one_plus_gamma : Scale::gamma;
+}
+
+// Calls body(std::bool_constant<flag>{}): turns a run-time flag into a template argument.
+template <class Body>
+void with_flag(bool flag, const Body& body) {
+  if (flag) {
+    body(std::true_type{});
+  } else {
+    body(std::false_type{});
   }
 }
 
-// One row of the backward. With x_hat = (x - mean) * rstd and g = dy * scale:
-//   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
-// and the row's dy * x_hat and dy are added to the float64 partial sums of dgamma and dbeta.
-// Pass 1 (x and dy from memory) gathers the statistics and both means in shifted form:
-// sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
-// Pass 2 (in cache) writes dx.
-void norm_backward_row(const NormBackward& a, int64_t row, double* HWY_RESTRICT dgamma_partial,
-                       double* HWY_RESTRICT dbeta_partial) {
+struct BackwardSums {
+  ShiftedSums x;   // of d = x - shift
+  double g = 0;    // sum(g)
+  double gd = 0;   // sum(g * d)
+};
+
+// Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed); kVariance: no saved rstd
+// (sum(d^2) is needed).
+template <Scale kScale, bool kCentre, bool kVariance>
+BackwardSums backward_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRICT dy,
+                           const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
   const DoubleTag dd;
   const FloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const int64_t dim = a.dim;
-  const int64_t offset = row * dim;
-  const float* x = a.x + offset;
-  const float* dy = a.dy + offset;
-  const float* dh_next = a.dh_next ? a.dh_next + offset : nullptr;
-  float* dx = a.dx + offset;
-  const float* gamma = a.gamma;
-  const double count = static_cast<double>(dim);
-  const double shift = a.centre ? static_cast<double>(x[0]) : 0.0;
-
   const auto one = hn::Set(dd, 1.0);
-  // g = dy * scale in float64, where scale is gamma, 1 + gamma or 1.
+  const auto shift_v = hn::Set(dd, shift);
+  // g = dy * scale in float64 (exact: a product of two floats fits a double).
   auto scaled = [&](auto dy_v, int64_t i) {
-    if (!gamma) return dy_v;
+    if constexpr (kScale == Scale::one) return dy_v;
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    return hn::Mul(dy_v, a.zero_centred_gamma ? hn::Add(one, g) : g);
+    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
   };
   auto scaled_scalar = [&](double dy_i, int64_t i) {
-    if (!gamma) return dy_i;
+    if constexpr (kScale == Scale::one) return dy_i;
     const double g = static_cast<double>(gamma[i]);
-    return dy_i * (a.zero_centred_gamma ? 1.0 + g : g);
+    return dy_i * (kScale == Scale::one_plus_gamma ? 1.0 + g : g);
   };
-
-  // Pass 1: sum(d), sum(d^2), sum(g), sum(g * d).
-  const auto shift_v = hn::Set(dd, shift);
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
   int64_t i = 0;
   for (; i + n <= dim; i += n) {
     const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
     const auto g = scaled(hn::PromoteTo(dd, hn::LoadU(df, dy + i)), i);
-    sum_d = hn::Add(sum_d, d);
-    sum_d2 = hn::MulAdd(d, d, sum_d2);
-    sum_g = hn::Add(sum_g, g);
+    if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
+    if constexpr (kVariance) sum_d2 = hn::MulAdd(d, d, sum_d2);
+    if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
     sum_gd = hn::MulAdd(g, d, sum_gd);
   }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, sum_d)), hn::GetLane(hn::SumOfLanes(dd, sum_d2))};
-  double total_g = hn::GetLane(hn::SumOfLanes(dd, sum_g));
-  double total_gd = hn::GetLane(hn::SumOfLanes(dd, sum_gd));
+  BackwardSums sums;
+  sums.x = {hn::GetLane(hn::SumOfLanes(dd, sum_d)), hn::GetLane(hn::SumOfLanes(dd, sum_d2))};
+  sums.g = hn::GetLane(hn::SumOfLanes(dd, sum_g));
+  sums.gd = hn::GetLane(hn::SumOfLanes(dd, sum_gd));
   for (; i < dim; ++i) {
     const double d = static_cast<double>(x[i]) - shift;
     const double g = scaled_scalar(static_cast<double>(dy[i]), i);
-    sums.sum += d;
-    sums.squares += d * d;
-    total_g += g;
-    total_gd += g * d;
+    sums.x.sum += d;
+    sums.x.squares += d * d;
+    sums.g += g;
+    sums.gd += g * d;
   }
-  const RowMoments moments = moments_from(sums, shift, dim, a.centre);
-  double rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
-                             : 1.0 / std::sqrt(moments.variance + a.eps);
-  // A zero-variance row with eps = 0 has x_hat = 0 (not 0 * inf); its dx stays undefined.
-  const double xhat_scale = std::isinf(rstd) ? 0.0 : rstd;
-  const double mean_g = a.centre ? total_g / count : 0.0;
-  const double mean_g_xhat =
-      xhat_scale * (total_gd - (moments.mean - shift) * total_g) / count;
+  return sums;
+}
 
-  // Pass 2: dx, and the dgamma/dbeta partial sums. dx may alias x, dy or dh_next: every input
-  // element is loaded before dx's element is stored.
-  const auto mean_v = hn::Set(dd, moments.mean);
+// What pass 2 needs of a row, from pass 1.
+struct BackwardRow {
+  double mean;         // of x (0 for RMSNorm)
+  double rstd;         // as given or computed; may be +inf with eps = 0
+  double mean_g;       // mean(g), 0 for RMSNorm
+  double mean_g_xhat;  // mean(g * x_hat)
+};
+
+// Pass 2 in float64 lanes, each dx rounded once from float64: for rows whose rstd does not fit
+// the float32 pass (rstd >= 2^64 or infinite, or non-finite statistics).
+template <Scale kScale>
+void backward_dx_float64(const NormBackward& a, const float* x, const float* dy,
+                         const float* dh_next, float* dx, const BackwardRow& r,
+                         double* HWY_RESTRICT dgamma_partial, double* HWY_RESTRICT dbeta_partial) {
+  const DoubleTag dd;
+  const FloatTag df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
+  const float* gamma = a.gamma;
+  const auto one = hn::Set(dd, 1.0);
+  // A zero-variance row with eps = 0 has x_hat = 0 (not 0 * inf); its dx stays undefined.
+  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
+  const auto mean_v = hn::Set(dd, r.mean);
   const auto xhat_scale_v = hn::Set(dd, xhat_scale);
-  const auto mean_g_v = hn::Set(dd, mean_g);
-  const auto mean_g_xhat_v = hn::Set(dd, mean_g_xhat);
-  const auto rstd_v = hn::Set(dd, rstd);
-  i = 0;
-  for (; i + n <= dim; i += n) {
+  const auto mean_g_v = hn::Set(dd, r.mean_g);
+  const auto mean_g_xhat_v = hn::Set(dd, r.mean_g_xhat);
+  const auto rstd_v = hn::Set(dd, r.rstd);
+  auto scaled = [&](auto dy_v, int64_t i) {
+    if constexpr (kScale == Scale::one) return dy_v;
+    const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
+    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
+  };
+  // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
+  int64_t i = 0;
+  for (; i + n <= a.dim; i += n) {
     const auto dy_v = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
     const auto x_hat =
         hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean_v), xhat_scale_v);
@@ -321,10 +486,12 @@ void norm_backward_row(const NormBackward& a, int64_t row, double* HWY_RESTRICT 
     }
     hn::StoreU(hn::DemoteTo(df, grad), df, dx + i);
   }
-  for (; i < dim; ++i) {
+  for (; i < a.dim; ++i) {
     const double dy_i = static_cast<double>(dy[i]);
-    const double x_hat = (static_cast<double>(x[i]) - moments.mean) * xhat_scale;
-    double grad = rstd * (scaled_scalar(dy_i, i) - mean_g - x_hat * mean_g_xhat);
+    const double x_hat = (static_cast<double>(x[i]) - r.mean) * xhat_scale;
+    double g = dy_i;
+    if (gamma) g *= kScale == Scale::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
+    double grad = r.rstd * (g - r.mean_g - x_hat * r.mean_g_xhat);
     if (dh_next) grad += static_cast<double>(dh_next[i]);
     if (dgamma_partial) dgamma_partial[i] += dy_i * x_hat;
     if (dbeta_partial) dbeta_partial[i] += dy_i;
@@ -332,11 +499,234 @@ void norm_backward_row(const NormBackward& a, int64_t row, double* HWY_RESTRICT 
   }
 }
 
+// A row's pointers and pass-1 results, for pass 2.
+struct BackwardRowData {
+  const float* x;
+  const float* dy;
+  const float* dh_next;  // nullable
+  float* dx;
+  BackwardRow stats;
+};
+
+#if HWY_TARGET != HWY_SCALAR  // one lane has no halves to widen: scalar uses the float64 pass
+// The float32 constants of one row's dx formula.
+struct Float32Row {
+  float mean_hi, mean_lo, rstd_hi, rstd_lo, mean_g, neg_mean_g_xhat;
+};
+Float32Row float32_row(const BackwardRow& r) {
+  Float32Row c;
+  c.mean_hi = static_cast<float>(r.mean);
+  c.mean_lo = static_cast<float>(r.mean - static_cast<double>(c.mean_hi));
+  c.rstd_hi = static_cast<float>(r.rstd);
+  c.rstd_lo = static_cast<float>(r.rstd - static_cast<double>(c.rstd_hi));
+  c.mean_g = static_cast<float>(r.mean_g);
+  c.neg_mean_g_xhat = static_cast<float>(-r.mean_g_xhat);
+  return c;
+}
+
+// Pass 2 in float32 lanes, for kRows consecutive rows at once. x_hat is formed as in the
+// forward (hi + lo mean and rstd, so it carries a couple of float32 roundings), g = dy * scale
+// is rounded once, and
+//   dx = fma(fma(x_hat, -mean(g x_hat), g - mean(g)), rstd, dh_next)
+// adds a few more: dx is within a few float32 ulp of the larger of its terms (docs/numerics.md).
+// dgamma and dbeta still accumulate in float64 (dy * x_hat is exact there, and long sums keep
+// their small terms), row after row in row order; doing kRows rows per column block keeps the
+// partials in registers across those rows, which divides their load/store traffic (the
+// bottleneck of a one-row pass) by kRows without changing a single rounding.
+// With `stream` (every dx row then starts on a vector boundary), dx is written with
+// non-temporal stores.
+template <Scale kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
+void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT gamma,
+                         const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
+                         double* HWY_RESTRICT dbeta_partial) {
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Repartition<double, decltype(df)> dd;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
+  Float32Row c[kRows];
+  for (int k = 0; k < kRows; ++k) c[k] = float32_row(rows[k].stats);
+
+  // Element i of row k, in scalar code (the ends of rows).
+  auto one = [&](int k, int64_t i) {
+    const BackwardRowData& row = rows[k];
+    const float centred = (row.x[i] - c[k].mean_hi) - c[k].mean_lo;
+    const float x_hat = mul_add(centred, c[k].rstd_hi, centred * c[k].rstd_lo);
+    const float dy = row.dy[i];
+    float g = dy;
+    if constexpr (kScale == Scale::gamma) g = dy * gamma[i];
+    if constexpr (kScale == Scale::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
+    const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
+    if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
+    if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
+    row.dx[i] = kDhNext ? mul_add(t, c[k].rstd_hi, row.dh_next[i]) : t * c[k].rstd_hi;
+  };
+  auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
+  auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
+
+  int64_t i = 0;
+  for (; i + n <= dim; i += n) {
+    auto dgamma_lo = hn::Zero(dd), dgamma_hi = hn::Zero(dd);
+    auto dbeta_lo = hn::Zero(dd), dbeta_hi = hn::Zero(dd);
+    if constexpr (kDgamma) {
+      dgamma_lo = hn::LoadU(dd, dgamma_partial + i);
+      dgamma_hi = hn::LoadU(dd, dgamma_partial + i + half);
+    }
+    if constexpr (kDbeta) {
+      dbeta_lo = hn::LoadU(dd, dbeta_partial + i);
+      dbeta_hi = hn::LoadU(dd, dbeta_partial + i + half);
+    }
+    for (int k = 0; k < kRows; ++k) {
+      const BackwardRowData& row = rows[k];
+      // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
+      const auto centred =
+          hn::Sub(hn::Sub(hn::LoadU(df, row.x + i), hn::Set(df, c[k].mean_hi)),
+                  hn::Set(df, c[k].mean_lo));
+      const auto x_hat = hn::MulAdd(centred, hn::Set(df, c[k].rstd_hi),
+                                    hn::Mul(centred, hn::Set(df, c[k].rstd_lo)));
+      const auto dy = hn::LoadU(df, row.dy + i);
+      auto g = dy;
+      if constexpr (kScale == Scale::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
+      if constexpr (kScale == Scale::one_plus_gamma) {
+        g = hn::MulAdd(dy, hn::LoadU(df, gamma + i), dy);
+      }
+      const auto t = hn::MulAdd(x_hat, hn::Set(df, c[k].neg_mean_g_xhat),
+                                hn::Sub(g, hn::Set(df, c[k].mean_g)));
+      const auto rstd = hn::Set(df, c[k].rstd_hi);
+      const auto out =
+          kDhNext ? hn::MulAdd(t, rstd, hn::LoadU(df, row.dh_next + i)) : hn::Mul(t, rstd);
+      if constexpr (kDgamma) {
+        dgamma_lo = hn::MulAdd(widen_lo(dy), widen_lo(x_hat), dgamma_lo);
+        dgamma_hi = hn::MulAdd(widen_hi(dy), widen_hi(x_hat), dgamma_hi);
+      }
+      if constexpr (kDbeta) {
+        dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
+        dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
+      }
+      if (stream) {
+        hn::Stream(out, df, row.dx + i);
+      } else {
+        hn::StoreU(out, df, row.dx + i);
+      }
+    }
+    if constexpr (kDgamma) {
+      hn::StoreU(dgamma_lo, dd, dgamma_partial + i);
+      hn::StoreU(dgamma_hi, dd, dgamma_partial + i + half);
+    }
+    if constexpr (kDbeta) {
+      hn::StoreU(dbeta_lo, dd, dbeta_partial + i);
+      hn::StoreU(dbeta_hi, dd, dbeta_partial + i + half);
+    }
+  }
+  for (; i < dim; ++i) {
+    for (int k = 0; k < kRows; ++k) one(k, i);
+  }
+}
+
+// Calls the float32 pass 2 instance for this call's flags on kRows rows.
+template <Scale kScale, int kRows>
+void backward_dx_float32_as(const NormBackward& a, const BackwardRowData* rows, bool stream,
+                            double* dgamma_partial, double* dbeta_partial) {
+  with_flag(a.dh_next != nullptr, [&](auto dh_next) {
+    with_flag(dgamma_partial != nullptr, [&](auto dgamma) {
+      with_flag(dbeta_partial != nullptr, [&](auto dbeta) {
+        backward_dx_float32<kScale, dh_next(), dgamma(), dbeta(), kRows>(
+            rows, a.gamma, a.dim, stream, dgamma_partial, dbeta_partial);
+      });
+    });
+  });
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// Pass 1 of one row, and what pass 2 needs.
+template <Scale kScale>
+BackwardRowData backward_row_stats(const NormBackward& a, int64_t row) {
+  const int64_t dim = a.dim;
+  const int64_t offset = row * dim;
+  BackwardRowData data{a.x + offset, a.dy + offset, a.dh_next ? a.dh_next + offset : nullptr,
+                       a.dx + offset, {}};
+  const double count = static_cast<double>(dim);
+  const double shift = a.centre ? static_cast<double>(data.x[0]) : 0.0;
+  const bool variance = a.saved_rstd == nullptr;
+  BackwardSums sums;
+  if (a.centre) {
+    sums = variance ? backward_sums<kScale, true, true>(data.x, data.dy, a.gamma, dim, shift)
+                    : backward_sums<kScale, true, false>(data.x, data.dy, a.gamma, dim, shift);
+  } else {
+    sums = variance ? backward_sums<kScale, false, true>(data.x, data.dy, a.gamma, dim, shift)
+                    : backward_sums<kScale, false, false>(data.x, data.dy, a.gamma, dim, shift);
+  }
+  const RowMoments moments = moments_from(sums.x, shift, dim, a.centre);
+  BackwardRow& r = data.stats;
+  r.mean = moments.mean;
+  r.rstd = variance ? 1.0 / std::sqrt(moments.variance + a.eps)
+                    : static_cast<double>(a.saved_rstd[row]);
+  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
+  r.mean_g = a.centre ? sums.g / count : 0.0;
+  r.mean_g_xhat = xhat_scale * (sums.gd - (moments.mean - shift) * sums.g) / count;
+  return data;
+}
+
+// Whether the float32 pass 2 can take this row: its rstd and low parts survive float32.
+bool fits_float32(const BackwardRow& r) {
+  return std::isfinite(r.mean) && r.rstd < 0x1p64 && std::isfinite(r.mean_g) &&
+         std::isfinite(r.mean_g_xhat);
+}
+
+// Rows per group of the float32 pass 2.
+constexpr int kGroupRows = 4;
+
+template <Scale kScale>
+void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
+                           double* dgamma_partial, double* dbeta_partial) {
+  for (int64_t first = begin; first < end; first += kGroupRows) {
+    const int64_t count = std::min<int64_t>(kGroupRows, end - first);
+    BackwardRowData rows[kGroupRows];
+    bool all_fit = true;
+    for (int64_t k = 0; k < count; ++k) {
+      rows[k] = backward_row_stats<kScale>(a, first + k);
+      all_fit = all_fit && fits_float32(rows[k].stats);
+    }
+#if HWY_TARGET != HWY_SCALAR
+    // Streaming needs every row of dx on a vector boundary.
+    const hn::ScalableTag<float> df;
+    const bool stream = a.stream_outputs &&
+                        aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
+                        a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
+    if (all_fit && count == kGroupRows) {
+      backward_dx_float32_as<kScale, kGroupRows>(a, rows, stream, dgamma_partial, dbeta_partial);
+      continue;
+    }
+#endif
+    // The rows one at a time (in row order, as the partial sums require).
+    for (int64_t k = 0; k < count; ++k) {
+      const BackwardRowData& row = rows[k];
+#if HWY_TARGET != HWY_SCALAR
+      if (fits_float32(row.stats)) {
+        backward_dx_float32_as<kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
+        continue;
+      }
+#endif
+      backward_dx_float64<kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
+                                  dgamma_partial, dbeta_partial);
+    }
+  }
+}
+
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
-  for (int64_t row = begin; row < end; ++row) {
-    norm_backward_row(a, row, dgamma_partial, dbeta_partial);
+  switch (scale_form(a)) {
+    case Scale::one:
+      norm_backward_rows_as<Scale::one>(a, begin, end, dgamma_partial, dbeta_partial);
+      break;
+    case Scale::gamma:
+      norm_backward_rows_as<Scale::gamma>(a, begin, end, dgamma_partial, dbeta_partial);
+      break;
+    case Scale::one_plus_gamma:
+      norm_backward_rows_as<Scale::one_plus_gamma>(a, begin, end, dgamma_partial, dbeta_partial);
+      break;
   }
+  if (a.stream_outputs) hwy::FlushStream();
 }
 
 // The name of the target this copy of the kernels was compiled for (for the tests).
@@ -356,8 +746,10 @@ HWY_EXPORT(norm_backward_rows);
 HWY_EXPORT(compiled_target_name);
 
 void norm_forward(const NormForward& args) {
+  NormForward streamed = args;
+  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
   parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
+    HWY_DYNAMIC_DISPATCH(norm_forward_rows)(streamed, begin, end);
   });
 }
 
@@ -365,12 +757,14 @@ void norm_backward(const NormBackward& args) {
   // dgamma and dbeta: each fixed chunk of rows sums into its own float64 partials, in row order;
   // the chunks are then added in chunk order. The chunks depend only on the row count, so the
   // result is bitwise the same for any number of threads.
+  NormBackward streamed = args;
+  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
   const bool want_partials = args.dgamma || args.dbeta;
   const int64_t chunks = want_partials ? reduction_chunks(args.rows) : 1;
   PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
                        args.dbeta != nullptr);
   parallel_chunks(chunks, args.rows, args.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_backward_rows)(args, begin, end, partials.dgamma(chunk),
+    HWY_DYNAMIC_DISPATCH(norm_backward_rows)(streamed, begin, end, partials.dgamma(chunk),
                                              partials.dbeta(chunk));
   });
   if (args.dgamma) partials.reduce_dgamma(args.dgamma);

@@ -75,13 +75,16 @@ class PartialSums {
     return storage;
   }
 
-  // out[i] = the chunks' partials added in chunk order, rounded once.
-  void reduce(const double* partials, float* out) const {
-    for (int64_t i = 0; i < dim_; ++i) {
-      double total = 0;
-      for (int64_t chunk = 0; chunk < chunks_; ++chunk) total += partials[chunk * dim_ + i];
-      out[i] = static_cast<float>(total);
+  // out[i] = the chunks' partials added in chunk order, rounded once. The chunks are added
+  // into chunk 0's row one whole row at a time (contiguous, so it vectorises); each element
+  // still sees the same additions in the same order. The final + 0.0 turns a -0 into +0, as
+  // a sum started from 0 would.
+  void reduce(double* partials, float* out) const {
+    for (int64_t chunk = 1; chunk < chunks_; ++chunk) {
+      const double* next = partials + chunk * dim_;
+      for (int64_t i = 0; i < dim_; ++i) partials[i] += next[i];
     }
+    for (int64_t i = 0; i < dim_; ++i) out[i] = static_cast<float>(partials[i] + 0.0);
   }
 
   int64_t chunks_;

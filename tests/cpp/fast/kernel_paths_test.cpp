@@ -1,0 +1,211 @@
+// The fast kernels' internal paths, on every compiled SIMD target:
+// - streaming (non-temporal) stores, which the public ops use only for outputs of 8 MiB or
+//   more, give bitwise the same results as ordinary stores, at every alignment;
+// - the backward's float32 pass 2 keeps each dx within a few ulp of its own terms (the
+//   numerics contract), in groups of rows and in rows that fall back to float64 lanes;
+// - a public call above the streaming threshold equals the same rows run without streaming.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::float_ulp;
+using testing::random_floats;
+
+class KernelPaths : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+// A buffer whose data starts `shift` floats past a 64-byte boundary.
+struct Shifted {
+  Shifted(size_t count, int64_t shift) : storage(count + 32), data(aligned() + shift) {}
+  float* aligned() {
+    const auto address = reinterpret_cast<uintptr_t>(storage.data());
+    return storage.data() + (64 - address % 64) % 64 / sizeof(float);
+  }
+  std::vector<float> storage;
+  float* data;
+};
+
+TEST_P(KernelPaths, StreamingStoresGiveTheSameBits) {
+  const int64_t rows = 9;
+  for (int64_t dim : {5, 16, 37, 64, 300}) {
+    for (int64_t shift : {0, 1, 3}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        SCOPED_TRACE("dim " + std::to_string(dim) + " shift " + std::to_string(shift) +
+                     " variant " + std::to_string(variant));
+        const auto count = static_cast<size_t>(rows * dim);
+        const auto x = random_floats(count, 31, -2.0f, 3.0f);
+        const auto r = random_floats(count, 32);
+        const auto dy = random_floats(count, 33);
+        const auto gamma = random_floats(static_cast<size_t>(dim), 34, 0.5f, 1.5f);
+        const auto beta = random_floats(static_cast<size_t>(dim), 35);
+        const bool residual = variant % 2 == 1, centre = variant < 2;
+        std::vector<std::vector<float>> outputs;
+        for (bool stream : {false, true}) {
+          Shifted y(count, shift), h(count, shift), dx(count, shift);
+          std::vector<float> mean(rows), rstd(rows);
+          cpu::NormForward f;
+          f.x = x.data();
+          f.residual = residual ? r.data() : nullptr;
+          f.h = residual ? h.data : nullptr;
+          f.gamma = gamma.data();
+          f.beta = centre ? beta.data() : nullptr;
+          f.y = y.data;
+          f.mean = mean.data();
+          f.rstd = rstd.data();
+          f.rows = rows;
+          f.dim = dim;
+          f.eps = 1e-5;
+          f.centre = centre;
+          f.stream_outputs = stream;
+          cpu::norm_forward_range(f, 0, rows);
+          cpu::NormBackward b;
+          b.dy = dy.data();
+          b.x = x.data();
+          b.gamma = gamma.data();
+          b.dh_next = residual ? r.data() : nullptr;
+          b.dx = dx.data;
+          b.rows = rows;
+          b.dim = dim;
+          b.eps = 1e-5;
+          b.centre = centre;
+          b.stream_outputs = stream;
+          std::vector<double> dgamma(static_cast<size_t>(dim)), dbeta(static_cast<size_t>(dim));
+          cpu::norm_backward_range(b, 0, rows, dgamma.data(), dbeta.data());
+          std::vector<float> all(y.data, y.data + count);
+          if (residual) all.insert(all.end(), h.data, h.data + count);
+          all.insert(all.end(), dx.data, dx.data + count);
+          all.insert(all.end(), mean.begin(), mean.end());
+          all.insert(all.end(), rstd.begin(), rstd.end());
+          for (double v : dgamma) all.push_back(static_cast<float>(v));
+          for (double v : dbeta) all.push_back(static_cast<float>(v));
+          outputs.push_back(all);
+        }
+        EXPECT_EQ(outputs[0], outputs[1]);
+      }
+    }
+  }
+}
+
+// dx of LayerNorm in float64 from the float32 inputs, with each element's term scale
+// rstd * (|g| + |mean(g)| + |x_hat * mean(g x_hat)|): the bound the contract states.
+struct WantDx {
+  std::vector<double> dx, scale;
+};
+WantDx layer_norm_dx(const std::vector<float>& x, const std::vector<float>& dy,
+                     const std::vector<float>& gamma, int64_t rows, int64_t dim, double eps) {
+  WantDx want{std::vector<double>(x.size()), std::vector<double>(x.size())};
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* xr = x.data() + row * dim;
+    const float* dyr = dy.data() + row * dim;
+    double mean = 0, variance = 0, mean_g = 0, mean_gx = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= static_cast<double>(dim);
+    for (int64_t i = 0; i < dim; ++i) variance += (xr[i] - mean) * (xr[i] - mean);
+    const double rstd = 1 / std::sqrt(variance / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      const double g = static_cast<double>(dyr[i]) * gamma[i];
+      mean_g += g / static_cast<double>(dim);
+      mean_gx += g * (xr[i] - mean) * rstd / static_cast<double>(dim);
+    }
+    for (int64_t i = 0; i < dim; ++i) {
+      const double g = static_cast<double>(dyr[i]) * gamma[i];
+      const double x_hat = (xr[i] - mean) * rstd;
+      const auto at = static_cast<size_t>(row * dim + i);
+      want.dx[at] = rstd * (g - mean_g - x_hat * mean_gx);
+      want.scale[at] = rstd * (std::fabs(g) + std::fabs(mean_g) + std::fabs(x_hat * mean_gx));
+    }
+  }
+  return want;
+}
+
+TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
+  // 13 rows: three groups of four and a single row. Row 5 is tiny with eps = 0, so its rstd
+  // (about 1e30) is beyond the float32 pass and its group runs row by row, partly in float64.
+  for (const std::string kind : {"ordinary", "large_mean", "tiny_row"}) {
+    for (int64_t dim : {7, 64, 333}) {
+      SCOPED_TRACE(kind + " dim " + std::to_string(dim));
+      const int64_t rows = 13;
+      auto x = random_floats(static_cast<size_t>(rows * dim), 41, -2.0f, 3.0f);
+      const auto dy = random_floats(x.size(), 42);
+      const auto gamma = random_floats(static_cast<size_t>(dim), 43, 0.5f, 1.5f);
+      const double eps = kind == "tiny_row" ? 0.0 : 1e-5;
+      if (kind == "large_mean") {
+        for (float& v : x) v = 3e4f + v;
+      } else if (kind == "tiny_row") {
+        for (int64_t i = 0; i < dim; ++i) x[static_cast<size_t>(5 * dim + i)] *= 1e-30f;
+      }
+      const Shape shape{rows, dim}, normalized{dim};
+      std::vector<float> dx(x.size()), dg(static_cast<size_t>(dim));
+      layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
+                          {{dx.data(), shape}, MutableView{dg.data(), normalized}, std::nullopt},
+                          {ConstView{gamma.data(), normalized}, std::nullopt,
+                           static_cast<float>(eps)});
+      const WantDx want = layer_norm_dx(x, dy, gamma, rows, dim, eps);
+      double worst = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double allowed = 3 * (float_ulp(want.dx[i]) + float_ulp(want.scale[i]));
+        worst = std::max(worst, std::fabs(dx[i] - want.dx[i]) / allowed);
+      }
+      EXPECT_LE(worst, 1.0) << "worst error in units of the allowed bound";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, KernelPaths, ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+// A LayerNorm of 8 MiB or more (streamed) equals the same rows in smaller calls (not streamed),
+// forward and backward, in place and not.
+TEST(KernelPaths, LargeCallsEqualSmallOnes) {
+  const int64_t dim = 1000, rows = 2100;  // 8.0 MiB of float32
+  ASSERT_TRUE(cpu::streams_output(rows * dim * int64_t{sizeof(float)}));
+  const int64_t part = 300;
+  ASSERT_FALSE(cpu::streams_output(part * dim * int64_t{sizeof(float)}));
+  const auto x = random_floats(static_cast<size_t>(rows * dim), 51, -1.0f, 2.0f);
+  const auto dy = random_floats(x.size(), 52);
+  const auto gamma = random_floats(static_cast<size_t>(dim), 53, 0.5f, 1.5f);
+  const auto beta = random_floats(static_cast<size_t>(dim), 54);
+  const Shape normalized{dim};
+  const LayerNormOptions options{ConstView{gamma.data(), normalized},
+                                 ConstView{beta.data(), normalized}};
+  std::vector<float> y_large(x.size()), y_small(x.size());
+  layer_norm({x.data(), {rows, dim}}, normalized, {y_large.data(), {rows, dim}}, options);
+  for (int64_t first = 0; first < rows; first += part) {
+    const Shape shape{part, dim};
+    const auto at = static_cast<size_t>(first * dim);
+    layer_norm({x.data() + at, shape}, normalized, {y_small.data() + at, shape}, options);
+  }
+  EXPECT_TRUE(y_large == y_small);
+  std::vector<float> dx_large(x.size()), dx_small(x.size());
+  layer_norm_backward({dy.data(), {rows, dim}}, {x.data(), {rows, dim}}, normalized,
+                      {{dx_large.data(), {rows, dim}}, std::nullopt, std::nullopt}, options);
+  for (int64_t first = 0; first < rows; first += part) {
+    const Shape shape{part, dim};
+    const auto at = static_cast<size_t>(first * dim);
+    layer_norm_backward({dy.data() + at, shape}, {x.data() + at, shape}, normalized,
+                        {{dx_small.data() + at, shape}, std::nullopt, std::nullopt}, options);
+  }
+  EXPECT_TRUE(dx_large == dx_small);
+  // In place: y overwrites x.
+  std::vector<float> in_place = x;
+  layer_norm({in_place.data(), {rows, dim}}, normalized, {in_place.data(), {rows, dim}}, options);
+  EXPECT_TRUE(in_place == y_large);
+}
+
+}  // namespace
+}  // namespace addnorm
