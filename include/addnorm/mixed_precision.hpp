@@ -1,8 +1,10 @@
 // LayerNorm, RMSNorm and the fused pre-norm Add & Norm on tensors stored as float32, bfloat16 or
 // float16, each tensor independently (include/addnorm/dtype.hpp): for example a float32
 // residual stream with bfloat16 activations and float32 gamma. Computation is float32 with
-// float64 reductions, exactly as the float32 ops (ops.hpp); each output is rounded once more
-// to its storage type. Statistics (mean, rstd) and parameter gradients are always float32.
+// float64 reductions, as the float32 ops (ops.hpp); each output is rounded once more to its
+// storage type. (A forward whose x and y share a 16-bit type runs a direct kernel whose sums
+// are float32 within blocks of a row: docs/numerics.md.) Statistics (mean, rstd) and
+// parameter gradients are always float32.
 // Validation, aliasing and error rules are those of ops.hpp.
 #pragma once
 

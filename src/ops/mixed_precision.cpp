@@ -11,6 +11,7 @@
 #include "addnorm/error.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/narrow_norm.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/validate.hpp"
 
@@ -107,11 +108,13 @@ float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count, int
   return staging(slot, count);
 }
 
-// Narrows staged output rows into their storage (nothing to do for float32).
+// Narrows staged output rows into their storage (nothing to do for float32), with streaming
+// stores when the whole output is larger than the cache.
 void store_rows(const AnyMutableView& view, const float* rows, int64_t begin, int64_t count) {
   if (view.dtype == DType::float32) return;
+  const bool stream = cpu::streams_output(view.shape.numel() * dtype_size(view.dtype));
   cpu::from_float32(rows, static_cast<uint8_t*>(view.data) + begin * dtype_size(view.dtype),
-                    view.dtype, count);
+                    view.dtype, count, stream);
 }
 
 // gamma and beta as float32 for the whole call (small: one row each).
@@ -165,6 +168,23 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
+  if (x.dtype == y.dtype && x.dtype != DType::float32) {
+    // Both 16-bit: the direct kernel, where this SIMD target has one.
+    cpu::NarrowNormForward args;
+    args.x = static_cast<const uint16_t*>(x.data);
+    args.y = static_cast<uint16_t*>(y.data);
+    args.type = x.dtype;
+    args.gamma = parameters.gamma;
+    args.beta = parameters.beta;
+    args.zero_centred_gamma = options.zero_centered_gamma;
+    args.centre = options.norm == NormKind::layer_norm;
+    args.mean = stats && args.centre ? stats->mean.data : nullptr;
+    args.rstd = stats ? stats->rstd.data : nullptr;
+    args.rows = layout.rows;
+    args.dim = layout.dim;
+    args.eps = options.eps;
+    if (cpu::narrow_norm_forward(args)) return;
+  }
   const int64_t block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
     for (int64_t first = begin; first < end; first += block) {
@@ -207,12 +227,15 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
       args.h = output_rows(h, at, count, kH);
       args.y = output_rows(y, at, count, kY);
       if (h.dtype != DType::float32) {
-        // The norm must see h as stored: form it, round it to its storage, widen it back.
+        // The norm must see h as stored: form it, store it, and round it to its storage type
+        // in cache (narrowed into a scratch slot and widened back; rereading it from h's
+        // memory would miss the cache once h is written with streaming stores).
         float* staged_h = args.h;
         for (int64_t i = 0; i < count; ++i) staged_h[i] = args.x[i] + args.residual[i];
         store_rows(h, staged_h, at, count);
-        cpu::to_float32(static_cast<const uint8_t*>(h.data) + at * dtype_size(h.dtype), h.dtype,
-                        staged_h, count);
+        void* narrowed = staging(kExtra, count);
+        cpu::from_float32(staged_h, narrowed, h.dtype, count);
+        cpu::to_float32(narrowed, h.dtype, staged_h, count);
         args.x = staged_h;
         args.residual = nullptr;
         args.h = nullptr;

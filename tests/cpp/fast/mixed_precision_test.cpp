@@ -1,14 +1,17 @@
-// bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target) and the
-// norms with each tensor stored in its own type, against float64.
+// bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target), the
+// norms with each tensor stored in its own type against float64, and the direct 16-bit
+// forward kernel (narrow_norm_kernels.cpp) on every target, streaming or not.
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "addnorm/mixed_precision.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/narrow_norm.hpp"
 #include "ops/reference/layer_norm.hpp"
 #include "ops/reference/rms_norm.hpp"
 #include "test_support.hpp"
@@ -110,6 +113,19 @@ TEST_P(ConversionsOnEveryTarget, NarrowingRoundsToNearestEven) {
                                                        : to_float16(values[i]).bits;
       ASSERT_EQ(narrow[i], scalar) << dtype_name(dtype) << " " << values[i];
       expect_round_to_nearest_even(values[i], narrow[i], dtype);
+    }
+    // With streaming stores (whole aligned registers, scalar ends): the same bits, whatever
+    // the target's alignment and the count.
+    for (const int64_t shift : {0, 1, 7}) {
+      for (const int64_t count : {int64_t{5}, int64_t{70}, static_cast<int64_t>(values.size())}) {
+        std::vector<uint16_t> streamed(values.size() + 64, 0xDEAD);
+        const auto count_used = std::min<int64_t>(count, static_cast<int64_t>(values.size()));
+        cpu::from_float32(values.data(), streamed.data() + shift, dtype, count_used, true);
+        ASSERT_TRUE(std::equal(narrow.begin(), narrow.begin() + count_used,
+                               streamed.begin() + shift))
+            << dtype_name(dtype) << " shift " << shift << " count " << count_used;
+        ASSERT_EQ(streamed[static_cast<size_t>(shift + count_used)], 0xDEAD) << "wrote past";
+      }
     }
   }
 }
@@ -220,6 +236,32 @@ TEST(MixedPrecision, Float32ResidualStreamWithBfloat16Activations) {
   EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, DType::bfloat16), want, DType::bfloat16, 1.0));
 }
 
+// Every tensor of the pre-norm op in one 16-bit type: h = x + r rounded to that type, and y
+// the norm of that h, against float64.
+TEST(MixedPrecision, AllNarrowPreNormMatchesFloat64) {
+  const int64_t rows = 11, dim = 160;
+  const Shape shape{rows, dim}, normalized{dim};
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto x_bits = narrow_all(random_floats(rows * dim, 71, -2.0f, 2.0f), dtype);
+    const auto r_bits = narrow_all(random_floats(rows * dim, 72, -1.0f, 3.0f), dtype);
+    std::vector<uint16_t> h_bits(x_bits.size()), y_bits(x_bits.size());
+    add_norm_pre_mixed(AnyConstView(x_bits.data(), shape, dtype),
+                       AnyConstView(r_bits.data(), shape, dtype), normalized,
+                       AnyMutableView(h_bits.data(), shape, dtype),
+                       AnyMutableView(y_bits.data(), shape, dtype));
+    const auto x = widen_all(x_bits, dtype), r = widen_all(r_bits, dtype);
+    std::vector<float> sum(x.size());
+    for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + r[i];
+    ASSERT_EQ(h_bits, narrow_all(sum, dtype));
+    const auto h64 = widen(widen_all(h_bits, dtype));
+    std::vector<double> want(h64.size());
+    reference::layer_norm_forward<double>(h64.data(), nullptr, nullptr, want.data(), nullptr,
+                                          nullptr, rows, dim, 1e-5);
+    EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, dtype), want, dtype, 1.0));
+  }
+}
+
 // With every tensor in float32 the mixed entry points are the float32 ops, bit for bit.
 TEST(MixedPrecision, AllFloat32EqualsTheFloat32Ops) {
   const int64_t rows = 50, dim = 33;
@@ -257,6 +299,156 @@ TEST(MixedPrecision, RejectsBadArgumentsByName) {
                Error);
   EXPECT_NO_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
                                      AnyMutableView(x.data(), shape, DType::bfloat16)));
+}
+
+// The direct 16-bit forward (x and y of one 16-bit type) on every SIMD target, on rows that
+// stress it, against float64 from the same (widened) inputs; mean and rstd within a few
+// float32 ulp. Targets without vector code for a type stage through float32: the same bound.
+class NarrowNormOnEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+std::vector<float> stress_rows(const std::string& kind, int64_t rows, int64_t dim) {
+  auto x = random_floats(static_cast<size_t>(rows * dim), 61, -2.0f, 3.0f);
+  if (kind == "large_mean") {
+    for (float& v : x) v = 300.0f + v;  // bfloat16 spacing 2 there: few distinct values
+  } else if (kind == "constant_row") {
+    for (int64_t i = 0; i < dim; ++i) x[static_cast<size_t>(dim + i)] = 1.5f;
+  } else if (kind == "outliers_first") {
+    // The mean estimate from a row's first 16 values is far off: the kernel's second pass.
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t i = 0; i < std::min<int64_t>(dim, 16); ++i) {
+        x[static_cast<size_t>(row * dim + i)] = dim > 64 ? 40.0f : 5.0f;
+      }
+    }
+  } else if (kind == "nan_row") {
+    x[static_cast<size_t>(dim + dim / 2)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
+  const int64_t rows = 5;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind :
+         {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first"}) {
+      for (const int64_t dim : {1, 7, 33, 64, 200, 1000}) {
+        for (int affine = 0; affine < 4; ++affine) {
+          // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm 1+gamma.
+          const bool layer = affine < 2;
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                       std::to_string(dim) + " affine " + std::to_string(affine));
+          const Shape shape{rows, dim}, normalized{dim};
+          const auto x_bits = narrow_all(stress_rows(kind, rows, dim), dtype);
+          const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
+          const auto beta = random_floats(static_cast<size_t>(dim), 63);
+          const auto x = widen(widen_all(x_bits, dtype));
+          std::vector<double> scale(static_cast<size_t>(dim)), shift(static_cast<size_t>(dim));
+          for (size_t i = 0; i < scale.size(); ++i) {
+            scale[i] = affine == 1 ? 1.0 : affine == 3 ? 1.0 + gamma[i] : gamma[i];
+            shift[i] = layer ? beta[i] : 0.0;
+          }
+          std::vector<double> want_y(x.size()), want_mean(rows), want_rstd(rows);
+          if (layer) {
+            reference::layer_norm_forward<double>(x.data(), scale.data(), shift.data(),
+                                                  want_y.data(), want_mean.data(),
+                                                  want_rstd.data(), rows, dim, 1e-5);
+          } else {
+            reference::rms_norm_forward<double>(x.data(), scale.data(), false, want_y.data(),
+                                                want_rstd.data(), rows, dim, 1e-5);
+          }
+          MixedNormOptions options;
+          options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+          if (affine != 1) options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+          if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
+          options.zero_centered_gamma = affine == 3;
+          std::vector<uint16_t> y_bits(x.size());
+          std::vector<float> mean(rows), rstd(rows);
+          norm_forward_mixed(AnyConstView(x_bits.data(), shape, dtype), normalized,
+                             AnyMutableView(y_bits.data(), shape, dtype), options,
+                             NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
+          const auto y = widen_all(y_bits, dtype);
+          for (int64_t row = 0; row < rows; ++row) {
+            const auto at = static_cast<size_t>(row * dim);
+            const std::vector<float> got(y.begin() + static_cast<std::ptrdiff_t>(at),
+                                         y.begin() + static_cast<std::ptrdiff_t>(at + dim));
+            const std::vector<double> want(want_y.begin() + static_cast<std::ptrdiff_t>(at),
+                                           want_y.begin() + static_cast<std::ptrdiff_t>(at + dim));
+            if (kind == "nan_row" && row == 1) {
+              for (float v : got) ASSERT_TRUE(std::isnan(v));
+              ASSERT_TRUE(std::isnan(rstd[1]));
+              continue;
+            }
+            EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+            EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
+                        1e-6 * want_rstd[static_cast<size_t>(row)]);
+            if (layer) {
+              EXPECT_NEAR(mean[static_cast<size_t>(row)], want_mean[static_cast<size_t>(row)],
+                          1e-6 * (std::fabs(want_mean[static_cast<size_t>(row)]) + 1));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Streaming stores (whole aligned registers) give the same bits as ordinary ones, at every
+// alignment of y.
+TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
+  const int64_t rows = 6;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const int64_t dim : {5, 64, 203}) {
+      for (const int64_t shift : {0, 1, 9}) {
+        const auto x_bits = narrow_all(random_floats(static_cast<size_t>(rows * dim), 64), dtype);
+        const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
+        std::vector<std::vector<uint16_t>> outputs;
+        for (const bool stream : {false, true}) {
+          std::vector<uint16_t> y(x_bits.size() + 64);
+          cpu::NarrowNormForward args;
+          args.x = x_bits.data();
+          args.y = y.data() + shift;
+          args.type = dtype;
+          args.gamma = gamma.data();
+          args.rows = rows;
+          args.dim = dim;
+          args.eps = 1e-5;
+          args.stream_output = stream;
+          if (!cpu::narrow_norm_forward_range(args, 0, rows)) break;  // staged on this target
+          outputs.push_back(y);
+        }
+        if (outputs.size() < 2) continue;
+        EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
+                                          << shift;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, NarrowNormOnEveryTarget,
+                         ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+// A call above the streaming threshold equals the same rows in small calls, bit for bit.
+TEST(MixedPrecision, LargeBfloat16CallEqualsSmallOnes) {
+  const int64_t dim = 2000, rows = 2100, part = 700;  // 8.0 MiB of bfloat16
+  ASSERT_TRUE(cpu::streams_output(rows * dim * 2));
+  ASSERT_FALSE(cpu::streams_output(part * dim * 2));
+  const auto x = narrow_all(random_floats(static_cast<size_t>(rows * dim), 66), DType::bfloat16);
+  const Shape normalized{dim};
+  std::vector<uint16_t> large(x.size()), small(x.size());
+  norm_forward_mixed(AnyConstView(x.data(), {rows, dim}, DType::bfloat16), normalized,
+                     AnyMutableView(large.data(), {rows, dim}, DType::bfloat16));
+  for (int64_t first = 0; first < rows; first += part) {
+    const auto at = static_cast<size_t>(first * dim);
+    norm_forward_mixed(AnyConstView(x.data() + at, {part, dim}, DType::bfloat16), normalized,
+                       AnyMutableView(small.data() + at, {part, dim}, DType::bfloat16));
+  }
+  EXPECT_TRUE(large == small);
 }
 
 }  // namespace

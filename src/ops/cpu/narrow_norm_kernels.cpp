@@ -1,0 +1,324 @@
+// LayerNorm and RMSNorm forward reading and writing 16-bit storage (bfloat16, float16) directly:
+// no float32 staging, so the row moves 2 + 2 bytes per element, and the output goes out with
+// streaming stores when it is larger than the cache.
+//
+// Numerics: values are widened exactly to float32. The row's sums accumulate in float32 lanes
+// over blocks of kBlock vectors and in float64 across blocks, shifted by an estimate of the
+// mean, with a second pass over centred values (in cache) for the rare row whose estimate was
+// poor (row_moments), so cancellation never amplifies rounding more than 4 times. The per-element steps are those of the float32
+// kernel (hi + lo split mean and rstd), and each output is rounded once to its storage type.
+// The float32 block sums cost at most about kBlock float32 roundings of the row's magnitude,
+// some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit of its
+// storage type plus that.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/narrow_norm_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "addnorm/dtype.hpp"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "ops/cpu/narrow-inl.h"
+#include "ops/cpu/narrow_norm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using narrow::Half;
+using narrow::narrow_one;
+using narrow::widen_one;
+
+#if HWY_TARGET != HWY_SCALAR
+using FloatTag = hn::ScalableTag<float>;
+using HalfTag = hn::Rebind<uint16_t, FloatTag>;       // as many 16-bit lanes as float lanes
+using WideTag = hn::Repartition<uint16_t, FloatTag>;  // a full register of 16-bit lanes
+
+// Vectors per float32 block sum: flushed into float64 after this many additions per lane.
+constexpr int64_t kBlock = 64;
+
+
+enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
+
+// One output element from x_hat, with the vector code's own operations (1-lane vectors), so
+// that its bits do not depend on whether it fell in a vector or at an end of the row.
+template <Affine kAffine>
+float affine_one(float x_hat, const float* gamma, const float* beta, int64_t i) {
+  const hn::CappedTag<float, 1> d1;
+  const auto v = hn::Set(d1, x_hat);
+  if constexpr (kAffine == Affine::none) return x_hat;
+  if constexpr (kAffine == Affine::gamma) return hn::GetLane(hn::Mul(v, hn::Set(d1, gamma[i])));
+  if constexpr (kAffine == Affine::gamma_beta) {
+    return hn::GetLane(hn::MulAdd(v, hn::Set(d1, gamma[i]), hn::Set(d1, beta[i])));
+  }
+  if constexpr (kAffine == Affine::beta) return hn::GetLane(hn::Add(v, hn::Set(d1, beta[i])));
+  if constexpr (kAffine == Affine::one_plus_gamma) {
+    return hn::GetLane(hn::MulAdd(v, hn::Set(d1, gamma[i]), v));
+  }
+}
+
+// The row's constants for the normalising pass, split into float32 hi + lo parts.
+struct SplitRow {
+  float centre_hi, centre_lo, rstd_hi, rstd_lo;
+};
+SplitRow split(double centre, double rstd) {
+  SplitRow s;
+  s.centre_hi = static_cast<float>(centre);
+  s.centre_lo = static_cast<float>(centre - static_cast<double>(s.centre_hi));
+  s.rstd_hi = static_cast<float>(rstd);
+  s.rstd_lo = static_cast<float>(rstd - static_cast<double>(s.rstd_hi));
+  return s;
+}
+
+// Sums over a row of 16-bit values of c = (v - hi) - lo and (with kSum) of c^2, in float32
+// lanes within blocks of kBlock vectors and in float64 across blocks and for the scalar end.
+struct CentredSums {
+  double sum = 0;
+  double squares = 0;
+};
+template <Half kType, bool kSum>
+CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, float lo) {
+  const FloatTag df;
+  const HalfTag dh;
+  const hn::Half<FloatTag> dfh;
+  const hn::Rebind<double, decltype(dfh)> dd;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
+  auto widen_sum = [&](auto v) HWY_ATTR {
+    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                                                  hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
+  };
+  CentredSums sums;
+  int64_t i = 0;
+  while (i + 2 * n <= dim) {
+    auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
+    for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
+      const auto c0 = hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), hi_v), lo_v);
+      const auto c1 =
+          hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), hi_v), lo_v);
+      if constexpr (kSum) {
+        sum0 = hn::Add(sum0, c0);
+        sum1 = hn::Add(sum1, c1);
+      }
+      sq0 = hn::MulAdd(c0, c0, sq0);
+      sq1 = hn::MulAdd(c1, c1, sq1);
+    }
+    if constexpr (kSum) sums.sum += widen_sum(hn::Add(sum0, sum1));
+    sums.squares += widen_sum(hn::Add(sq0, sq1));
+  }
+  const double centre = static_cast<double>(hi) + static_cast<double>(lo);
+  for (; i < dim; ++i) {
+    const double c = static_cast<double>(widen_one(kType, x[i])) - centre;
+    sums.sum += c;
+    sums.squares += c * c;
+  }
+  return sums;
+}
+
+// Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
+// of the row's first elements): var = E[d^2] - E[d]^2 amplifies the float32 block sums'
+// rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that holds
+// for any ordinary row. Otherwise (the first elements were outliers) a second pass takes the
+// variance from values centred on the mean itself, where nothing cancels.
+template <Half kType>
+void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance) {
+  const double count = static_cast<double>(dim);
+  const int64_t first = std::min<int64_t>(dim, 16);
+  double estimate = 0;
+  for (int64_t i = 0; i < first; ++i) estimate += widen_one(kType, x[i]);
+  const float shift = static_cast<float>(estimate / static_cast<double>(first));
+  const CentredSums sums = centred_sums<kType, true>(x, dim, shift, 0.0f);
+  const double offset = sums.sum / count;
+  const double shifted_variance = sums.squares / count - offset * offset;
+  mean = static_cast<double>(shift) + offset;
+  if (offset * offset <= 3 * shifted_variance) {
+    variance = shifted_variance;
+    return;
+  }
+  const SplitRow m = split(mean, 0.0);
+  const CentredSums centred = centred_sums<kType, true>(x, dim, m.centre_hi, m.centre_lo);
+  const double residue = centred.sum / count;  // ~0: the float32 split's own error
+  variance = std::max(0.0, centred.squares / count - residue * residue);
+  if (std::isnan(centred.squares)) variance = centred.squares;
+}
+
+template <Half kType, Affine kAffine>
+uint16_t normalise_one(uint16_t bits, const SplitRow& s, const float* gamma, const float* beta,
+                       int64_t i) {
+  const hn::CappedTag<float, 1> d1;
+  const auto centred = hn::Sub(hn::Sub(hn::Set(d1, widen_one(kType, bits)), hn::Set(d1, s.centre_hi)),
+                               hn::Set(d1, s.centre_lo));
+  const auto x_hat = hn::MulAdd(centred, hn::Set(d1, s.rstd_hi),
+                                hn::Mul(centred, hn::Set(d1, s.rstd_lo)));
+  return narrow_one(kType, affine_one<kAffine>(hn::GetLane(x_hat), gamma, beta, i));
+}
+
+// y = affine((x - centre) * rstd), two float registers (one full register of 16-bit lanes) at
+// a time; with `stream`, y is written with non-temporal stores from its first aligned register.
+// kNaNs: gamma or beta hold a NaN or infinity, so y may be NaN (a finite row's x_hat is finite).
+template <Half kType, Affine kAffine, bool kNaNs, bool kStream>
+void normalise_row(const uint16_t* x, uint16_t* y, const int64_t dim, const SplitRow s,
+                   const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta) {
+  const FloatTag df;
+  const HalfTag dh;
+  const WideTag dw;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto centre_hi = hn::Set(df, s.centre_hi), centre_lo = hn::Set(df, s.centre_lo);
+  const auto rstd_hi = hn::Set(df, s.rstd_hi), rstd_lo = hn::Set(df, s.rstd_lo);
+  auto normalise = [&](auto v, int64_t i) HWY_ATTR {
+    const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
+    const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
+    if constexpr (kAffine == Affine::none) return x_hat;
+    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, gamma + i));
+    if constexpr (kAffine == Affine::gamma_beta) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), hn::LoadU(df, beta + i));
+    }
+    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, beta + i));
+    if constexpr (kAffine == Affine::one_plus_gamma) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), x_hat);
+    }
+  };
+  int64_t start = 0;
+  if constexpr (kStream) {
+    // The caller has checked that y is 2-byte aligned.
+    const auto bytes = static_cast<uintptr_t>(hn::Lanes(dw) * sizeof(uint16_t));
+    const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
+    if (misalignment != 0) {
+      start = std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / 2));
+    }
+  }
+  for (int64_t i = 0; i < start; ++i) y[i] = normalise_one<kType, kAffine>(x[i], s, gamma, beta, i);
+  int64_t i = start;
+  for (; i + 2 * n <= dim; i += 2 * n) {
+    const auto lo = normalise(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), i);
+    const auto hi = normalise(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), i + n);
+    if constexpr (kStream) {
+      hn::Stream(narrow::narrow_pair<kType, kNaNs>(df, lo, hi), dw, y + i);
+    } else {
+      hn::StoreU(narrow::narrow<kType, kNaNs>(df, lo), dh, y + i);
+      hn::StoreU(narrow::narrow<kType, kNaNs>(df, hi), dh, y + i + n);
+    }
+  }
+  for (; i < dim; ++i) y[i] = normalise_one<kType, kAffine>(x[i], s, gamma, beta, i);
+}
+
+bool all_finite(const float* values, int64_t count) {
+  if (!values) return true;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) return false;
+  }
+  return true;
+}
+
+template <Half kType, Affine kAffine>
+void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end) {
+  const FloatTag df;
+  const int64_t dim = a.dim;
+  const double count = static_cast<double>(dim);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const bool finite_parameters = all_finite(a.gamma, dim) && all_finite(a.beta, dim);
+  // Streaming stores need y on 2-byte boundaries (it always is, unless a caller misaligns it).
+  const bool stream = a.stream_output && reinterpret_cast<uintptr_t>(a.y) % 2 == 0;
+  for (int64_t row = begin; row < end; ++row) {
+    const uint16_t* x = a.x + row * dim;
+    uint16_t* y = a.y + row * dim;
+    double mean = 0, mean_square = 0;
+    if (a.centre) {
+      row_moments<kType>(x, dim, mean, mean_square);
+    } else {
+      mean_square = centred_sums<kType, false>(x, dim, 0.0f, 0.0f).squares / count;
+    }
+    const double rstd = 1.0 / std::sqrt(mean_square + a.eps);
+    const bool finite = std::isfinite(mean) && std::isfinite(mean_square);
+    if (finite && rstd < 0x1p64) {
+      const SplitRow s = split(mean, rstd);
+      if (stream && finite_parameters) {
+        normalise_row<kType, kAffine, false, true>(x, y, dim, s, a.gamma, a.beta);
+      } else if (stream) {
+        normalise_row<kType, kAffine, true, true>(x, y, dim, s, a.gamma, a.beta);
+      } else if (finite_parameters) {
+        normalise_row<kType, kAffine, false, false>(x, y, dim, s, a.gamma, a.beta);
+      } else {
+        normalise_row<kType, kAffine, true, false>(x, y, dim, s, a.gamma, a.beta);
+      }
+    } else if (finite) {
+      // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0):
+      // float64 per element.
+      for (int64_t i = 0; i < dim; ++i) {
+        const double x_hat =
+            std::isinf(rstd) ? 0.0 : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;
+        y[i] = narrow_one(kType, affine_one<kAffine>(static_cast<float>(x_hat), a.gamma, a.beta, i));
+      }
+    } else {
+      const uint16_t nan_bits = narrow_one(kType, nan);
+      for (int64_t i = 0; i < dim; ++i) y[i] = nan_bits;
+    }
+    if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
+    if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+  }
+  if (a.stream_output) hwy::FlushStream();
+}
+
+template <Half kType>
+void narrow_norm_rows_typed(const NarrowNormForward& a, int64_t begin, int64_t end) {
+  if (!a.gamma) {
+    if (a.beta) return narrow_norm_rows_as<kType, Affine::beta>(a, begin, end);
+    return narrow_norm_rows_as<kType, Affine::none>(a, begin, end);
+  }
+  if (a.zero_centred_gamma) return narrow_norm_rows_as<kType, Affine::one_plus_gamma>(a, begin, end);
+  if (a.beta) return narrow_norm_rows_as<kType, Affine::gamma_beta>(a, begin, end);
+  narrow_norm_rows_as<kType, Affine::gamma>(a, begin, end);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// Returns false where this target has no vector code for the type (the caller stages instead).
+bool narrow_norm_rows(const NarrowNormForward& a, int64_t begin, int64_t end) {
+#if HWY_TARGET != HWY_SCALAR
+  if (a.type == DType::bfloat16) {
+    narrow_norm_rows_typed<Half::bfloat16>(a, begin, end);
+    return true;
+  }
+  if constexpr (narrow::kHasFloat16Vectors) {
+    if (a.type == DType::float16) {
+      narrow_norm_rows_typed<Half::float16>(a, begin, end);
+      return true;
+    }
+  }
+#endif
+  (void)a;
+  (void)begin;
+  (void)end;
+  return false;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "ops/cpu/kernels.hpp"
+#include "ops/cpu/threading.hpp"
+
+namespace addnorm::cpu {
+
+HWY_EXPORT(narrow_norm_rows);
+
+bool narrow_norm_forward_range(const NarrowNormForward& args, int64_t begin, int64_t end) {
+  return HWY_DYNAMIC_DISPATCH(narrow_norm_rows)(args, begin, end);
+}
+
+bool narrow_norm_forward(const NarrowNormForward& args) {
+  if (!narrow_norm_forward_range(args, 0, 0)) return false;  // no rows: only asks for support
+  NarrowNormForward streamed = args;
+  streamed.stream_output = streams_output(args.rows * args.dim * int64_t{sizeof(uint16_t)});
+  parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
+    narrow_norm_forward_range(streamed, begin, end);
+  });
+  return true;
+}
+
+}  // namespace addnorm::cpu
+#endif  // HWY_ONCE
