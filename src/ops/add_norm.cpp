@@ -2,6 +2,8 @@
 // Norm(h); post-norm (2017 paper) returns Norm(x + Dropout(s)). Both round h to float32 before
 // normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
@@ -112,17 +114,20 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
 // between building h and normalising it.
 int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
 
-// out = x + Dropout(s) for `length` elements starting at stream element `element`, rounded as
-// the unfused dropout -> add. out may be x or s (the dropped values go through a small buffer).
-void add_dropped(const float* x, const float* s, float* out, int64_t length,
-                 const DropoutOptions& dropout, uint64_t element) {
-  constexpr int64_t kChunk = 1024;
-  float dropped[kChunk];
-  for (int64_t start = 0; start < length; start += kChunk) {
-    const int64_t count = std::min(kChunk, length - start);
-    cpu::apply_dropout(s + start, dropped, count, dropout, element + static_cast<uint64_t>(start));
-    for (int64_t i = 0; i < count; ++i) out[start + i] = x[start + i] + dropped[i];
-  }
+// Per-thread scratch of the post-norm ops: one block of h (and of its dropout mask), which stays
+// in cache from being built to being normalised. It only grows, so steady-state calls do not
+// allocate.
+struct PostScratch {
+  std::vector<float> h;
+  std::vector<uint8_t> keep;
+};
+
+PostScratch& post_scratch(int64_t block_elements, bool with_keep) {
+  thread_local PostScratch scratch;
+  const auto size = static_cast<size_t>(block_elements);
+  if (scratch.h.size() < size) scratch.h.resize(size);
+  if (with_keep && scratch.keep.size() < size) scratch.keep.resize(size);
+  return scratch;
 }
 
 }  // namespace
@@ -177,17 +182,26 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
                          {region("x", x), region("s", s), region("gamma", options.gamma),
                           region("beta", options.beta)},
                          {{"y", "x"}, {"y", "s"}});
-  // Per block of rows (in cache): h = x + Dropout(s) is built in y's memory, then normalised
-  // in place.
-  const cpu::NormForward args =
-      forward_args(y.data, nullptr, nullptr, y.data, options, stats, layout);
+  // Per block of rows: h = x + Dropout(s) is built in a per-thread buffer (in cache), then
+  // normalised into y. y is written once, with streaming stores when it is too large to stay
+  // in cache (so its lines are not read first); y may be x or s, whose block is read first.
+  cpu::NormForward args = forward_args(nullptr, nullptr, nullptr, y.data, options, stats, layout);
+  args.stream_outputs = cpu::streams_output(count * int64_t{sizeof(float)});
+  const int64_t rows_per_block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block_rows(layout.dim)) {
-      const int64_t last = std::min(end, first + block_rows(layout.dim));
+    float* h = post_scratch(rows_per_block * layout.dim, false).h.data();
+    for (int64_t first = begin; first < end; first += rows_per_block) {
+      const int64_t last = std::min(end, first + rows_per_block);
       const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      add_dropped(x.data + at, s.data + at, y.data + at, length, dropout,
-                  dropout.offset + static_cast<uint64_t>(at));
-      cpu::norm_forward_range(args, first, last);
+      cpu::add_dropout(x.data + at, s.data + at, h, nullptr, length, dropout,
+                  dropout.offset + static_cast<uint64_t>(at), nullptr, count - at);
+      cpu::NormForward block = args;
+      block.x = h;
+      block.y = y.data + at;
+      block.mean = args.mean ? args.mean + first : nullptr;
+      block.rstd = args.rstd ? args.rstd + first : nullptr;
+      block.rows = last - first;
+      cpu::norm_forward_range(block, 0, block.rows);
     }
   });
 }
@@ -210,35 +224,44 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape&
                           region("mean", saved_mean(saved, options)),
                           region("rstd", saved ? &saved->rstd : nullptr)},
                          {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
-  // The forward's h is rebuilt in ds's memory (the mask is regenerated, not stored); the norm's
-  // backward reads it row by row and writes dh = dx (which may be dy's memory); finally ds is
-  // replaced by dx * mask / (1 - p), the dropout's own backward. Block by block, in cache;
-  // dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
+  // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
+  // buffer, generating the Philox bits once and keeping the mask (a byte per element); the
+  // norm's backward turns h into dh = dx in place; then one pass writes dx and
+  // ds = dx * mask / (1 - p), the dropout's own backward, with streaming stores when the
+  // tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has been
+  // read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::NormBackward args;
-  args.dy = dy.data;
-  args.x = grads.ds.data;
   args.gamma = data_or_null(options.gamma);
   args.zero_centred_gamma = options.zero_centered_gamma;
-  args.saved_rstd = saved ? saved->rstd.data : nullptr;
-  args.dx = grads.dx.data;
   args.centre = options.norm == NormKind::layer_norm;
-  args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
+  const bool stream = cpu::streams_output(count * int64_t{sizeof(float)});
+  const bool with_keep = dropout.p != 0.0f;
+  const int64_t rows_per_block = block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
                             grads.dbeta.has_value());
   cpu::parallel_chunks(chunks, layout.rows, layout.dim,
                        [&](int64_t chunk, int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block_rows(layout.dim)) {
-      const int64_t last = std::min(end, first + block_rows(layout.dim));
+    PostScratch& scratch = post_scratch(rows_per_block * layout.dim, with_keep);
+    float* h = scratch.h.data();
+    uint8_t* keep = with_keep ? scratch.keep.data() : nullptr;
+    for (int64_t first = begin; first < end; first += rows_per_block) {
+      const int64_t last = std::min(end, first + rows_per_block);
       const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      const uint64_t element = dropout.offset + static_cast<uint64_t>(at);
-      float* h = grads.ds.data + at;
-      add_dropped(x.data + at, s.data + at, h, length, dropout, element);
-      cpu::norm_backward_range(args, first, last, partials.dgamma(chunk), partials.dbeta(chunk));
-      cpu::apply_dropout(grads.dx.data + at, h, length, dropout, element);
+      cpu::add_dropout(x.data + at, s.data + at, h, keep, length, dropout,
+                  dropout.offset + static_cast<uint64_t>(at), dy.data + at, count - at);
+      cpu::NormBackward block = args;
+      block.dy = dy.data + at;
+      block.x = h;
+      block.dx = h;
+      block.saved_rstd = saved ? saved->rstd.data + first : nullptr;
+      block.rows = last - first;
+      cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),
+                               partials.dbeta(chunk));
+      cpu::apply_keep(h, keep, grads.ds.data + at, grads.dx.data + at, length, dropout.p, stream);
     }
   });
   if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);
