@@ -1,31 +1,710 @@
+// Per-target SIMD kernels for BatchNorm over x viewed as [batch, channels, length], and their
+// run-time dispatch. Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE
+// part picks the best target for this CPU, spreads samples over OpenMP threads and does the
+// per-channel arithmetic (a few operations per channel, not per element).
+//
+// Memory is walked in order, one sample [channels, length] after another. Vectors run across
+// channels when length = 1 (x is [N, C]: neighbouring floats are neighbouring channels, and the
+// per-channel sums and constants are loaded as vectors) and along the length otherwise (one
+// channel's run of `length` floats, with its constants broadcast).
+//
+// Numerics (docs/numerics.md): per-channel sums accumulate in float64 lanes as d = x - shift with
+// the channel's first value as shift; each fixed chunk of the batch sums its samples in order and
+// the chunks are added in chunk order, so results are bitwise identical for any thread count.
+// The normalise pass runs in float32 lanes with mean and rstd split into hi + lo float32 parts,
+// as norm_kernels.cpp's normalise_row does; backwards compute dx in float64 lanes, rounded once.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/batch_norm_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
 #include "ops/cpu/batch_norm_kernels.hpp"
+#include "ops/cpu/shifted_sums-inl.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
+#include "hwy/cache_control.h"
+
+// Per-channel tables handed from the dispatching code to every target's kernels. Defined once:
+// foreach_target.h includes this file again for each target.
+#ifndef ADDNORM_BATCH_NORM_KERNELS_TABLES
+#define ADDNORM_BATCH_NORM_KERNELS_TABLES
+namespace addnorm::cpu {
+
+// How far the float32 tables of NormaliseTables run past the last channel, repeating the first
+// channels: a vector of (N, C) input starting at channel c then reads its constants with one
+// load from c, even when it runs on into the next sample (or several: C may be below the width).
+inline constexpr int64_t kTablePadding = 64;
+
+// The forward's per-channel constants. The float32 lanes use the hi + lo split of centre (the
+// mean, NaN for a channel to poison) and of rstd; gamma is 1 and beta 0 when absent. These six
+// hold C + kTablePadding entries, entry c being channel c % C. A channel flagged `wide` is
+// normalised in float64 lanes from `centre` and `scale` instead: one with rstd >= 2^64, whose
+// split would not survive float32, or with |mean| >= 2^100, where x - mean_hi could overflow
+// float32 (any x - mean_hi with |mean_hi| < 2^100 rounds to at most FLT_MAX).
+struct NormaliseTables {
+  const float* centre_hi;
+  const float* centre_lo;
+  const float* rstd_hi;
+  const float* rstd_lo;
+  const float* gamma;
+  const float* beta;
+  const double* centre;
+  const double* scale;
+  const uint8_t* wide;
+  bool any_wide;
+};
+
+// The training backward's per-channel float64 constants for dx:
+//   dx = scale * ((dy - mean_dy) - x_hat * mean_dy_xhat),  x_hat = (x - mean) * rstd.
+struct BackwardTables {
+  const double* mean;
+  const double* rstd;
+  const double* scale;  // gamma * rstd
+  const double* mean_dy;
+  const double* mean_dy_xhat;
+};
+
+// The training backward's per-chunk float64 sums over d = x - shift.
+struct BackwardSums {
+  double* d;
+  double* d2;
+  double* dy;
+  double* dy_d;
+};
+
+}  // namespace addnorm::cpu
+#endif  // ADDNORM_BATCH_NORM_KERNELS_TABLES
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DoubleTag = hn::ScalableTag<double>;
+// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
+using HalfFloatTag = hn::Rebind<float, DoubleTag>;
+using FloatTag = hn::ScalableTag<float>;
+
+// Samples are taken this many at a time when length = 1, so that each vector of per-channel
+// sums or constants is loaded once for four rows of x rather than once per row. The sums still
+// receive the samples one by one in order.
+constexpr int kSampleGroup = 4;
+
+// How far ahead of the loads the passes over x prefetch, in floats (2 KiB), per stream of rows.
+// The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
+// float64 work per cache line keeps too few lines in flight.
+constexpr int64_t kPrefetchFloats = 512;
+
+// Where vector stores into y begin: with streaming stores (which need aligned addresses) the
+// elements before y's next vector boundary are written by the scalar code.
+template <class D, class T>
+int64_t aligned_start(D d, const T* y, int64_t count, bool stream) {
+  if (!stream) return 0;
+  const auto bytes = static_cast<uintptr_t>(hn::Lanes(d) * sizeof(T));
+  const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
+  if (misalignment == 0 || misalignment % sizeof(T) != 0) return misalignment ? count : 0;
+  return std::min<int64_t>(count, static_cast<int64_t>((bytes - misalignment) / sizeof(T)));
+}
+
+template <class D, class V>
+void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
+  if (stream) {
+    hn::Stream(v, d, out);
+  } else {
+    hn::StoreU(v, d, out);
+  }
+}
+
+// ---- Statistics --------------------------------------------------------------------------
+
+// kRows samples of [channels] (length 1), `stride` floats apart, added channel-wise into the
+// shifted sums and sums of squares.
+template <int kRows>
+void accumulate_across_channels(const float* HWY_RESTRICT x, int64_t stride, int64_t channels,
+                                const double* HWY_RESTRICT shifts, double* HWY_RESTRICT sums,
+                                double* HWY_RESTRICT squares) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t c = 0;
+  for (; c + n <= channels; c += n) {
+    const auto shift = hn::LoadU(dd, shifts + c);
+    auto sum = hn::LoadU(dd, sums + c);
+    auto square = hn::LoadU(dd, squares + c);
+    for (int r = 0; r < kRows; ++r) {
+      hwy::Prefetch(x + r * stride + c + kPrefetchFloats);
+      const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + r * stride + c)), shift);
+      sum = hn::Add(sum, d);
+      square = hn::MulAdd(d, d, square);
+    }
+    hn::StoreU(sum, dd, sums + c);
+    hn::StoreU(square, dd, squares + c);
+  }
+  for (; c < channels; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      const double d = static_cast<double>(x[r * stride + c]) - shifts[c];
+      sums[c] += d;
+      squares[c] += d * d;
+    }
+  }
+}
+
+
+// Samples [begin, end) added into one chunk's per-channel shifted sums and sums of squares.
+void accumulate_statistics(const float* x, const BatchShape& shape, const double* shifts,
+                           double* sums, double* squares, int64_t begin, int64_t end) {
+  const int64_t channels = shape.channels, length = shape.length;
+  const int64_t sample_size = channels * length;
+  int64_t n = begin;
+  if (length == 1) {
+    for (; n + kSampleGroup <= end; n += kSampleGroup) {
+      accumulate_across_channels<kSampleGroup>(x + n * channels, channels, channels, shifts, sums,
+                                               squares);
+    }
+    for (; n < end; ++n) {
+      accumulate_across_channels<1>(x + n * channels, channels, channels, shifts, sums, squares);
+    }
+    return;
+  }
+  for (; n < end; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const ShiftedSums run = shifted_sums_row(x + n * sample_size + c * length, length, shifts[c]);
+      sums[c] += run.sum;
+      squares[c] += run.squares;
+    }
+  }
+}
+
+// ---- Normalise -----------------------------------------------------------------------------
+
+// y = fma(x_hat, gamma, beta) with centred = (x - centre_hi) - centre_lo, which is exact whenever
+// x is within a factor 2 of the mean, and x_hat = fma(centred, rstd_hi, centred * rstd_lo),
+// rounded once.
+template <class V>
+V normalise_lanes(V x, V hi, V lo, V rstd_hi, V rstd_lo, V gamma, V beta) {
+  const V centred = hn::Sub(hn::Sub(x, hi), lo);
+  return hn::MulAdd(hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo)), gamma, beta);
+}
+
+HWY_INLINE float normalise_scalar(float x, const NormaliseTables& t, int64_t c) {
+  const float centred = (x - t.centre_hi[c]) - t.centre_lo[c];
+  return std::fma(std::fma(centred, t.rstd_hi[c], centred * t.rstd_lo[c]), t.gamma[c], t.beta[c]);
+}
+
+// The float64-lanes form, for channels with rstd >= 2^64: x_hat = float((x - centre) * scale).
+HWY_INLINE float normalise_wide_scalar(float x, const NormaliseTables& t, int64_t c) {
+  const auto x_hat = static_cast<float>((static_cast<double>(x) - t.centre[c]) * t.scale[c]);
+  return std::fma(x_hat, t.gamma[c], t.beta[c]);
+}
+
+// kRows consecutive windows of `window` elements (a multiple of the vector width) of (N, C)
+// input viewed flat, from x and y on, the first element being channel c0. With kRows > 1 the
+// window is C, so every window has its vectors at the same channels and each load of the
+// constants serves kRows vectors. All kRows vectors of x are loaded before any is stored:
+// windows a multiple of 4 KiB long would otherwise load each right after a store to the same
+// address modulo 4 KiB (when x and y are so aligned), which the CPU takes for a possible
+// dependency and stalls on.
+template <int kRows>
+void normalise_windows(const float* x, float* y, int64_t window, int64_t channels, int64_t c0,
+                       const NormaliseTables& t, bool stream) {
+  const FloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  // Local copies: the stores to y could otherwise alias the table pointers held in t.
+  const float* HWY_RESTRICT centre_hi = t.centre_hi;
+  const float* HWY_RESTRICT centre_lo = t.centre_lo;
+  const float* HWY_RESTRICT rstd_hi = t.rstd_hi;
+  const float* HWY_RESTRICT rstd_lo = t.rstd_lo;
+  const float* HWY_RESTRICT gamma = t.gamma;
+  const float* HWY_RESTRICT beta = t.beta;
+  int64_t c = c0;
+  for (int64_t j = 0; j < window; j += n) {
+    hn::Vec<FloatTag> v[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      hwy::Prefetch(x + r * window + j + kPrefetchFloats);
+      v[r] = hn::LoadU(df, x + r * window + j);
+    }
+    const auto hi_v = hn::LoadU(df, centre_hi + c), lo_v = hn::LoadU(df, centre_lo + c);
+    const auto rstd_hi_v = hn::LoadU(df, rstd_hi + c), rstd_lo_v = hn::LoadU(df, rstd_lo + c);
+    const auto gamma_v = hn::LoadU(df, gamma + c), beta_v = hn::LoadU(df, beta + c);
+    for (int r = 0; r < kRows; ++r) {
+      store(normalise_lanes(v[r], hi_v, lo_v, rstd_hi_v, rstd_lo_v, gamma_v, beta_v), df,
+            y + r * window + j, stream);
+    }
+    c += n;
+    if (c >= channels) c -= channels;
+  }
+}
+
+// Elements [begin, end) of (N, C) input viewed as one flat array, element i being channel
+// i % C. Viewing it flat keeps every vector full whatever C is (no per-sample head or tail of
+// scalars, which for small C would be most of the work) and lets streaming stores start at one
+// aligned address instead of one per sample.
+void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_t channels,
+                    const NormaliseTables& t, bool stream) {
+  const FloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  static_assert(HWY_MAX_BYTES / sizeof(float) <= kTablePadding, "tables too short");
+  const int64_t start = begin + aligned_start(df, y + begin, end - begin, stream);
+  int64_t i = begin;
+  int64_t c = begin % channels;
+  for (; i < start; ++i) {
+    y[i] = normalise_scalar(x[i], t, c);
+    if (++c == channels) c = 0;
+  }
+  // Grouping samples pays when the tables (6 floats a channel) would not stay in L1 (48 KiB) next
+  // to the data: then each table load is served from L2 and is best shared. Smaller tables are
+  // better read once per vector: the grouped loop's four streams of x and y, C floats apart,
+  // measured slower when all of it is in cache.
+  const bool tables_spill_l1 = channels * 6 * int64_t{sizeof(float)} > (int64_t{32} << 10);
+  if (channels % n == 0 && tables_spill_l1) {
+    for (; i + kSampleGroup * channels <= end; i += kSampleGroup * channels) {
+      normalise_windows<kSampleGroup>(x + i, y + i, channels, channels, c, t, stream);
+    }
+  }
+  const int64_t step = n % channels;  // how far the channel advances per vector
+  for (; i + n <= end; i += n) {
+    normalise_windows<1>(x + i, y + i, n, channels, c, t, stream);
+    c += step;
+    if (c >= channels) c -= channels;
+  }
+  for (; i < end; ++i) {
+    y[i] = normalise_scalar(x[i], t, c);
+    if (++c == channels) c = 0;
+  }
+}
+
+// One sample of [channels] (length 1) in float64 lanes: the whole tensor goes this way when any
+// channel needs it (spreads below ~5e-20, e.g. denormal inputs with eps = 0, or means beyond
+// 1e30: rare).
+void normalise_across_channels_wide(const float* x, float* y, int64_t channels,
+                                    const NormaliseTables& t) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t c = 0;
+  for (; c + n <= channels; c += n) {
+    const auto centred =
+        hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + c)), hn::LoadU(dd, t.centre + c));
+    const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, hn::LoadU(dd, t.scale + c)));
+    hn::StoreU(hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)), df, y + c);
+  }
+  for (; c < channels; ++c) y[c] = normalise_wide_scalar(x[c], t, c);
+}
+
+// One channel's run of `length` floats (length > 1), its constants broadcast.
+void normalise_along_length(const float* x, float* y, int64_t length, const NormaliseTables& t,
+                            int64_t c, bool stream) {
+  const FloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  const auto hi = hn::Set(df, t.centre_hi[c]), lo = hn::Set(df, t.centre_lo[c]);
+  const auto rstd_hi = hn::Set(df, t.rstd_hi[c]), rstd_lo = hn::Set(df, t.rstd_lo[c]);
+  const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
+  const int64_t start = aligned_start(df, y, length, stream);
+  for (int64_t i = 0; i < start; ++i) y[i] = normalise_scalar(x[i], t, c);
+  int64_t i = start;
+  for (; i + n <= length; i += n) {
+    store(normalise_lanes(hn::LoadU(df, x + i), hi, lo, rstd_hi, rstd_lo, gamma, beta), df, y + i,
+          stream);
+  }
+  for (; i < length; ++i) y[i] = normalise_scalar(x[i], t, c);
+}
+
+void normalise_along_length_wide(const float* x, float* y, int64_t length, const NormaliseTables& t,
+                                 int64_t c) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  const auto centre = hn::Set(dd, t.centre[c]), scale = hn::Set(dd, t.scale[c]);
+  const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
+  int64_t i = 0;
+  for (; i + n <= length; i += n) {
+    const auto centred = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), centre);
+    const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
+    hn::StoreU(hn::MulAdd(x_hat, gamma, beta), df, y + i);
+  }
+  for (; i < length; ++i) y[i] = normalise_wide_scalar(x[i], t, c);
+}
+
+// Samples [begin, end) of (N, C) input.
+void normalise_rows(const float* x, float* y, int64_t channels, const NormaliseTables& t,
+                    int64_t begin, int64_t end, bool stream) {
+  if (t.any_wide) {
+    for (int64_t n = begin; n < end; ++n) {
+      normalise_across_channels_wide(x + n * channels, y + n * channels, channels, t);
+    }
+    return;
+  }
+  normalise_flat(x, y, begin * channels, end * channels, channels, t, stream);
+}
+
+// Samples [begin, end); y may be x (each element is loaded before it is stored). With `stream`,
+// y is written with non-temporal stores, which are weakly ordered: they are fenced before
+// returning, so another thread may read y.
+void normalise_samples(const float* x, float* y, const BatchShape& shape, const NormaliseTables& t,
+                       int64_t begin, int64_t end, bool stream) {
+  const int64_t channels = shape.channels, length = shape.length;
+  if (length == 1) {
+    normalise_rows(x, y, channels, t, begin, end, stream);
+  } else {
+    for (int64_t n = begin; n < end; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t offset = (n * channels + c) * length;
+        if (t.wide[c]) {
+          normalise_along_length_wide(x + offset, y + offset, length, t, c);
+        } else {
+          normalise_along_length(x + offset, y + offset, length, t, c, stream);
+        }
+      }
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+// ---- Training backward -----------------------------------------------------------------------
+
+// Pass 1 for kRows samples of [channels] (length 1): with d = x - shift, sum(d), sum(d^2),
+// sum(dy) and sum(dy * d), channel-wise.
+template <int kRows>
+void backward_sums_across_channels(const float* HWY_RESTRICT dy, const float* HWY_RESTRICT x,
+                                   int64_t stride, int64_t channels,
+                                   const double* HWY_RESTRICT shifts, const BackwardSums& s) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t c = 0;
+  for (; c + n <= channels; c += n) {
+    const auto shift = hn::LoadU(dd, shifts + c);
+    auto sum_d = hn::LoadU(dd, s.d + c), sum_d2 = hn::LoadU(dd, s.d2 + c);
+    auto sum_dy = hn::LoadU(dd, s.dy + c), sum_dy_d = hn::LoadU(dd, s.dy_d + c);
+    for (int r = 0; r < kRows; ++r) {
+      hwy::Prefetch(x + r * stride + c + kPrefetchFloats);
+      hwy::Prefetch(dy + r * stride + c + kPrefetchFloats);
+      const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + r * stride + c)), shift);
+      const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + r * stride + c));
+      sum_d = hn::Add(sum_d, d);
+      sum_d2 = hn::MulAdd(d, d, sum_d2);
+      sum_dy = hn::Add(sum_dy, g);
+      sum_dy_d = hn::MulAdd(g, d, sum_dy_d);
+    }
+    hn::StoreU(sum_d, dd, s.d + c);
+    hn::StoreU(sum_d2, dd, s.d2 + c);
+    hn::StoreU(sum_dy, dd, s.dy + c);
+    hn::StoreU(sum_dy_d, dd, s.dy_d + c);
+  }
+  for (; c < channels; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      const double d = static_cast<double>(x[r * stride + c]) - shifts[c];
+      const double g = static_cast<double>(dy[r * stride + c]);
+      s.d[c] += d;
+      s.d2[c] += d * d;
+      s.dy[c] += g;
+      s.dy_d[c] += g * d;
+    }
+  }
+}
+
+// Pass 1 for one channel's run of `length` floats (length > 1), added into the sums at c.
+void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_RESTRICT x,
+                                int64_t length, double shift, const BackwardSums& s, int64_t c) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  const auto shift_v = hn::Set(dd, shift);
+  auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_dy = hn::Zero(dd), sum_dy_d = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + n <= length; i += n) {
+    const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
+    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
+    sum_d = hn::Add(sum_d, d);
+    sum_d2 = hn::MulAdd(d, d, sum_d2);
+    sum_dy = hn::Add(sum_dy, g);
+    sum_dy_d = hn::MulAdd(g, d, sum_dy_d);
+  }
+  double total_d = hn::GetLane(hn::SumOfLanes(dd, sum_d));
+  double total_d2 = hn::GetLane(hn::SumOfLanes(dd, sum_d2));
+  double total_dy = hn::GetLane(hn::SumOfLanes(dd, sum_dy));
+  double total_dy_d = hn::GetLane(hn::SumOfLanes(dd, sum_dy_d));
+  for (; i < length; ++i) {
+    const double d = static_cast<double>(x[i]) - shift;
+    const double g = static_cast<double>(dy[i]);
+    total_d += d;
+    total_d2 += d * d;
+    total_dy += g;
+    total_dy_d += g * d;
+  }
+  s.d[c] += total_d;
+  s.d2[c] += total_d2;
+  s.dy[c] += total_dy;
+  s.dy_d[c] += total_dy_d;
+}
+
+// Pass 1 over samples [begin, end) into one chunk's sums.
+void backward_training_sums(const float* dy, const float* x, const BatchShape& shape,
+                            const double* shifts, const BackwardSums& sums, int64_t begin,
+                            int64_t end) {
+  const int64_t channels = shape.channels, length = shape.length;
+  int64_t n = begin;
+  if (length == 1) {
+    for (; n + kSampleGroup <= end; n += kSampleGroup) {
+      backward_sums_across_channels<kSampleGroup>(dy + n * channels, x + n * channels, channels,
+                                                  channels, shifts, sums);
+    }
+    for (; n < end; ++n) {
+      backward_sums_across_channels<1>(dy + n * channels, x + n * channels, channels, channels,
+                                       shifts, sums);
+    }
+    return;
+  }
+  for (; n < end; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t offset = (n * channels + c) * length;
+      backward_sums_along_length(dy + offset, x + offset, length, shifts[c], sums, c);
+    }
+  }
+}
+
+// Pass 2's formula, the same operations in float64 lanes or scalars.
+template <class V>
+V training_dx(V dy, V x, V mean, V rstd, V scale, V mean_dy, V mean_dy_xhat) {
+  const V x_hat = hn::Mul(hn::Sub(x, mean), rstd);
+  return hn::Mul(scale, hn::Sub(hn::Sub(dy, mean_dy), hn::Mul(x_hat, mean_dy_xhat)));
+}
+
+HWY_INLINE float training_dx_scalar(float dy, float x, const BackwardTables& t, int64_t c) {
+  const double x_hat = (static_cast<double>(x) - t.mean[c]) * t.rstd[c];
+  return static_cast<float>(t.scale[c] *
+                            ((static_cast<double>(dy) - t.mean_dy[c]) - x_hat * t.mean_dy_xhat[c]));
+}
+
+// Pass 2 for kRows samples of [channels] (length 1). dx may be dy or x: each element of both is
+// loaded before dx's element is stored.
+template <int kRows>
+void training_dx_across_channels(const float* dy, const float* x, float* dx, int64_t stride,
+                                 int64_t channels, const BackwardTables& t) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t c = 0;
+  for (; c + n <= channels; c += n) {
+    const auto mean = hn::LoadU(dd, t.mean + c), rstd = hn::LoadU(dd, t.rstd + c);
+    const auto scale = hn::LoadU(dd, t.scale + c), mean_dy = hn::LoadU(dd, t.mean_dy + c);
+    const auto mean_dy_xhat = hn::LoadU(dd, t.mean_dy_xhat + c);
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * stride + c;
+      hwy::Prefetch(x + at + kPrefetchFloats);
+      hwy::Prefetch(dy + at + kPrefetchFloats);
+      const auto grad = training_dx(hn::PromoteTo(dd, hn::LoadU(df, dy + at)),
+                                    hn::PromoteTo(dd, hn::LoadU(df, x + at)), mean, rstd, scale,
+                                    mean_dy, mean_dy_xhat);
+      hn::StoreU(hn::DemoteTo(df, grad), df, dx + at);
+    }
+  }
+  for (; c < channels; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * stride + c;
+      dx[at] = training_dx_scalar(dy[at], x[at], t, c);
+    }
+  }
+}
+
+// Pass 2 for one channel's run of `length` floats (length > 1).
+void training_dx_along_length(const float* dy, const float* x, float* dx, int64_t length,
+                              const BackwardTables& t, int64_t c) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  const auto mean = hn::Set(dd, t.mean[c]), rstd = hn::Set(dd, t.rstd[c]);
+  const auto scale = hn::Set(dd, t.scale[c]), mean_dy = hn::Set(dd, t.mean_dy[c]);
+  const auto mean_dy_xhat = hn::Set(dd, t.mean_dy_xhat[c]);
+  int64_t i = 0;
+  for (; i + n <= length; i += n) {
+    const auto grad = training_dx(hn::PromoteTo(dd, hn::LoadU(df, dy + i)),
+                                  hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean, rstd, scale,
+                                  mean_dy, mean_dy_xhat);
+    hn::StoreU(hn::DemoteTo(df, grad), df, dx + i);
+  }
+  for (; i < length; ++i) dx[i] = training_dx_scalar(dy[i], x[i], t, c);
+}
+
+// Pass 2 over samples [begin, end).
+void backward_training_dx(const float* dy, const float* x, float* dx, const BatchShape& shape,
+                          const BackwardTables& t, int64_t begin, int64_t end) {
+  const int64_t channels = shape.channels, length = shape.length;
+  int64_t n = begin;
+  if (length == 1) {
+    for (; n + kSampleGroup <= end; n += kSampleGroup) {
+      const int64_t offset = n * channels;
+      training_dx_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
+                                                channels, t);
+    }
+    for (; n < end; ++n) {
+      const int64_t offset = n * channels;
+      training_dx_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, t);
+    }
+    return;
+  }
+  for (; n < end; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t offset = (n * channels + c) * length;
+      training_dx_along_length(dy + offset, x + offset, dx + offset, length, t, c);
+    }
+  }
+}
+
+// ---- Inference backward ----------------------------------------------------------------------
+
+// With constant statistics: dx = float(dy * scale), scale = gamma * rstd, and the sums of dy and
+// dy * x_hat, where an exactly centred value has x_hat = 0 even when rstd is infinite.
+template <class D, class V>
+V inference_xhat(D d, V x, V mean, V rstd) {
+  const V centred = hn::Sub(x, mean);
+  return hn::IfThenZeroElse(hn::Eq(centred, hn::Zero(d)), hn::Mul(centred, rstd));
+}
+
+HWY_INLINE double inference_xhat_scalar(float x, double mean, double rstd) {
+  const double centred = static_cast<double>(x) - mean;
+  return centred == 0 ? 0.0 : centred * rstd;
+}
+
+// kRows samples of [channels] (length 1). dx may be dy or x.
+template <int kRows>
+void inference_across_channels(const float* dy, const float* x, float* dx, int64_t stride,
+                               int64_t channels, const double* HWY_RESTRICT mean,
+                               const double* HWY_RESTRICT rstd, const double* HWY_RESTRICT scale,
+                               double* HWY_RESTRICT sum_dy, double* HWY_RESTRICT sum_dy_xhat) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t c = 0;
+  for (; c + n <= channels; c += n) {
+    const auto mean_v = hn::LoadU(dd, mean + c), rstd_v = hn::LoadU(dd, rstd + c);
+    const auto scale_v = hn::LoadU(dd, scale + c);
+    auto total_dy = hn::LoadU(dd, sum_dy + c), total_dy_xhat = hn::LoadU(dd, sum_dy_xhat + c);
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * stride + c;
+      hwy::Prefetch(x + at + kPrefetchFloats);
+      hwy::Prefetch(dy + at + kPrefetchFloats);
+      const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
+      const auto x_hat =
+          inference_xhat(dd, hn::PromoteTo(dd, hn::LoadU(df, x + at)), mean_v, rstd_v);
+      total_dy = hn::Add(total_dy, g);
+      total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+      hn::StoreU(hn::DemoteTo(df, hn::Mul(g, scale_v)), df, dx + at);
+    }
+    hn::StoreU(total_dy, dd, sum_dy + c);
+    hn::StoreU(total_dy_xhat, dd, sum_dy_xhat + c);
+  }
+  for (; c < channels; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * stride + c;
+      const auto g = static_cast<double>(dy[at]);
+      sum_dy[c] += g;
+      sum_dy_xhat[c] += g * inference_xhat_scalar(x[at], mean[c], rstd[c]);
+      dx[at] = static_cast<float>(g * scale[c]);
+    }
+  }
+}
+
+// One channel's run of `length` floats (length > 1).
+void inference_along_length(const float* dy, const float* x, float* dx, int64_t length, double mean,
+                            double rstd, double scale, double& sum_dy, double& sum_dy_xhat) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+  const auto mean_v = hn::Set(dd, mean), rstd_v = hn::Set(dd, rstd), scale_v = hn::Set(dd, scale);
+  auto total_dy = hn::Zero(dd), total_dy_xhat = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + n <= length; i += n) {
+    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
+    const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean_v, rstd_v);
+    total_dy = hn::Add(total_dy, g);
+    total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+    hn::StoreU(hn::DemoteTo(df, hn::Mul(g, scale_v)), df, dx + i);
+  }
+  double run_dy = hn::GetLane(hn::SumOfLanes(dd, total_dy));
+  double run_dy_xhat = hn::GetLane(hn::SumOfLanes(dd, total_dy_xhat));
+  for (; i < length; ++i) {
+    const auto g = static_cast<double>(dy[i]);
+    run_dy += g;
+    run_dy_xhat += g * inference_xhat_scalar(x[i], mean, rstd);
+    dx[i] = static_cast<float>(g * scale);
+  }
+  sum_dy += run_dy;
+  sum_dy_xhat += run_dy_xhat;
+}
+
+// Samples [begin, end): dx, and one chunk's sums of dy and dy * x_hat.
+void backward_inference_samples(const float* dy, const float* x, float* dx, const BatchShape& shape,
+                                const double* mean, const double* rstd, const double* scale,
+                                double* sum_dy, double* sum_dy_xhat, int64_t begin, int64_t end) {
+  const int64_t channels = shape.channels, length = shape.length;
+  int64_t n = begin;
+  if (length == 1) {
+    for (; n + kSampleGroup <= end; n += kSampleGroup) {
+      const int64_t offset = n * channels;
+      inference_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
+                                              channels, mean, rstd, scale, sum_dy, sum_dy_xhat);
+    }
+    for (; n < end; ++n) {
+      const int64_t offset = n * channels;
+      inference_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, mean,
+                                   rstd, scale, sum_dy, sum_dy_xhat);
+    }
+    return;
+  }
+  for (; n < end; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t offset = (n * channels + c) * length;
+      inference_along_length(dy + offset, x + offset, dx + offset, length, mean[c], rstd[c],
+                             scale[c], sum_dy[c], sum_dy_xhat[c]);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
 
 namespace addnorm::cpu {
 
+HWY_EXPORT(accumulate_statistics);
+HWY_EXPORT(normalise_samples);
+HWY_EXPORT(backward_training_sums);
+HWY_EXPORT(backward_training_dx);
+HWY_EXPORT(backward_inference_samples);
+
 namespace {
 
 // Per-channel float64 accumulators for `count` quantities, one set per fixed chunk of the batch.
-// Each chunk sums its samples in order; chunks are added in chunk order by total().
+// Each chunk sums its samples in order; chunks are added in chunk order by totals().
 class ChannelPartials {
  public:
   ChannelPartials(int64_t chunks, int64_t channels, int count)
-      : chunks_(chunks), channels_(channels), count_(count),
+      : chunks_(chunks),
+        channels_(channels),
+        count_(count),
         values_(static_cast<size_t>(chunks * channels * count), 0.0) {}
 
   double* chunk(int64_t index, int quantity) {
     return values_.data() + (index * count_ + quantity) * channels_;
   }
-  double total(int quantity, int64_t channel) const {
-    double sum = 0;
+  // Every channel's total of one quantity: the chunks added in chunk order, walking each
+  // chunk's channels contiguously (the same sums as channel by channel, without the strides).
+  std::vector<double> totals(int quantity) const {
+    std::vector<double> sums(static_cast<size_t>(channels_), 0.0);
     for (int64_t index = 0; index < chunks_; ++index) {
-      sum += values_[static_cast<size_t>((index * count_ + quantity) * channels_ + channel)];
+      const double* values = values_.data() + (index * count_ + quantity) * channels_;
+      for (int64_t c = 0; c < channels_; ++c) sums[c] += values[c];
     }
-    return sum;
+    return sums;
   }
 
  private:
@@ -41,58 +720,92 @@ std::vector<double> channel_shifts(const float* x, const BatchShape& shape) {
   return shifts;
 }
 
-// Runs body(chunk, n) for every sample n, chunk by chunk, chunks spread over threads.
+// Runs body(chunk, begin, end) over the batch's fixed chunks, chunks spread over threads.
 template <class Body>
-void for_each_sample(const BatchShape& shape, int64_t chunks, const Body& body) {
-  parallel_chunks(chunks, shape.batch, shape.channels * shape.length,
-                  [&](int64_t chunk, int64_t begin, int64_t end) {
-                    for (int64_t n = begin; n < end; ++n) body(chunk, n);
-                  });
+void for_each_chunk(const BatchShape& shape, int64_t chunks, const Body& body) {
+  parallel_chunks(chunks, shape.batch, shape.channels * shape.length, body);
+}
+
+// The hi + lo float32 split of a float64 value: hi + lo carries about 48 bits.
+float high_part(double value) {
+  return static_cast<float>(value);
+}
+float low_part(double value) {
+  return static_cast<float>(value - static_cast<double>(static_cast<float>(value)));
+}
+
+// Storage for NormaliseTables.
+struct NormaliseStorage {
+  std::vector<float> centre_hi, centre_lo, rstd_hi, rstd_lo, gamma, beta;
+  std::vector<double> centre, scale;
+  std::vector<uint8_t> wide;
+  bool any_wide = false;
+
+  NormaliseTables tables() const {
+    return {centre_hi.data(), centre_lo.data(), rstd_hi.data(), rstd_lo.data(), gamma.data(),
+            beta.data(),      centre.data(),    scale.data(),   wide.data(),    any_wide};
+  }
+};
+
+// The per-channel constants: a channel with a non-finite mean or a NaN rstd gets a NaN centre
+// (its outputs become NaN), and an infinite rstd from a zero-variance channel with eps = 0
+// becomes 0 (its centred values are all exactly 0, and so is x_hat).
+NormaliseStorage normalise_constants(const double* mean, const double* rstd, const float* gamma,
+                                     const float* beta, int64_t channels) {
+  const auto count = static_cast<size_t>(channels);
+  const auto extended = static_cast<size_t>(channels + kTablePadding);
+  NormaliseStorage s;
+  s.centre_hi.resize(extended);
+  s.centre_lo.resize(extended);
+  s.rstd_hi.resize(extended);
+  s.rstd_lo.resize(extended);
+  s.gamma.assign(extended, 1.0f);
+  s.beta.assign(extended, 0.0f);
+  s.centre.resize(count);
+  s.scale.resize(count);
+  s.wide.resize(count);
+  for (size_t c = 0; c < count; ++c) {
+    const bool finite = std::isfinite(mean[c]) && !std::isnan(rstd[c]);
+    const double centre = finite ? mean[c] : std::numeric_limits<double>::quiet_NaN();
+    const double scale = std::isinf(rstd[c]) ? 0.0 : rstd[c];
+    s.centre[c] = centre;
+    s.scale[c] = scale;
+    s.wide[c] = finite && (scale >= 0x1p64 || std::fabs(centre) >= 0x1p100) ? 1 : 0;
+    // The split of a wide channel is unused (and rstd might not fit in a float32).
+    const bool split = finite && !s.wide[c];
+    s.centre_hi[c] = split ? high_part(centre) : std::numeric_limits<float>::quiet_NaN();
+    s.centre_lo[c] = split ? low_part(centre) : 0.0f;
+    s.rstd_hi[c] = split ? high_part(scale) : 0.0f;
+    s.rstd_lo[c] = split ? low_part(scale) : 0.0f;
+    s.any_wide = s.any_wide || s.wide[c] != 0;
+    if (gamma) s.gamma[c] = gamma[c];
+    if (beta) s.beta[c] = beta[c];
+  }
+  for (size_t c = count; c < extended; ++c) {
+    for (auto* table : {&s.centre_hi, &s.centre_lo, &s.rstd_hi, &s.rstd_lo, &s.gamma, &s.beta}) {
+      (*table)[c] = (*table)[c % count];
+    }
+  }
+  return s;
 }
 
 }  // namespace
-
-// sums[c] += x[c * length + l] - shift[c] and squares[c] += its square, for one sample.
-// restrict-qualified and branch-free so the compiler vectorises it across channels (length 1)
-// or along the length.
-void accumulate_sample(const float* __restrict sample, const double* __restrict shifts,
-                       double* __restrict sums, double* __restrict squares, int64_t channels,
-                       int64_t length) {
-  if (length == 1) {
-    for (int64_t c = 0; c < channels; ++c) {
-      const double d = static_cast<double>(sample[c]) - shifts[c];
-      sums[c] += d;
-      squares[c] += d * d;
-    }
-    return;
-  }
-  for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0, square = 0;
-    for (int64_t l = 0; l < length; ++l) {
-      const double d = static_cast<double>(sample[c * length + l]) - shifts[c];
-      sum += d;
-      square += d * d;
-    }
-    sums[c] += sum;
-    squares[c] += square;
-  }
-}
 
 void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& stats) {
   const int64_t chunks = reduction_chunks(shape.batch);
   const std::vector<double> shifts = channel_shifts(x, shape);
   ChannelPartials partials(chunks, shape.channels, 2);
-  for_each_sample(shape, chunks, [&](int64_t chunk, int64_t n) {
-    accumulate_sample(x + n * shape.channels * shape.length, shifts.data(),
-                      partials.chunk(chunk, 0), partials.chunk(chunk, 1), shape.channels,
-                      shape.length);
+  for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
+    HWY_DYNAMIC_DISPATCH(accumulate_statistics)
+    (x, shape, shifts.data(), partials.chunk(chunk, 0), partials.chunk(chunk, 1), begin, end);
   });
   const double count = static_cast<double>(shape.batch * shape.length);
   stats.mean.assign(static_cast<size_t>(shape.channels), 0.0);
   stats.variance.assign(static_cast<size_t>(shape.channels), 0.0);
+  const std::vector<double> sums = partials.totals(0), squares = partials.totals(1);
   for (int64_t c = 0; c < shape.channels; ++c) {
-    const double mean_shifted = partials.total(0, c) / count;
-    const double variance = partials.total(1, c) / count - mean_shifted * mean_shifted;
+    const double mean_shifted = sums[c] / count;
+    const double variance = squares[c] / count - mean_shifted * mean_shifted;
     stats.mean[c] = shifts[c] + mean_shifted;
     stats.variance[c] = variance < 0 ? 0.0 : variance;  // NaN stays NaN
   }
@@ -100,123 +813,75 @@ void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& sta
 
 void batch_normalise(const float* x, const double* mean, const double* rstd, const float* gamma,
                      const float* beta, float* y, const BatchShape& shape) {
-  // Per-channel constants, so the inner loop is branch-free: a channel with a non-finite mean
-  // or rstd gets a NaN centre (its outputs become NaN), and an infinite rstd from a
-  // zero-variance channel with eps = 0 becomes 0 (its centred values are all exactly 0).
-  const auto channels = static_cast<size_t>(shape.channels);
-  std::vector<double> centre(channels), scale(channels);
-  std::vector<float> weight(channels, 1.0f), shift(channels, 0.0f);
-  for (size_t c = 0; c < channels; ++c) {
-    const bool finite = std::isfinite(mean[c]) && !std::isnan(rstd[c]);
-    centre[c] = finite ? mean[c] : std::numeric_limits<double>::quiet_NaN();
-    scale[c] = std::isinf(rstd[c]) ? 0.0 : rstd[c];
-    if (gamma) weight[c] = gamma[c];
-    if (beta) shift[c] = beta[c];
-  }
+  const NormaliseStorage storage = normalise_constants(mean, rstd, gamma, beta, shape.channels);
+  const NormaliseTables tables = storage.tables();
   const int64_t sample_size = shape.channels * shape.length;
+  const bool stream = streams_output(shape.batch * sample_size * int64_t{sizeof(float)});
   parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
-    const double* __restrict centre_p = centre.data();
-    const double* __restrict scale_p = scale.data();
-    const float* __restrict weight_p = weight.data();
-    const float* __restrict shift_p = shift.data();
-    for (int64_t n = begin; n < end; ++n) {
-      const float* __restrict in = x + n * sample_size;
-      float* __restrict out = y + n * sample_size;
-      for (int64_t c = 0; c < shape.channels; ++c) {
-        for (int64_t l = 0; l < shape.length; ++l) {
-          const int64_t at = c * shape.length + l;
-          const auto x_hat =
-              static_cast<float>((static_cast<double>(in[at]) - centre_p[c]) * scale_p[c]);
-          out[at] = std::fma(x_hat, weight_p[c], shift_p[c]);
-        }
-      }
-    }
+    HWY_DYNAMIC_DISPATCH(normalise_samples)(x, y, shape, tables, begin, end, stream);
   });
 }
 
-void batch_norm_backward_training(const float* dy, const float* x, const float* gamma,
-                                  float* dx, float* dgamma, float* dbeta, const BatchShape& shape,
+void batch_norm_backward_training(const float* dy, const float* x, const float* gamma, float* dx,
+                                  float* dgamma, float* dbeta, const BatchShape& shape,
                                   double eps) {
   // Pass 1: per channel, with d = x - shift: sum(d), sum(d^2), sum(dy), sum(dy * d).
   const int64_t chunks = reduction_chunks(shape.batch);
   const std::vector<double> shifts = channel_shifts(x, shape);
-  const int64_t sample_size = shape.channels * shape.length;
   ChannelPartials partials(chunks, shape.channels, 4);
-  for_each_sample(shape, chunks, [&](int64_t chunk, int64_t n) {
-    double* sum_d = partials.chunk(chunk, 0);
-    double* sum_d2 = partials.chunk(chunk, 1);
-    double* sum_dy = partials.chunk(chunk, 2);
-    double* sum_dy_d = partials.chunk(chunk, 3);
-    for (int64_t c = 0; c < shape.channels; ++c) {
-      for (int64_t l = 0; l < shape.length; ++l) {
-        const int64_t at = n * sample_size + c * shape.length + l;
-        const double d = static_cast<double>(x[at]) - shifts[c];
-        const double g = static_cast<double>(dy[at]);
-        sum_d[c] += d;
-        sum_d2[c] += d * d;
-        sum_dy[c] += g;
-        sum_dy_d[c] += g * d;
-      }
-    }
+  for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
+    const BackwardSums sums{partials.chunk(chunk, 0), partials.chunk(chunk, 1),
+                            partials.chunk(chunk, 2), partials.chunk(chunk, 3)};
+    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, shape, shifts.data(), sums, begin, end);
   });
   // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
   const double count = static_cast<double>(shape.batch * shape.length);
-  std::vector<double> mean(static_cast<size_t>(shape.channels)), rstd(mean.size()),
-      mean_dy(mean.size()), mean_dy_xhat(mean.size());
+  const auto channels = static_cast<size_t>(shape.channels);
+  std::vector<double> mean(channels), rstd(channels), scale(channels), mean_dy(channels),
+      mean_dy_xhat(channels);
+  const std::vector<double> sum_d = partials.totals(0), sum_d2 = partials.totals(1),
+                            sum_dy = partials.totals(2), sum_dy_d = partials.totals(3);
   for (int64_t c = 0; c < shape.channels; ++c) {
-    const double mean_shifted = partials.total(0, c) / count;
-    const double variance =
-        partials.total(1, c) / count - mean_shifted * mean_shifted;
+    const double mean_shifted = sum_d[c] / count;
+    const double variance = sum_d2[c] / count - mean_shifted * mean_shifted;
     mean[c] = shifts[c] + mean_shifted;
     rstd[c] = 1.0 / std::sqrt((variance < 0 ? 0.0 : variance) + eps);
-    const double total_dy = partials.total(2, c);
-    const double total_dy_xhat = rstd[c] * (partials.total(3, c) - mean_shifted * total_dy);
+    scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
+    const double total_dy = sum_dy[c];
+    const double total_dy_xhat = rstd[c] * (sum_dy_d[c] - mean_shifted * total_dy);
     mean_dy[c] = total_dy / count;
     mean_dy_xhat[c] = total_dy_xhat / count;
     if (dgamma) dgamma[c] = static_cast<float>(total_dy_xhat);
     if (dbeta) dbeta[c] = static_cast<float>(total_dy);
   }
   // Pass 2: dx. Each element is read before it is written, so dx may be dy or x.
-  parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      for (int64_t c = 0; c < shape.channels; ++c) {
-        const double scale = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
-        for (int64_t l = 0; l < shape.length; ++l) {
-          const int64_t at = n * sample_size + c * shape.length + l;
-          const double x_hat = (static_cast<double>(x[at]) - mean[c]) * rstd[c];
-          dx[at] = static_cast<float>(
-              scale * (static_cast<double>(dy[at]) - mean_dy[c] - x_hat * mean_dy_xhat[c]));
-        }
-      }
-    }
+  const BackwardTables tables{mean.data(), rstd.data(), scale.data(), mean_dy.data(),
+                              mean_dy_xhat.data()};
+  parallel_rows(shape.batch, shape.channels * shape.length, [&](int64_t begin, int64_t end) {
+    HWY_DYNAMIC_DISPATCH(backward_training_dx)(dy, x, dx, shape, tables, begin, end);
   });
 }
 
 void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
-                                   const double* mean, const double* rstd, float* dx,
-                                   float* dgamma, float* dbeta, const BatchShape& shape) {
+                                   const double* mean, const double* rstd, float* dx, float* dgamma,
+                                   float* dbeta, const BatchShape& shape) {
   const int64_t chunks = reduction_chunks(shape.batch);
-  const int64_t sample_size = shape.channels * shape.length;
-  ChannelPartials partials(chunks, shape.channels, 2);
-  for_each_sample(shape, chunks, [&](int64_t chunk, int64_t n) {
-    double* sum_dy = partials.chunk(chunk, 0);
-    double* sum_dy_xhat = partials.chunk(chunk, 1);
-    for (int64_t c = 0; c < shape.channels; ++c) {
-      const double scale = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
-      for (int64_t l = 0; l < shape.length; ++l) {
-        const int64_t at = n * sample_size + c * shape.length + l;
-        const double g = static_cast<double>(dy[at]);
-        const double centred = static_cast<double>(x[at]) - mean[c];
-        sum_dy[c] += g;
-        sum_dy_xhat[c] += g * (centred == 0 ? 0.0 : centred * rstd[c]);
-        dx[at] = static_cast<float>(g * scale);
-      }
-    }
-  });
+  std::vector<double> scale(static_cast<size_t>(shape.channels));
   for (int64_t c = 0; c < shape.channels; ++c) {
-    if (dgamma) dgamma[c] = static_cast<float>(partials.total(1, c));
-    if (dbeta) dbeta[c] = static_cast<float>(partials.total(0, c));
+    scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
+  }
+  ChannelPartials partials(chunks, shape.channels, 2);
+  for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
+    HWY_DYNAMIC_DISPATCH(backward_inference_samples)
+    (dy, x, dx, shape, mean, rstd, scale.data(), partials.chunk(chunk, 0), partials.chunk(chunk, 1),
+     begin, end);
+  });
+  const std::vector<double> sum_dy = partials.totals(0), sum_dy_xhat = partials.totals(1);
+  for (int64_t c = 0; c < shape.channels; ++c) {
+    if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
+    if (dbeta) dbeta[c] = static_cast<float>(sum_dy[c]);
   }
 }
 
 }  // namespace addnorm::cpu
+#endif  // HWY_ONCE

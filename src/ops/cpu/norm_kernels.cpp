@@ -12,6 +12,7 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/shifted_sums-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,45 +31,6 @@ using DoubleTag = hn::ScalableTag<double>;
 // As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
 using FloatTag = hn::Rebind<float, DoubleTag>;
 
-// Shifted sums of one row: with d = x - shift, sum(d) and sum(d^2), in float64. Choosing the
-// shift from the row itself (its first element) keeps the one-pass variance
-// sum(d^2)/D - (sum(d)/D)^2 exact to float64 rounding times D: no element lies further than
-// sqrt(D) standard deviations from the mean, so the cancellation is bounded, unlike the
-// textbook E[x^2] - E[x]^2 whose error grows with mean^2 / variance.
-struct ShiftedSums {
-  double sum = 0;
-  double squares = 0;
-};
-
-ShiftedSums shifted_sums_row(const float* HWY_RESTRICT x, int64_t dim, double shift) {
-  const DoubleTag dd;
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto shift_v = hn::Set(dd, shift);
-  auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + 2 * n <= dim; i += 2 * n) {
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i + n)), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sum1 = hn::Add(sum1, d1);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-    sq1 = hn::MulAdd(d1, d1, sq1);
-  }
-  for (; i + n <= dim; i += n) {
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-  }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum0, sum1))),
-                   hn::GetLane(hn::SumOfLanes(dd, hn::Add(sq0, sq1)))};
-  for (; i < dim; ++i) {
-    const double d = static_cast<double>(x[i]) - shift;
-    sums.sum += d;
-    sums.squares += d * d;
-  }
-  return sums;
-}
 
 // The shifted sums of h = x + residual (one float32 rounding, as the unfused add). h itself is
 // written by the second pass, which reads x and residual again from cache: storing it here would

@@ -1,0 +1,264 @@
+// BatchNorm's fast kernels on every SIMD target compiled into this binary, against the float64
+// reference: training and inference forwards and backwards, on data that stresses the numerics
+// (a mean far larger than the spread, denormal spreads, values near the float32 maximum, a NaN in
+// one channel), with length 1 (vectors across channels) and length > 1 (vectors along the
+// length), channel counts that are not a multiple of any vector width, and outputs large enough
+// for streaming stores. Also: in-place forwards and thread-count determinism for (N, C) input.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "ops/reference/batch_norm.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::random_floats;
+using testing::widen;
+using testing::within_ulps;
+
+struct Case {
+  std::string kind;
+  int64_t batch, channels, length;
+};
+
+Shape shape_of(const Case& c) {
+  return c.length == 1 ? Shape{c.batch, c.channels} : Shape{c.batch, c.channels, c.length};
+}
+
+// x with channel-dependent contents, by kind.
+std::vector<float> make_input(const Case& c, uint32_t seed) {
+  auto x = random_floats(static_cast<size_t>(c.batch * c.channels * c.length), seed, -2.0f, 3.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto channel = static_cast<int64_t>(i) / c.length % c.channels;
+    if (c.kind == "large_mean") {
+      // Means from 1e6 to ~1.7e7, spreads of 0.1: the hi + lo split must centre exactly.
+      x[i] = 1e6f * static_cast<float>(1 + channel % 17) + x[i] * 1e-1f;
+    } else if (c.kind == "tiny") {
+      x[i] *= 1e-40f;  // denormal: with eps = 0, rstd >= 2^64 (the float64-lanes path)
+    } else if (c.kind == "huge") {
+      x[i] *= 1e38f;
+    } else if (c.kind == "constant_channel" && channel == 1) {
+      x[i] = 42.5f;
+    }
+  }
+  if (c.kind == "nan_channel") {
+    // Sample batch / 2, the middle of channel channels / 2.
+    const int64_t at = ((c.batch / 2) * c.channels + c.channels / 2) * c.length + c.length / 2;
+    x[static_cast<size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  // Length 1: channel counts around the vector widths (2, 4, 8 and 16 lanes).
+  for (int64_t channels : {1, 3, 7, 8, 15, 16, 17, 33, 67}) {
+    all.push_back({"ordinary", 11, channels, 1});
+  }
+  // Length > 1, with lengths around the widths too.
+  for (int64_t length : {2, 3, 9, 16, 31, 100}) all.push_back({"ordinary", 5, 3, length});
+  for (const char* kind : {"large_mean", "tiny", "huge", "nan_channel", "constant_channel"}) {
+    for (const auto& [channels, length] :
+         {std::pair<int64_t, int64_t>{21, 1}, {37, 1}, {1536, 1}, {5, 17}, {3, 64}}) {
+      all.push_back({kind, 9, channels, length});
+    }
+  }
+  return all;
+}
+
+double eps_for(const Case& c) {
+  return c.kind == "tiny" ? 0.0 : 1e-5;
+}
+
+// The float64 reference forward with the given statistics per channel.
+std::vector<double> reference_forward(const std::vector<float>& x, const std::vector<float>& gamma,
+                                      const std::vector<float>& beta, const Case& c,
+                                      const std::vector<long double>& mean,
+                                      const std::vector<long double>& rstd) {
+  const reference::BatchLayout layout{c.batch, c.channels, c.length};
+  const auto x64 = widen(x), g64 = widen(gamma), b64 = widen(beta);
+  std::vector<double> y(x.size());
+  for (int64_t ch = 0; ch < c.channels; ++ch) {
+    reference::normalise_channel<double>(x64.data(), g64.data(), b64.data(), y.data(), layout, ch,
+                                         mean[ch], rstd[ch]);
+  }
+  return y;
+}
+
+class BatchNormEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+// Training forward (batch statistics) and inference forward (running statistics).
+void check_forward(const Case& c) {
+  const Shape shape = shape_of(c);
+  const Shape channels{c.channels};
+  const auto x = make_input(c, 31);
+  const auto gamma = random_floats(c.channels, 32, 0.5f, 1.5f);
+  const auto beta = random_floats(c.channels, 33);
+  const double eps = eps_for(c);
+  const reference::BatchLayout layout{c.batch, c.channels, c.length};
+  const auto x64 = widen(x);
+  std::vector<long double> mean(c.channels), rstd(c.channels);
+  for (int64_t ch = 0; ch < c.channels; ++ch) {
+    const auto m = reference::channel_moments<double>(x64.data(), layout, ch);
+    mean[ch] = m.mean;
+    rstd[ch] = 1 / std::sqrt(m.variance + static_cast<long double>(eps));
+  }
+  BatchNormOptions options{ConstView{gamma.data(), channels}, ConstView{beta.data(), channels}};
+  options.eps = static_cast<float>(eps);
+  std::vector<float> y(x.size());
+  batch_norm({x.data(), shape}, {y.data(), shape}, options);
+  EXPECT_TRUE(within_ulps(y, reference_forward(x, gamma, beta, c, mean, rstd), 4, 4.0));
+
+  // Inference with running statistics equal to the batch's, rounded to float32 (except for
+  // denormal spreads, whose variance would round to 0, and with eps = 0 make rstd infinite).
+  if (c.kind == "tiny") return;
+  std::vector<float> running_mean(c.channels), running_var(c.channels);
+  for (int64_t ch = 0; ch < c.channels; ++ch) {
+    running_mean[ch] = static_cast<float>(mean[ch]);
+    running_var[ch] = static_cast<float>(1 / (rstd[ch] * rstd[ch]) - eps);
+    mean[ch] = running_mean[ch];
+    rstd[ch] = 1 / std::sqrt(static_cast<long double>(running_var[ch]) + eps);
+  }
+  options.training = false;
+  batch_norm({x.data(), shape}, {y.data(), shape}, options,
+             RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
+  EXPECT_TRUE(within_ulps(y, reference_forward(x, gamma, beta, c, mean, rstd), 4, 4.0));
+}
+
+// Training and inference backwards.
+void check_backward(const Case& c) {
+  const Shape shape = shape_of(c);
+  const Shape channels{c.channels};
+  const auto x = make_input(c, 41);
+  const auto dy = random_floats(x.size(), 42);
+  const auto gamma = random_floats(c.channels, 43, 0.5f, 1.5f);
+  const auto beta = random_floats(c.channels, 44);
+  auto running_mean = random_floats(c.channels, 45);
+  auto running_var = random_floats(c.channels, 46, 0.5f, 2.0f);
+  const reference::BatchLayout layout{c.batch, c.channels, c.length};
+  const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma);
+  const double eps = 1e-5;
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    std::vector<double> want_dx(x.size()), want_dg(c.channels), want_db(c.channels);
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      if (training) {
+        reference::batch_norm_backward_channel<double>(dy64.data(), x64.data(), g64.data(),
+                                                       want_dx.data(), want_dg.data(),
+                                                       want_db.data(), layout, ch, eps);
+      } else {
+        reference::batch_norm_eval_backward_channel<double>(
+            dy64.data(), x64.data(), g64.data(), want_dx.data(), want_dg.data(), want_db.data(),
+            layout, ch, running_mean[ch], 1 / std::sqrt(double(running_var[ch]) + eps));
+      }
+    }
+    BatchNormOptions options{ConstView{gamma.data(), channels}, ConstView{beta.data(), channels}};
+    options.training = training;
+    options.eps = static_cast<float>(eps);
+    std::vector<float> dx(x.size()), dg(c.channels), db(c.channels);
+    batch_norm_backward(
+        {dy.data(), shape}, {x.data(), shape},
+        {{dx.data(), shape}, MutableView{dg.data(), channels}, MutableView{db.data(), channels}},
+        options, RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
+    // dx is a difference of terms of size rstd * |g| * (1 + |x_hat|).
+    EXPECT_TRUE(within_ulps(dx, want_dx, 4, 8.0 * testing::max_abs(want_dx)));
+    // dgamma sums dy * x_hat, terms of size up to ~ |x_hat|, over N * L values.
+    EXPECT_TRUE(within_ulps(dg, want_dg, 4, 8.0));
+    EXPECT_TRUE(within_ulps(db, want_db, 4, 8.0));
+  }
+}
+
+TEST_P(BatchNormEveryTarget, MatchesTheFloat64Reference) {
+  ASSERT_EQ(cpu::current_target_name(), cpu::target_name(GetParam()));  // really dispatched there
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.kind + " " + shape_of(c).to_string());
+    check_forward(c);
+    check_backward(c);
+  }
+}
+
+// Outputs of at least kStreamingStoreBytes are written with streaming stores, which need aligned
+// addresses: rows of an odd channel count start at every alignment, and 2048 channels take the
+// path that normalises four samples at a time.
+TEST_P(BatchNormEveryTarget, MatchesTheReferenceWithStreamingStores) {
+  const int64_t elements = cpu::kStreamingStoreBytes / int64_t{sizeof(float)} + 4096;
+  for (const Case& c : {Case{"large_mean", elements / 1031 + 1, 1031, 1},
+                        Case{"nan_channel", elements / 2048 + 1, 2048, 1},
+                        Case{"ordinary", elements / (37 * 67) + 1, 37, 67}}) {
+    SCOPED_TRACE(c.kind + " " + shape_of(c).to_string());
+    check_forward(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, BatchNormEveryTarget,
+                         ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+// y = x (in place) gives the same bits as a separate y, for both layouts.
+TEST(FastBatchNorm, InPlaceMatchesOutOfPlace) {
+  for (const Case& c : {Case{"large_mean", 40, 19, 1}, Case{"ordinary", 6, 5, 23}}) {
+    SCOPED_TRACE(shape_of(c).to_string());
+    const Shape shape = shape_of(c);
+    auto x = make_input(c, 51);
+    std::vector<float> y(x.size());
+    batch_norm({x.data(), shape}, {y.data(), shape});
+    batch_norm({x.data(), shape}, {x.data(), shape});
+    EXPECT_EQ(x, y);
+  }
+}
+
+// For (N, C) input, vectors run across channels: the forward, both backwards and the running
+// statistics are still bitwise identical for 1, 2 and 3 threads.
+TEST(FastBatchNorm, ChannelsLastIsThreadDeterministic) {
+  const int64_t batch = 3001, channels = 37;
+  const Shape shape{batch, channels}, per_channel{channels};
+  const auto x = make_input({"large_mean", batch, channels, 1}, 61);
+  const auto dy = random_floats(x.size(), 62);
+  const auto gamma = random_floats(channels, 63, 0.5f, 1.5f);
+  const auto beta = random_floats(channels, 64);
+  const int saved_threads = omp_get_max_threads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(x.size()), dx(x.size()), dg(channels), db(channels);
+    std::vector<float> running_mean(channels, 0.0f), running_var(channels, 1.0f);
+    BatchNormOptions options{ConstView{gamma.data(), per_channel},
+                             ConstView{beta.data(), per_channel}};
+    const RunningStats running{{running_mean.data(), per_channel},
+                               {running_var.data(), per_channel}};
+    batch_norm({x.data(), shape}, {y.data(), shape}, options, running);
+    std::vector<float> all = y;
+    for (const bool training : {true, false}) {
+      options.training = training;
+      batch_norm_backward({dy.data(), shape}, {x.data(), shape},
+                          {{dx.data(), shape},
+                           MutableView{dg.data(), per_channel},
+                           MutableView{db.data(), per_channel}},
+                          options, running);
+      for (auto* part : {&dx, &dg, &db}) all.insert(all.end(), part->begin(), part->end());
+    }
+    for (auto* part : {&running_mean, &running_var}) {
+      all.insert(all.end(), part->begin(), part->end());
+    }
+    results.push_back(std::move(all));
+  }
+  omp_set_num_threads(saved_threads);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+}  // namespace
+}  // namespace addnorm
