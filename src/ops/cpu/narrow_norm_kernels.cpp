@@ -145,6 +145,23 @@ void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance)
   if (std::isnan(centred.squares)) variance = centred.squares;
 }
 
+// Mean (0 without centre) and mean of squared deviations in float64, two scalar passes: for
+// rows whose magnitude is beyond what float32 sums of squares hold.
+void row_moments_float64(Half type, const uint16_t* x, int64_t dim, bool centre, double& mean,
+                         double& mean_square) {
+  mean = 0;
+  if (centre) {
+    for (int64_t i = 0; i < dim; ++i) mean += static_cast<double>(widen_one(type, x[i]));
+    mean /= static_cast<double>(dim);
+  }
+  mean_square = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    const double c = static_cast<double>(widen_one(type, x[i])) - mean;
+    mean_square += c * c;
+  }
+  mean_square /= static_cast<double>(dim);
+}
+
 template <Half kType, Affine kAffine>
 uint16_t normalise_one(uint16_t bits, const SplitRow& s, const float* gamma, const float* beta,
                        int64_t i) {
@@ -231,9 +248,14 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
     } else {
       mean_square = centred_sums<kType, false>(x, dim, 0.0f, 0.0f).squares / count;
     }
+    if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
+      // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
+      // underflow (below ~1e-19): the row again in float64 (also for non-finite rows).
+      row_moments_float64(kType, x, dim, a.centre, mean, mean_square);
+    }
     const double rstd = 1.0 / std::sqrt(mean_square + a.eps);
     const bool finite = std::isfinite(mean) && std::isfinite(mean_square);
-    if (finite && rstd < 0x1p64) {
+    if (finite && rstd < 0x1p64 && std::fabs(mean) < 0x1p100) {  // else x - mean might overflow
       const SplitRow s = split(mean, rstd);
       if (stream && finite_parameters) {
         normalise_row<kType, kAffine, false, true>(x, y, dim, s, a.gamma, a.beta);
@@ -245,8 +267,8 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
         normalise_row<kType, kAffine, true, false>(x, y, dim, s, a.gamma, a.beta);
       }
     } else if (finite) {
-      // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0):
-      // float64 per element.
+      // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0), or
+      // a mean so large that x - mean could overflow float32: float64 per element.
       for (int64_t i = 0; i < dim; ++i) {
         const double x_hat =
             std::isinf(rstd) ? 0.0 : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;

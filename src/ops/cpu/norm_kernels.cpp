@@ -311,7 +311,10 @@ void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) 
   const float* residual = a.residual ? a.residual + offset : nullptr;
   float* h = a.residual ? a.h + offset : nullptr;
   float* y = a.y + offset;
-  if (r.finite && (std::isinf(r.rstd) || r.rstd < 0x1p64)) {
+  // float32 lanes need rstd and its low part in float32's range, and v - mean not to overflow
+  // (|mean| < 2^100 guarantees it); a zero-spread row (rstd infinite) has v - mean = 0.
+  const bool fits_float32 = r.rstd < 0x1p64 && std::fabs(r.moments.mean) < 0x1p100;
+  if (r.finite && (std::isinf(r.rstd) || fits_float32)) {
     // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
     normalise_row(x, residual, h, r.moments.mean, std::isinf(r.rstd) ? 0.0 : r.rstd, a, y);
   } else {
@@ -666,9 +669,10 @@ BackwardRowData backward_row_stats(const NormBackward& a, int64_t row) {
   return data;
 }
 
-// Whether the float32 pass 2 can take this row: its rstd and low parts survive float32.
+// Whether the float32 pass 2 can take this row: its rstd and low parts survive float32, and
+// x - mean cannot overflow (|mean| < 2^100; a NaN mean fails the test too).
 bool fits_float32(const BackwardRow& r) {
-  return std::isfinite(r.mean) && r.rstd < 0x1p64 && std::isfinite(r.mean_g) &&
+  return std::fabs(r.mean) < 0x1p100 && r.rstd < 0x1p64 && std::isfinite(r.mean_g) &&
          std::isfinite(r.mean_g_xhat);
 }
 

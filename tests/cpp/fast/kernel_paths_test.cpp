@@ -164,6 +164,41 @@ TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
   }
 }
 
+// Rows of values near FLT_MAX whose mean is near FLT_MAX too: x - mean overflows float32 for
+// the one negative element, so these rows must take the float64 lanes, forward and backward.
+TEST_P(KernelPaths, ValuesNearFloatMaxDoNotOverflow) {
+  const int64_t rows = 3, dim = 37;
+  std::vector<float> x(static_cast<size_t>(rows * dim), 3e38f);
+  for (int64_t row = 0; row < rows; ++row) {
+    x[static_cast<size_t>(row * dim + 5 + row)] = -3e38f;
+    x[static_cast<size_t>(row * dim + 9)] = 2.5e38f;
+  }
+  const auto dy = random_floats(x.size(), 44);
+  const Shape shape{rows, dim}, normalized{dim};
+  std::vector<float> y(x.size()), dx(x.size());
+  layer_norm({x.data(), shape}, normalized, {y.data(), shape});
+  layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
+                      {{dx.data(), shape}, std::nullopt, std::nullopt});
+  const std::vector<float> ones(static_cast<size_t>(dim), 1.0f);
+  const WantDx want_dx = layer_norm_dx(x, dy, ones, rows, dim, 1e-5);
+  for (int64_t row = 0; row < rows; ++row) {
+    double mean = 0, variance = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += x[static_cast<size_t>(row * dim + i)] / double(dim);
+    for (int64_t i = 0; i < dim; ++i) {
+      variance += std::pow(x[static_cast<size_t>(row * dim + i)] - mean, 2) / double(dim);
+    }
+    for (int64_t i = 0; i < dim; ++i) {
+      const auto at = static_cast<size_t>(row * dim + i);
+      const double want = (x[at] - mean) / std::sqrt(variance + 1e-5);
+      ASSERT_TRUE(std::isfinite(y[at])) << at;
+      EXPECT_LE(std::fabs(y[at] - want), 4 * (float_ulp(want) + float_ulp(4.0))) << at;
+      EXPECT_LE(std::fabs(dx[at] - want_dx.dx[at]),
+                4 * (float_ulp(want_dx.dx[at]) + float_ulp(want_dx.scale[at])))
+          << at;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, KernelPaths, ::testing::ValuesIn(cpu::available_targets()),
                          [](const ::testing::TestParamInfo<int64_t>& target_info) {
                            return cpu::target_name(target_info.param);

@@ -310,12 +310,16 @@ class NarrowNormOnEveryTarget : public ::testing::TestWithParam<int64_t> {
   void TearDown() override { cpu::force_target(0); }
 };
 
-std::vector<float> stress_rows(const std::string& kind, int64_t rows, int64_t dim) {
+std::vector<float> stress_rows(const std::string& kind, int64_t rows, int64_t dim, DType dtype) {
   auto x = random_floats(static_cast<size_t>(rows * dim), 61, -2.0f, 3.0f);
   if (kind == "large_mean") {
     for (float& v : x) v = 300.0f + v;  // bfloat16 spacing 2 there: few distinct values
   } else if (kind == "constant_row") {
     for (int64_t i = 0; i < dim; ++i) x[static_cast<size_t>(dim + i)] = 1.5f;
+  } else if (kind == "near_max") {
+    // Mean near the largest finite value: x - mean overflows float32 for the negative ones.
+    const float big = dtype == DType::bfloat16 ? 3e38f : 6e4f;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 7 == 3 ? -big : big;
   } else if (kind == "outliers_first") {
     // The mean estimate from a row's first 16 values is far off: the kernel's second pass.
     for (int64_t row = 0; row < rows; ++row) {
@@ -333,7 +337,7 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
   const int64_t rows = 5;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const std::string kind :
-         {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first"}) {
+         {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first", "near_max"}) {
       for (const int64_t dim : {1, 7, 33, 64, 200, 1000}) {
         for (int affine = 0; affine < 4; ++affine) {
           // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm 1+gamma.
@@ -341,7 +345,7 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
                        std::to_string(dim) + " affine " + std::to_string(affine));
           const Shape shape{rows, dim}, normalized{dim};
-          const auto x_bits = narrow_all(stress_rows(kind, rows, dim), dtype);
+          const auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
           const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
           const auto beta = random_floats(static_cast<size_t>(dim), 63);
           const auto x = widen(widen_all(x_bits, dtype));
