@@ -94,10 +94,9 @@ using FloatTag = hn::ScalableTag<float>;
 // receive the samples one by one in order.
 constexpr int kSampleGroup = 4;
 
-// How far ahead of the loads the passes over x prefetch, in floats (2 KiB), per stream of rows.
+// The passes over x prefetch kPrefetchFloats (shifted_sums-inl.h) ahead per stream of rows.
 // The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
 // float64 work per cache line keeps too few lines in flight.
-constexpr int64_t kPrefetchFloats = 512;
 
 // Where vector stores into y begin: with streaming stores (which need aligned addresses) the
 // elements before y's next vector boundary are written by the scalar code.

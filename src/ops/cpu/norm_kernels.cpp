@@ -44,6 +44,8 @@ ShiftedSums add_and_sum_row(const float* HWY_RESTRICT x, const float* HWY_RESTRI
   auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
   int64_t i = 0;
   for (; i + 2 * n <= dim; i += 2 * n) {
+    hwy::Prefetch(x + i + kPrefetchFloats);
+    hwy::Prefetch(residual + i + kPrefetchFloats);
     const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
     const auto h1 = hn::Add(hn::LoadU(df, x + i + n), hn::LoadU(df, residual + i + n));
     const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
@@ -416,6 +418,8 @@ BackwardSums backward_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
   int64_t i = 0;
   for (; i + n <= dim; i += n) {
+    hwy::Prefetch(x + i + kPrefetchFloats);
+    hwy::Prefetch(dy + i + kPrefetchFloats);
     const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
     const auto g = scaled(hn::PromoteTo(dd, hn::LoadU(df, dy + i)), i);
     if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
