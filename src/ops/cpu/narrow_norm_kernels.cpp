@@ -39,6 +39,9 @@ using WideTag = hn::Repartition<uint16_t, FloatTag>;  // a full register of 16-b
 
 // Vectors per float32 block sum: flushed into float64 after this many additions per lane.
 constexpr int64_t kBlock = 64;
+// How far ahead the statistics pass prefetches (2 KiB): the hardware prefetcher alone keeps
+// too few lines in flight.
+constexpr int64_t kPrefetchHalves = 1024;
 
 
 enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
@@ -96,6 +99,7 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
   while (i + 2 * n <= dim) {
     auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
     for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
+      hwy::Prefetch(x + i + kPrefetchHalves);
       const auto c0 = hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), hi_v), lo_v);
       const auto c1 =
           hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), hi_v), lo_v);
@@ -119,17 +123,24 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
 }
 
 // Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
-// of the row's first elements): var = E[d^2] - E[d]^2 amplifies the float32 block sums'
+// of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32 block sums'
 // rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that holds
 // for any ordinary row. Otherwise (the first elements were outliers) a second pass takes the
 // variance from values centred on the mean itself, where nothing cancels.
 template <Half kType>
 void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance) {
   const double count = static_cast<double>(dim);
-  const int64_t first = std::min<int64_t>(dim, 16);
-  double estimate = 0;
-  for (int64_t i = 0; i < first; ++i) estimate += widen_one(kType, x[i]);
-  const float shift = static_cast<float>(estimate / static_cast<double>(first));
+  // The estimate: the mean of the first register's worth of values (or of the whole row).
+  const FloatTag df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  float shift = 0;
+  if (dim >= lanes) {
+    const auto first = narrow::widen<kType>(df, hn::LoadU(HalfTag(), x));
+    shift = hn::GetLane(hn::SumOfLanes(df, first)) / static_cast<float>(lanes);
+  } else {
+    for (int64_t i = 0; i < dim; ++i) shift += widen_one(kType, x[i]);
+    shift /= static_cast<float>(dim);
+  }
   const CentredSums sums = centred_sums<kType, true>(x, dim, shift, 0.0f);
   const double offset = sums.sum / count;
   const double shifted_variance = sums.squares / count - offset * offset;
@@ -232,54 +243,72 @@ bool all_finite(const float* values, int64_t count) {
 
 template <Half kType, Affine kAffine>
 void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end) {
-  const FloatTag df;
   const int64_t dim = a.dim;
   const double count = static_cast<double>(dim);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const bool finite_parameters = all_finite(a.gamma, dim) && all_finite(a.beta, dim);
   // Streaming stores need y on 2-byte boundaries (it always is, unless a caller misaligns it).
   const bool stream = a.stream_output && reinterpret_cast<uintptr_t>(a.y) % 2 == 0;
-  for (int64_t row = begin; row < end; ++row) {
-    const uint16_t* x = a.x + row * dim;
-    uint16_t* y = a.y + row * dim;
-    double mean = 0, mean_square = 0;
-    if (a.centre) {
-      row_moments<kType>(x, dim, mean, mean_square);
-    } else {
-      mean_square = centred_sums<kType, false>(x, dim, 0.0f, 0.0f).squares / count;
-    }
-    if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
-      // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
-      // underflow (below ~1e-19): the row again in float64 (also for non-finite rows).
-      row_moments_float64(kType, x, dim, a.centre, mean, mean_square);
-    }
-    const double rstd = 1.0 / std::sqrt(mean_square + a.eps);
-    const bool finite = std::isfinite(mean) && std::isfinite(mean_square);
-    if (finite && rstd < 0x1p64 && std::fabs(mean) < 0x1p100) {  // else x - mean might overflow
-      const SplitRow s = split(mean, rstd);
-      if (stream && finite_parameters) {
-        normalise_row<kType, kAffine, false, true>(x, y, dim, s, a.gamma, a.beta);
-      } else if (stream) {
-        normalise_row<kType, kAffine, true, true>(x, y, dim, s, a.gamma, a.beta);
-      } else if (finite_parameters) {
-        normalise_row<kType, kAffine, false, false>(x, y, dim, s, a.gamma, a.beta);
+  // Rows in groups (up to 8 rows, 16 KiB): every row's sums, then their square roots and
+  // divisions (independent, so they overlap instead of stalling each short row), then the
+  // outputs, the group staying in L1.
+  constexpr int64_t kMaxGroup = 8;
+  const int64_t group = std::clamp<int64_t>(8192 / dim, 1, kMaxGroup);
+  double means[kMaxGroup], mean_squares[kMaxGroup];
+  for (int64_t first = begin; first < end; first += group) {
+    const int64_t rows = std::min(group, end - first);
+    for (int64_t k = 0; k < rows; ++k) {
+      const uint16_t* x = a.x + (first + k) * dim;
+      double& mean = means[k];
+      double& mean_square = mean_squares[k];
+      mean = 0;
+      if (a.centre) {
+        row_moments<kType>(x, dim, mean, mean_square);
       } else {
-        normalise_row<kType, kAffine, true, false>(x, y, dim, s, a.gamma, a.beta);
+        mean_square = centred_sums<kType, false>(x, dim, 0.0f, 0.0f).squares / count;
       }
-    } else if (finite) {
-      // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0), or
-      // a mean so large that x - mean could overflow float32: float64 per element.
-      for (int64_t i = 0; i < dim; ++i) {
-        const double x_hat =
-            std::isinf(rstd) ? 0.0 : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;
-        y[i] = narrow_one(kType, affine_one<kAffine>(static_cast<float>(x_hat), a.gamma, a.beta, i));
+      if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
+        // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
+        // underflow (below ~1e-19): the row again in float64 (also for non-finite rows).
+        row_moments_float64(kType, x, dim, a.centre, mean, mean_square);
       }
-    } else {
-      const uint16_t nan_bits = narrow_one(kType, nan);
-      for (int64_t i = 0; i < dim; ++i) y[i] = nan_bits;
     }
-    if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
-    if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+    double rstds[kMaxGroup];
+    for (int64_t k = 0; k < rows; ++k) rstds[k] = 1.0 / std::sqrt(mean_squares[k] + a.eps);
+    for (int64_t k = 0; k < rows; ++k) {
+      const int64_t row = first + k;
+      const uint16_t* x = a.x + row * dim;
+      uint16_t* y = a.y + row * dim;
+      const double mean = means[k], rstd = rstds[k];
+      const bool finite = std::isfinite(mean) && std::isfinite(mean_squares[k]);
+      if (finite && rstd < 0x1p64 && std::fabs(mean) < 0x1p100) {  // else x - mean may overflow
+        const SplitRow s = split(mean, rstd);
+        if (stream && finite_parameters) {
+          normalise_row<kType, kAffine, false, true>(x, y, dim, s, a.gamma, a.beta);
+        } else if (stream) {
+          normalise_row<kType, kAffine, true, true>(x, y, dim, s, a.gamma, a.beta);
+        } else if (finite_parameters) {
+          normalise_row<kType, kAffine, false, false>(x, y, dim, s, a.gamma, a.beta);
+        } else {
+          normalise_row<kType, kAffine, true, false>(x, y, dim, s, a.gamma, a.beta);
+        }
+      } else if (finite) {
+        // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0),
+        // or a mean so large that x - mean could overflow float32: float64 per element.
+        for (int64_t i = 0; i < dim; ++i) {
+          const double x_hat = std::isinf(rstd)
+                                   ? 0.0
+                                   : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;
+          y[i] = narrow_one(kType,
+                            affine_one<kAffine>(static_cast<float>(x_hat), a.gamma, a.beta, i));
+        }
+      } else {
+        const uint16_t nan_bits = narrow_one(kType, nan);
+        for (int64_t i = 0; i < dim; ++i) y[i] = nan_bits;
+      }
+      if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
+      if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+    }
   }
   if (a.stream_output) hwy::FlushStream();
 }
