@@ -82,7 +82,7 @@ struct CentredSums {
   double sum = 0;
   double squares = 0;
 };
-template <Half kType, bool kSum>
+template <Half kType, bool kSum, bool kLow = true>
 CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const HalfTag dh;
@@ -100,9 +100,12 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
     auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
     for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
       hwy::Prefetch(x + i + kPrefetchHalves);
-      const auto c0 = hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), hi_v), lo_v);
-      const auto c1 =
-          hn::Sub(hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), hi_v), lo_v);
+      auto c0 = hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), hi_v);
+      auto c1 = hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), hi_v);
+      if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
+        c0 = hn::Sub(c0, lo_v);
+        c1 = hn::Sub(c1, lo_v);
+      }
       if constexpr (kSum) {
         sum0 = hn::Add(sum0, c0);
         sum1 = hn::Add(sum1, c1);
@@ -141,7 +144,7 @@ void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance)
     for (int64_t i = 0; i < dim; ++i) shift += widen_one(kType, x[i]);
     shift /= static_cast<float>(dim);
   }
-  const CentredSums sums = centred_sums<kType, true>(x, dim, shift, 0.0f);
+  const CentredSums sums = centred_sums<kType, true, false>(x, dim, shift, 0.0f);
   const double offset = sums.sum / count;
   const double shifted_variance = sums.squares / count - offset * offset;
   mean = static_cast<double>(shift) + offset;
@@ -265,7 +268,7 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       if (a.centre) {
         row_moments<kType>(x, dim, mean, mean_square);
       } else {
-        mean_square = centred_sums<kType, false>(x, dim, 0.0f, 0.0f).squares / count;
+        mean_square = centred_sums<kType, false, false>(x, dim, 0.0f, 0.0f).squares / count;
       }
       if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
         // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
