@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace addnorm::cpu {
@@ -39,9 +40,9 @@ using WideTag = hn::Repartition<uint16_t, FloatTag>;  // a full register of 16-b
 
 // Vectors per float32 block sum: flushed into float64 after this many additions per lane.
 constexpr int64_t kBlock = 64;
-// How far ahead the statistics pass prefetches (2 KiB): the hardware prefetcher alone keeps
+// How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
 // too few lines in flight.
-constexpr int64_t kPrefetchHalves = 1024;
+constexpr int64_t kPrefetchHalves = 2048;
 
 
 enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
@@ -125,6 +126,75 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
   return sums;
 }
 
+// bfloat16 rows of even length are also read as 32-bit pairs: the even element of a pair is
+// the pair shifted left by 16 bits, the odd one the pair with its low 16 bits cleared. That
+// widens a full register of bfloat16 with one load and two integer operations, no lane
+// shuffles, and leaves the row de-interleaved: fine for sums, and the normalising pass takes
+// gamma and beta de-interleaved to match (PairParameters), writing the pairs back in place.
+template <class V>
+V even_of_pairs(V pairs) {
+  return hn::ShiftLeft<16>(pairs);
+}
+template <class V>
+V odd_of_pairs(V pairs) {
+  const hn::DFromV<V> du32;
+  return hn::And(pairs, hn::Set(du32, 0xFFFF0000u));
+}
+
+// centred_sums for a bfloat16 row of even length, read as pairs.
+template <bool kSum, bool kLow>
+CentredSums centred_sums_pairs(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, float lo) {
+  const FloatTag df;
+  const hn::RebindToUnsigned<FloatTag> du32;
+  const hn::Half<FloatTag> dfh;
+  const hn::Rebind<double, decltype(dfh)> dd;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
+  auto widen_sum = [&](auto v) HWY_ATTR {
+    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                                                  hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
+  };
+  CentredSums sums;
+  int64_t i = 0;
+  while (i + 2 * n <= dim) {
+    auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
+    for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
+      hwy::Prefetch(x + i + kPrefetchHalves);
+      const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(x + i));
+      auto c0 = hn::Sub(hn::BitCast(df, even_of_pairs(pairs)), hi_v);
+      auto c1 = hn::Sub(hn::BitCast(df, odd_of_pairs(pairs)), hi_v);
+      if constexpr (kLow) {
+        c0 = hn::Sub(c0, lo_v);
+        c1 = hn::Sub(c1, lo_v);
+      }
+      if constexpr (kSum) {
+        sum0 = hn::Add(sum0, c0);
+        sum1 = hn::Add(sum1, c1);
+      }
+      sq0 = hn::MulAdd(c0, c0, sq0);
+      sq1 = hn::MulAdd(c1, c1, sq1);
+    }
+    if constexpr (kSum) sums.sum += widen_sum(hn::Add(sum0, sum1));
+    sums.squares += widen_sum(hn::Add(sq0, sq1));
+  }
+  const double centre = static_cast<double>(hi) + static_cast<double>(lo);
+  for (; i < dim; ++i) {
+    const double c = static_cast<double>(widen_one(Half::bfloat16, x[i])) - centre;
+    sums.sum += c;
+    sums.squares += c * c;
+  }
+  return sums;
+}
+
+// The statistics pass of a row, by pairs where the row allows it.
+template <Half kType, bool kSum, bool kLow>
+CentredSums row_sums(const uint16_t* x, int64_t dim, float hi, float lo) {
+  if constexpr (kType == Half::bfloat16) {
+    if (dim % 2 == 0) return centred_sums_pairs<kSum, kLow>(x, dim, hi, lo);
+  }
+  return centred_sums<kType, kSum, kLow>(x, dim, hi, lo);
+}
+
 // Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
 // of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32 block sums'
 // rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that holds
@@ -144,7 +214,7 @@ void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance)
     for (int64_t i = 0; i < dim; ++i) shift += widen_one(kType, x[i]);
     shift /= static_cast<float>(dim);
   }
-  const CentredSums sums = centred_sums<kType, true, false>(x, dim, shift, 0.0f);
+  const CentredSums sums = row_sums<kType, true, false>(x, dim, shift, 0.0f);
   const double offset = sums.sum / count;
   const double shifted_variance = sums.squares / count - offset * offset;
   mean = static_cast<double>(shift) + offset;
@@ -153,7 +223,7 @@ void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance)
     return;
   }
   const SplitRow m = split(mean, 0.0);
-  const CentredSums centred = centred_sums<kType, true>(x, dim, m.centre_hi, m.centre_lo);
+  const CentredSums centred = row_sums<kType, true, true>(x, dim, m.centre_hi, m.centre_lo);
   const double residue = centred.sum / count;  // ~0: the float32 split's own error
   variance = std::max(0.0, centred.squares / count - residue * residue);
   if (std::isnan(centred.squares)) variance = centred.squares;
@@ -236,6 +306,91 @@ void normalise_row(const uint16_t* x, uint16_t* y, const int64_t dim, const Spli
   for (; i < dim; ++i) y[i] = normalise_one<kType, kAffine>(x[i], s, gamma, beta, i);
 }
 
+// gamma and beta de-interleaved for the pairs path: [even elements..., odd elements...].
+struct PairParameters {
+  const float* gamma = nullptr;  // D floats: gamma[0], gamma[2], ..., then gamma[1], gamma[3], ...
+  const float* beta = nullptr;
+};
+
+// normalise_row for a bfloat16 row of even length, read and written as 32-bit pairs. Each
+// element gets the same operations as in normalise_row (and normalise_one at the ends).
+// kStream requires y on a 4-byte boundary.
+template <Affine kAffine, bool kNaNs, bool kStream>
+void normalise_row_pairs(const uint16_t* x, uint16_t* y, const int64_t dim, const SplitRow s,
+                         const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
+                         const PairParameters& pair) {
+  const FloatTag df;
+  const hn::RebindToUnsigned<FloatTag> du32;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t half = dim / 2;
+  const auto centre_hi = hn::Set(df, s.centre_hi), centre_lo = hn::Set(df, s.centre_lo);
+  const auto rstd_hi = hn::Set(df, s.rstd_hi), rstd_lo = hn::Set(df, s.rstd_lo);
+  // Pair k's even element uses parameter k, its odd one parameter half + k.
+  auto normalise = [&](auto v, int64_t at) HWY_ATTR {
+    const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
+    const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
+    if constexpr (kAffine == Affine::none) return x_hat;
+    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, pair.gamma + at));
+    if constexpr (kAffine == Affine::gamma_beta) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, pair.gamma + at), hn::LoadU(df, pair.beta + at));
+    }
+    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, pair.beta + at));
+    if constexpr (kAffine == Affine::one_plus_gamma) {
+      return hn::MulAdd(x_hat, hn::LoadU(df, pair.gamma + at), x_hat);
+    }
+  };
+  int64_t start = 0;
+  if constexpr (kStream) {
+    const auto bytes = static_cast<uintptr_t>(n * sizeof(uint32_t));
+    const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;  // a multiple of 4
+    if (misalignment != 0) {
+      start = std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / 2));
+    }
+  }
+  for (int64_t i = 0; i < start; ++i) {
+    y[i] = normalise_one<Half::bfloat16, kAffine>(x[i], s, gamma, beta, i);
+  }
+  int64_t i = start;  // even
+  for (; i + 2 * n <= dim; i += 2 * n) {
+    const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(x + i));
+    const int64_t k = i / 2;
+    const auto even = normalise(hn::BitCast(df, even_of_pairs(pairs)), k);
+    const auto odd = normalise(hn::BitCast(df, odd_of_pairs(pairs)), half + k);
+    const auto out = hn::Or(narrow::bfloat16_bits<kNaNs>(df, even),
+                            hn::ShiftLeft<16>(narrow::bfloat16_bits<kNaNs>(df, odd)));
+    auto* target = reinterpret_cast<uint32_t*>(y + i);
+    if constexpr (kStream) {
+      hn::Stream(out, du32, target);
+    } else {
+      hn::StoreU(out, du32, target);
+    }
+  }
+  for (; i < dim; ++i) y[i] = normalise_one<Half::bfloat16, kAffine>(x[i], s, gamma, beta, i);
+}
+
+// De-interleaves gamma and beta into per-thread storage for normalise_row_pairs.
+PairParameters pair_parameters(const float* gamma, const float* beta, int64_t dim) {
+  thread_local std::vector<float> storage;
+  storage.resize(static_cast<size_t>(2 * dim));
+  const int64_t half = dim / 2;
+  PairParameters pair;
+  auto split_into = [&](const float* values, float* target) {
+    for (int64_t k = 0; k < half; ++k) {
+      target[k] = values[2 * k];
+      target[half + k] = values[2 * k + 1];
+    }
+  };
+  if (gamma) {
+    split_into(gamma, storage.data());
+    pair.gamma = storage.data();
+  }
+  if (beta) {
+    split_into(beta, storage.data() + dim);
+    pair.beta = storage.data() + dim;
+  }
+  return pair;
+}
+
 bool all_finite(const float* values, int64_t count) {
   if (!values) return true;
   for (int64_t i = 0; i < count; ++i) {
@@ -252,6 +407,10 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
   const bool finite_parameters = all_finite(a.gamma, dim) && all_finite(a.beta, dim);
   // Streaming stores need y on 2-byte boundaries (it always is, unless a caller misaligns it).
   const bool stream = a.stream_output && reinterpret_cast<uintptr_t>(a.y) % 2 == 0;
+  // bfloat16 rows of even length go by 32-bit pairs (streamed if y is on a 4-byte boundary).
+  const bool pairs = kType == Half::bfloat16 && dim % 2 == 0;
+  const bool stream_pairs = pairs && a.stream_output && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+  const PairParameters pair = pairs ? pair_parameters(a.gamma, a.beta, dim) : PairParameters{};
   // Rows in groups (up to 8 rows, 16 KiB): every row's sums, then their square roots and
   // divisions (independent, so they overlap instead of stalling each short row), then the
   // outputs, the group staying in L1.
@@ -268,7 +427,7 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       if (a.centre) {
         row_moments<kType>(x, dim, mean, mean_square);
       } else {
-        mean_square = centred_sums<kType, false, false>(x, dim, 0.0f, 0.0f).squares / count;
+        mean_square = row_sums<kType, false, false>(x, dim, 0.0f, 0.0f).squares / count;
       }
       if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
         // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
@@ -286,7 +445,17 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       const bool finite = std::isfinite(mean) && std::isfinite(mean_squares[k]);
       if (finite && rstd < 0x1p64 && std::fabs(mean) < 0x1p100) {  // else x - mean may overflow
         const SplitRow s = split(mean, rstd);
-        if (stream && finite_parameters) {
+        if (pairs) {
+          if (stream_pairs && finite_parameters) {
+            normalise_row_pairs<kAffine, false, true>(x, y, dim, s, a.gamma, a.beta, pair);
+          } else if (stream_pairs) {
+            normalise_row_pairs<kAffine, true, true>(x, y, dim, s, a.gamma, a.beta, pair);
+          } else if (finite_parameters) {
+            normalise_row_pairs<kAffine, false, false>(x, y, dim, s, a.gamma, a.beta, pair);
+          } else {
+            normalise_row_pairs<kAffine, true, false>(x, y, dim, s, a.gamma, a.beta, pair);
+          }
+        } else if (stream && finite_parameters) {
           normalise_row<kType, kAffine, false, true>(x, y, dim, s, a.gamma, a.beta);
         } else if (stream) {
           normalise_row<kType, kAffine, true, true>(x, y, dim, s, a.gamma, a.beta);
