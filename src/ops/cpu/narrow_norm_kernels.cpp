@@ -77,16 +77,32 @@ SplitRow split(double centre, double rstd) {
   return s;
 }
 
+// bfloat16 rows of even length are also read as 32-bit pairs: the even element of a pair is
+// the pair shifted left by 16 bits, the odd one the pair with its low 16 bits cleared. That
+// widens a full register of bfloat16 with one load and two integer operations, no lane
+// shuffles, and leaves the row de-interleaved: fine for sums, and the normalising pass takes
+// gamma and beta de-interleaved to match (PairParameters), writing the pairs back in place.
+template <class V>
+V even_of_pairs(V pairs) {
+  return hn::ShiftLeft<16>(pairs);
+}
+template <class V>
+V odd_of_pairs(V pairs) {
+  const hn::DFromV<V> du32;
+  return hn::And(pairs, hn::Set(du32, 0xFFFF0000u));
+}
+
 // Sums over a row of 16-bit values of c = (v - hi) - lo and (with kSum) of c^2, in float32
 // lanes within blocks of kBlock vectors and in float64 across blocks and for the scalar end.
 struct CentredSums {
   double sum = 0;
   double squares = 0;
 };
-template <Half kType, bool kSum, bool kLow = true>
+template <Half kType, bool kSum, bool kLow = true, bool kPairs = false>
 CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const HalfTag dh;
+  const hn::RebindToUnsigned<FloatTag> du32;
   const hn::Half<FloatTag> dfh;
   const hn::Rebind<double, decltype(dfh)> dd;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
@@ -101,8 +117,17 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
     auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
     for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
       hwy::Prefetch(x + i + kPrefetchHalves);
-      auto c0 = hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i)), hi_v);
-      auto c1 = hn::Sub(narrow::widen<kType>(df, hn::LoadU(dh, x + i + n)), hi_v);
+      hn::Vec<FloatTag> v0, v1;
+      if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
+        const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(x + i));
+        v0 = hn::BitCast(df, even_of_pairs(pairs));
+        v1 = hn::BitCast(df, odd_of_pairs(pairs));
+      } else {
+        v0 = narrow::widen<kType>(df, hn::LoadU(dh, x + i));
+        v1 = narrow::widen<kType>(df, hn::LoadU(dh, x + i + n));
+      }
+      auto c0 = hn::Sub(v0, hi_v);
+      auto c1 = hn::Sub(v1, hi_v);
       if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
         c0 = hn::Sub(c0, lo_v);
         c1 = hn::Sub(c1, lo_v);
@@ -126,71 +151,11 @@ CentredSums centred_sums(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, 
   return sums;
 }
 
-// bfloat16 rows of even length are also read as 32-bit pairs: the even element of a pair is
-// the pair shifted left by 16 bits, the odd one the pair with its low 16 bits cleared. That
-// widens a full register of bfloat16 with one load and two integer operations, no lane
-// shuffles, and leaves the row de-interleaved: fine for sums, and the normalising pass takes
-// gamma and beta de-interleaved to match (PairParameters), writing the pairs back in place.
-template <class V>
-V even_of_pairs(V pairs) {
-  return hn::ShiftLeft<16>(pairs);
-}
-template <class V>
-V odd_of_pairs(V pairs) {
-  const hn::DFromV<V> du32;
-  return hn::And(pairs, hn::Set(du32, 0xFFFF0000u));
-}
-
-// centred_sums for a bfloat16 row of even length, read as pairs.
-template <bool kSum, bool kLow>
-CentredSums centred_sums_pairs(const uint16_t* HWY_RESTRICT x, int64_t dim, float hi, float lo) {
-  const FloatTag df;
-  const hn::RebindToUnsigned<FloatTag> du32;
-  const hn::Half<FloatTag> dfh;
-  const hn::Rebind<double, decltype(dfh)> dd;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
-  auto widen_sum = [&](auto v) HWY_ATTR {
-    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
-                                                  hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
-  };
-  CentredSums sums;
-  int64_t i = 0;
-  while (i + 2 * n <= dim) {
-    auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
-    for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
-      hwy::Prefetch(x + i + kPrefetchHalves);
-      const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(x + i));
-      auto c0 = hn::Sub(hn::BitCast(df, even_of_pairs(pairs)), hi_v);
-      auto c1 = hn::Sub(hn::BitCast(df, odd_of_pairs(pairs)), hi_v);
-      if constexpr (kLow) {
-        c0 = hn::Sub(c0, lo_v);
-        c1 = hn::Sub(c1, lo_v);
-      }
-      if constexpr (kSum) {
-        sum0 = hn::Add(sum0, c0);
-        sum1 = hn::Add(sum1, c1);
-      }
-      sq0 = hn::MulAdd(c0, c0, sq0);
-      sq1 = hn::MulAdd(c1, c1, sq1);
-    }
-    if constexpr (kSum) sums.sum += widen_sum(hn::Add(sum0, sum1));
-    sums.squares += widen_sum(hn::Add(sq0, sq1));
-  }
-  const double centre = static_cast<double>(hi) + static_cast<double>(lo);
-  for (; i < dim; ++i) {
-    const double c = static_cast<double>(widen_one(Half::bfloat16, x[i])) - centre;
-    sums.sum += c;
-    sums.squares += c * c;
-  }
-  return sums;
-}
-
 // The statistics pass of a row, by pairs where the row allows it.
 template <Half kType, bool kSum, bool kLow>
 CentredSums row_sums(const uint16_t* x, int64_t dim, float hi, float lo) {
   if constexpr (kType == Half::bfloat16) {
-    if (dim % 2 == 0) return centred_sums_pairs<kSum, kLow>(x, dim, hi, lo);
+    if (dim % 2 == 0) return centred_sums<kType, kSum, kLow, true>(x, dim, hi, lo);
   }
   return centred_sums<kType, kSum, kLow>(x, dim, hi, lo);
 }
