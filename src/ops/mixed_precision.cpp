@@ -273,6 +273,28 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
        {"dx", dx_view.dtype == x.dtype ? "x" : ""},
        {"dx", dh_next && dx_view.dtype == dh_next->dtype ? "dh_next" : ""}});
   const Parameters parameters(options, layout.dim);
+  const DType storage = x.dtype;
+  if (storage != DType::float32 && dy.dtype == storage && grads.dx.dtype == storage &&
+      (!dh_next || dh_next->dtype == storage) && cpu::norm_backward_supports(storage)) {
+    // Every row tensor in one 16-bit type: the float32 kernels read and write it directly.
+    cpu::NormBackward args;
+    args.dy = dy.data;
+    args.x = x.data;
+    args.dh_next = dh_next ? dh_next->data : nullptr;
+    args.dx = grads.dx.data;
+    args.storage = storage;
+    args.gamma = parameters.gamma;
+    args.zero_centred_gamma = options.zero_centered_gamma;
+    args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
+    args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
+    args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
+    args.centre = options.norm == NormKind::layer_norm;
+    args.rows = layout.rows;
+    args.dim = layout.dim;
+    args.eps = options.eps;
+    cpu::norm_backward(args);
+    return;
+  }
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
@@ -287,7 +309,8 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
       args.dy = input_rows(dy, at, count, kY);
       args.x = input_rows(x, at, count, kX);
       args.dh_next = dh_next ? input_rows(*dh_next, at, count, kResidual) : nullptr;
-      args.dx = output_rows(grads.dx, at, count, kH);
+      float* dx_rows = output_rows(grads.dx, at, count, kH);
+      args.dx = dx_rows;
       args.gamma = parameters.gamma;
       args.zero_centred_gamma = options.zero_centered_gamma;
       args.saved_rstd = saved_rstd ? saved_rstd->data + first : nullptr;
@@ -296,7 +319,7 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
       args.dim = layout.dim;
       args.eps = options.eps;
       cpu::norm_backward_range(args, 0, rows, partials.dgamma(chunk), partials.dbeta(chunk));
-      store_rows(grads.dx, args.dx, at, count);
+      store_rows(grads.dx, dx_rows, at, count);
     }
   });
   if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/dtype.hpp"
+
 namespace addnorm::cpu {
 
 // Whether an output of this many bytes is written with non-temporal (streaming) stores. Above
@@ -46,14 +48,18 @@ void norm_forward(const NormForward& args);
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
+// dy, x, dh_next and dx are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
+// when norm_backward_supports(storage) on this machine; gamma, rstd and the gradients of the
+// parameters are float32 either way.
 struct NormBackward {
-  const float* dy = nullptr;
-  const float* x = nullptr;
+  const void* dy = nullptr;
+  const void* x = nullptr;
   const float* gamma = nullptr;       // nullable
   bool zero_centred_gamma = false;
   const float* saved_rstd = nullptr;  // nullable
-  const float* dh_next = nullptr;     // nullable
-  float* dx = nullptr;                // may be dy, x or dh_next
+  const void* dh_next = nullptr;      // nullable
+  void* dx = nullptr;                 // may be dy, x or dh_next
+  DType storage = DType::float32;
   float* dgamma = nullptr;            // nullable
   float* dbeta = nullptr;             // nullable; LayerNorm only
   int64_t rows = 0;
@@ -64,6 +70,7 @@ struct NormBackward {
   bool stream_outputs = false;
 };
 void norm_backward(const NormBackward& args);
+bool norm_backward_supports(DType storage);
 
 // The same on rows [begin, end) only, on the calling thread: for callers that split the work
 // themselves (the mixed-precision ops stage blocks of rows through float32 buffers).

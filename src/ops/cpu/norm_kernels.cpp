@@ -12,6 +12,7 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/narrow-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 
 #include <algorithm>
@@ -369,6 +370,52 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
 // float64: sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
 // Pass 2 (in cache) writes dx in float32 lanes, twice as wide as float64 ones.
 
+// The rows of a backward are float32 or, for the 16-bit types, their bits (the NormBackward
+// pointers then point to uint16_t): loads widen exactly, stores round once (narrow-inl.h).
+struct Float32Rows {
+  using Elem = float;
+  static constexpr bool kStreams = true;
+};
+template <narrow::Half kType>
+struct HalfRows {
+  using Elem = uint16_t;
+  static constexpr bool kStreams = false;  // a float register makes half a register of these
+  static constexpr narrow::Half type = kType;
+};
+
+template <class S, class D>
+hn::Vec<D> load(D d, const typename S::Elem* p) {
+  if constexpr (std::is_same_v<S, Float32Rows>) {
+    return hn::LoadU(d, p);
+  } else {
+    return narrow::widen<S::type>(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
+  }
+}
+template <class S>
+float load_one(const typename S::Elem* p, int64_t i) {
+  if constexpr (std::is_same_v<S, Float32Rows>) {
+    return p[i];
+  } else {
+    return narrow::widen_one(S::type, p[i]);
+  }
+}
+template <class S, class D>
+void store(D d, hn::Vec<D> v, typename S::Elem* p) {
+  if constexpr (std::is_same_v<S, Float32Rows>) {
+    hn::StoreU(v, d, p);
+  } else {
+    hn::StoreU(narrow::narrow<S::type>(d, v), hn::Rebind<uint16_t, D>(), p);
+  }
+}
+template <class S>
+void store_one(typename S::Elem* p, int64_t i, float value) {
+  if constexpr (std::is_same_v<S, Float32Rows>) {
+    p[i] = value;
+  } else {
+    p[i] = narrow::narrow_one(S::type, value);
+  }
+}
+
 // The scale g = dy * scale uses, fixed per call.
 enum class Scale { one, gamma, one_plus_gamma };
 
@@ -395,8 +442,9 @@ struct BackwardSums {
 
 // Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed); kVariance: no saved rstd
 // (sum(d^2) is needed).
-template <Scale kScale, bool kCentre, bool kVariance>
-BackwardSums backward_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRICT dy,
+template <class S, Scale kScale, bool kCentre, bool kVariance>
+BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
+                           const typename S::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
   const DoubleTag dd;
   const FloatTag df;
@@ -420,8 +468,8 @@ BackwardSums backward_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   for (; i + n <= dim; i += n) {
     hwy::Prefetch(x + i + kPrefetchFloats);
     hwy::Prefetch(dy + i + kPrefetchFloats);
-    const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
-    const auto g = scaled(hn::PromoteTo(dd, hn::LoadU(df, dy + i)), i);
+    const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
+    const auto g = scaled(hn::PromoteTo(dd, load<S>(df, dy + i)), i);
     if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
     if constexpr (kVariance) sum_d2 = hn::MulAdd(d, d, sum_d2);
     if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
@@ -432,8 +480,8 @@ BackwardSums backward_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   sums.g = hn::GetLane(hn::SumOfLanes(dd, sum_g));
   sums.gd = hn::GetLane(hn::SumOfLanes(dd, sum_gd));
   for (; i < dim; ++i) {
-    const double d = static_cast<double>(x[i]) - shift;
-    const double g = scaled_scalar(static_cast<double>(dy[i]), i);
+    const double d = static_cast<double>(load_one<S>(x, i)) - shift;
+    const double g = scaled_scalar(static_cast<double>(load_one<S>(dy, i)), i);
     sums.x.sum += d;
     sums.x.squares += d * d;
     sums.g += g;
@@ -452,9 +500,10 @@ struct BackwardRow {
 
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows whose rstd does not fit
 // the float32 pass (rstd >= 2^64 or infinite, or non-finite statistics).
-template <Scale kScale>
-void backward_dx_float64(const NormBackward& a, const float* x, const float* dy,
-                         const float* dh_next, float* dx, const BackwardRow& r,
+template <class S, Scale kScale>
+void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
+                         const typename S::Elem* dy, const typename S::Elem* dh_next,
+                         typename S::Elem* dx, const BackwardRow& r,
                          double* HWY_RESTRICT dgamma_partial, double* HWY_RESTRICT dbeta_partial) {
   const DoubleTag dd;
   const FloatTag df;
@@ -477,12 +526,12 @@ void backward_dx_float64(const NormBackward& a, const float* x, const float* dy,
   // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
   int64_t i = 0;
   for (; i + n <= a.dim; i += n) {
-    const auto dy_v = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
+    const auto dy_v = hn::PromoteTo(dd, load<S>(df, dy + i));
     const auto x_hat =
-        hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean_v), xhat_scale_v);
+        hn::Mul(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), mean_v), xhat_scale_v);
     const auto g = scaled(dy_v, i);
     auto grad = hn::Mul(rstd_v, hn::Sub(hn::Sub(g, mean_g_v), hn::Mul(x_hat, mean_g_xhat_v)));
-    if (dh_next) grad = hn::Add(grad, hn::PromoteTo(dd, hn::LoadU(df, dh_next + i)));
+    if (dh_next) grad = hn::Add(grad, hn::PromoteTo(dd, load<S>(df, dh_next + i)));
     if (dgamma_partial) {
       hn::StoreU(hn::MulAdd(dy_v, x_hat, hn::LoadU(dd, dgamma_partial + i)), dd,
                  dgamma_partial + i);
@@ -490,27 +539,28 @@ void backward_dx_float64(const NormBackward& a, const float* x, const float* dy,
     if (dbeta_partial) {
       hn::StoreU(hn::Add(dy_v, hn::LoadU(dd, dbeta_partial + i)), dd, dbeta_partial + i);
     }
-    hn::StoreU(hn::DemoteTo(df, grad), df, dx + i);
+    store<S>(df, hn::DemoteTo(df, grad), dx + i);
   }
   for (; i < a.dim; ++i) {
-    const double dy_i = static_cast<double>(dy[i]);
-    const double x_hat = (static_cast<double>(x[i]) - r.mean) * xhat_scale;
+    const double dy_i = static_cast<double>(load_one<S>(dy, i));
+    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * xhat_scale;
     double g = dy_i;
     if (gamma) g *= kScale == Scale::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
     double grad = r.rstd * (g - r.mean_g - x_hat * r.mean_g_xhat);
-    if (dh_next) grad += static_cast<double>(dh_next[i]);
+    if (dh_next) grad += static_cast<double>(load_one<S>(dh_next, i));
     if (dgamma_partial) dgamma_partial[i] += dy_i * x_hat;
     if (dbeta_partial) dbeta_partial[i] += dy_i;
-    dx[i] = static_cast<float>(grad);
+    store_one<S>(dx, i, static_cast<float>(grad));
   }
 }
 
 // A row's pointers and pass-1 results, for pass 2.
+template <class S>
 struct BackwardRowData {
-  const float* x;
-  const float* dy;
-  const float* dh_next;  // nullable
-  float* dx;
+  const typename S::Elem* x;
+  const typename S::Elem* dy;
+  const typename S::Elem* dh_next;  // nullable
+  typename S::Elem* dx;
   BackwardRow stats;
 };
 
@@ -541,8 +591,8 @@ Float32Row float32_row(const BackwardRow& r) {
 // bottleneck of a one-row pass) by kRows without changing a single rounding.
 // With `stream` (every dx row then starts on a vector boundary), dx is written with
 // non-temporal stores.
-template <Scale kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
-void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT gamma,
+template <class S, Scale kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
+void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRICT gamma,
                          const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
                          double* HWY_RESTRICT dbeta_partial) {
   const hn::ScalableTag<float> df;
@@ -555,17 +605,19 @@ void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT 
 
   // Element i of row k, in scalar code (the ends of rows).
   auto one = [&](int k, int64_t i) {
-    const BackwardRowData& row = rows[k];
-    const float centred = (row.x[i] - c[k].mean_hi) - c[k].mean_lo;
+    const BackwardRowData<S>& row = rows[k];
+    const float centred = (load_one<S>(row.x, i) - c[k].mean_hi) - c[k].mean_lo;
     const float x_hat = mul_add(centred, c[k].rstd_hi, centred * c[k].rstd_lo);
-    const float dy = row.dy[i];
+    const float dy = load_one<S>(row.dy, i);
     float g = dy;
     if constexpr (kScale == Scale::gamma) g = dy * gamma[i];
     if constexpr (kScale == Scale::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
     const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
     if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
     if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
-    row.dx[i] = kDhNext ? mul_add(t, c[k].rstd_hi, row.dh_next[i]) : t * c[k].rstd_hi;
+    store_one<S>(row.dx, i,
+                 kDhNext ? mul_add(t, c[k].rstd_hi, load_one<S>(row.dh_next, i))
+                         : t * c[k].rstd_hi);
   };
   auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
   auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
@@ -583,14 +635,14 @@ void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT 
       dbeta_hi = hn::LoadU(dd, dbeta_partial + i + half);
     }
     for (int k = 0; k < kRows; ++k) {
-      const BackwardRowData& row = rows[k];
+      const BackwardRowData<S>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
       const auto centred =
-          hn::Sub(hn::Sub(hn::LoadU(df, row.x + i), hn::Set(df, c[k].mean_hi)),
+          hn::Sub(hn::Sub(load<S>(df, row.x + i), hn::Set(df, c[k].mean_hi)),
                   hn::Set(df, c[k].mean_lo));
       const auto x_hat = hn::MulAdd(centred, hn::Set(df, c[k].rstd_hi),
                                     hn::Mul(centred, hn::Set(df, c[k].rstd_lo)));
-      const auto dy = hn::LoadU(df, row.dy + i);
+      const auto dy = load<S>(df, row.dy + i);
       auto g = dy;
       if constexpr (kScale == Scale::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
       if constexpr (kScale == Scale::one_plus_gamma) {
@@ -600,7 +652,7 @@ void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT 
                                 hn::Sub(g, hn::Set(df, c[k].mean_g)));
       const auto rstd = hn::Set(df, c[k].rstd_hi);
       const auto out =
-          kDhNext ? hn::MulAdd(t, rstd, hn::LoadU(df, row.dh_next + i)) : hn::Mul(t, rstd);
+          kDhNext ? hn::MulAdd(t, rstd, load<S>(df, row.dh_next + i)) : hn::Mul(t, rstd);
       if constexpr (kDgamma) {
         dgamma_lo = hn::MulAdd(widen_lo(dy), widen_lo(x_hat), dgamma_lo);
         dgamma_hi = hn::MulAdd(widen_hi(dy), widen_hi(x_hat), dgamma_hi);
@@ -609,10 +661,14 @@ void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT 
         dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
         dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
       }
-      if (stream) {
-        hn::Stream(out, df, row.dx + i);
+      if constexpr (S::kStreams) {
+        if (stream) {
+          hn::Stream(out, df, row.dx + i);
+        } else {
+          hn::StoreU(out, df, row.dx + i);
+        }
       } else {
-        hn::StoreU(out, df, row.dx + i);
+        store<S>(df, out, row.dx + i);
       }
     }
     if constexpr (kDgamma) {
@@ -630,13 +686,13 @@ void backward_dx_float32(const BackwardRowData* rows, const float* HWY_RESTRICT 
 }
 
 // Calls the float32 pass 2 instance for this call's flags on kRows rows.
-template <Scale kScale, int kRows>
-void backward_dx_float32_as(const NormBackward& a, const BackwardRowData* rows, bool stream,
+template <class S, Scale kScale, int kRows>
+void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* rows, bool stream,
                             double* dgamma_partial, double* dbeta_partial) {
   with_flag(a.dh_next != nullptr, [&](auto dh_next) {
     with_flag(dgamma_partial != nullptr, [&](auto dgamma) {
       with_flag(dbeta_partial != nullptr, [&](auto dbeta) {
-        backward_dx_float32<kScale, dh_next(), dgamma(), dbeta(), kRows>(
+        backward_dx_float32<S, kScale, dh_next(), dgamma(), dbeta(), kRows>(
             rows, a.gamma, a.dim, stream, dgamma_partial, dbeta_partial);
       });
     });
@@ -645,22 +701,26 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData* rows, 
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // Pass 1 of one row, and what pass 2 needs.
-template <Scale kScale>
-BackwardRowData backward_row_stats(const NormBackward& a, int64_t row) {
+template <class S, Scale kScale>
+BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
+  using Elem = typename S::Elem;
   const int64_t dim = a.dim;
   const int64_t offset = row * dim;
-  BackwardRowData data{a.x + offset, a.dy + offset, a.dh_next ? a.dh_next + offset : nullptr,
-                       a.dx + offset, {}};
+  const auto* dh_next = static_cast<const Elem*>(a.dh_next);
+  BackwardRowData<S> data{static_cast<const Elem*>(a.x) + offset,
+                          static_cast<const Elem*>(a.dy) + offset,
+                          dh_next ? dh_next + offset : nullptr,
+                          static_cast<Elem*>(a.dx) + offset, {}};
   const double count = static_cast<double>(dim);
-  const double shift = a.centre ? static_cast<double>(data.x[0]) : 0.0;
+  const double shift = a.centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const bool variance = a.saved_rstd == nullptr;
   BackwardSums sums;
   if (a.centre) {
-    sums = variance ? backward_sums<kScale, true, true>(data.x, data.dy, a.gamma, dim, shift)
-                    : backward_sums<kScale, true, false>(data.x, data.dy, a.gamma, dim, shift);
+    sums = variance ? backward_sums<S, kScale, true, true>(data.x, data.dy, a.gamma, dim, shift)
+                    : backward_sums<S, kScale, true, false>(data.x, data.dy, a.gamma, dim, shift);
   } else {
-    sums = variance ? backward_sums<kScale, false, true>(data.x, data.dy, a.gamma, dim, shift)
-                    : backward_sums<kScale, false, false>(data.x, data.dy, a.gamma, dim, shift);
+    sums = variance ? backward_sums<S, kScale, false, true>(data.x, data.dy, a.gamma, dim, shift)
+                    : backward_sums<S, kScale, false, false>(data.x, data.dy, a.gamma, dim, shift);
   }
   const RowMoments moments = moments_from(sums.x, shift, dim, a.centre);
   BackwardRow& r = data.stats;
@@ -683,54 +743,86 @@ bool fits_float32(const BackwardRow& r) {
 // Rows per group of the float32 pass 2.
 constexpr int kGroupRows = 4;
 
-template <Scale kScale>
+template <class S, Scale kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
                            double* dgamma_partial, double* dbeta_partial) {
   for (int64_t first = begin; first < end; first += kGroupRows) {
     const int64_t count = std::min<int64_t>(kGroupRows, end - first);
-    BackwardRowData rows[kGroupRows];
+    BackwardRowData<S> rows[kGroupRows];
     bool all_fit = true;
     for (int64_t k = 0; k < count; ++k) {
-      rows[k] = backward_row_stats<kScale>(a, first + k);
+      rows[k] = backward_row_stats<S, kScale>(a, first + k);
       all_fit = all_fit && fits_float32(rows[k].stats);
     }
 #if HWY_TARGET != HWY_SCALAR
     // Streaming needs every row of dx on a vector boundary.
     const hn::ScalableTag<float> df;
-    const bool stream = a.stream_outputs &&
-                        aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
-                        a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
+    bool stream = false;
+    if constexpr (S::kStreams) {
+      stream = a.stream_outputs && aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
+               a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
+    }
     if (all_fit && count == kGroupRows) {
-      backward_dx_float32_as<kScale, kGroupRows>(a, rows, stream, dgamma_partial, dbeta_partial);
+      backward_dx_float32_as<S, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
+                                                    dbeta_partial);
       continue;
     }
 #endif
     // The rows one at a time (in row order, as the partial sums require).
     for (int64_t k = 0; k < count; ++k) {
-      const BackwardRowData& row = rows[k];
+      const BackwardRowData<S>& row = rows[k];
 #if HWY_TARGET != HWY_SCALAR
       if (fits_float32(row.stats)) {
-        backward_dx_float32_as<kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
+        backward_dx_float32_as<S, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
         continue;
       }
 #endif
-      backward_dx_float64<kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
+      backward_dx_float64<S, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
                                   dgamma_partial, dbeta_partial);
     }
   }
 }
 
-void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
-                        double* dbeta_partial) {
+template <class S>
+void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
+                              double* dgamma_partial, double* dbeta_partial) {
   switch (scale_form(a)) {
     case Scale::one:
-      norm_backward_rows_as<Scale::one>(a, begin, end, dgamma_partial, dbeta_partial);
+      norm_backward_rows_as<S, Scale::one>(a, begin, end, dgamma_partial, dbeta_partial);
       break;
     case Scale::gamma:
-      norm_backward_rows_as<Scale::gamma>(a, begin, end, dgamma_partial, dbeta_partial);
+      norm_backward_rows_as<S, Scale::gamma>(a, begin, end, dgamma_partial, dbeta_partial);
       break;
     case Scale::one_plus_gamma:
-      norm_backward_rows_as<Scale::one_plus_gamma>(a, begin, end, dgamma_partial, dbeta_partial);
+      norm_backward_rows_as<S, Scale::one_plus_gamma>(a, begin, end, dgamma_partial,
+                                                       dbeta_partial);
+      break;
+  }
+}
+
+// Whether this target runs the backward on rows stored as `storage` (16-bit rows need vector
+// conversions: bfloat16 on every vector target, float16 from AVX2).
+bool backward_supports(DType storage) {
+  if (storage == DType::float32) return true;
+  if (HWY_TARGET == HWY_SCALAR) return false;
+  return storage == DType::bfloat16 || narrow::kHasFloat16Vectors;
+}
+
+void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
+                        double* dbeta_partial) {
+  switch (a.storage) {
+    case DType::float32:
+      norm_backward_rows_typed<Float32Rows>(a, begin, end, dgamma_partial, dbeta_partial);
+      break;
+    case DType::bfloat16:
+      norm_backward_rows_typed<HalfRows<narrow::Half::bfloat16>>(a, begin, end, dgamma_partial,
+                                                                 dbeta_partial);
+      break;
+    case DType::float16:
+      if constexpr (narrow::kHasFloat16Vectors) {
+        norm_backward_rows_typed<HalfRows<narrow::Half::float16>>(a, begin, end, dgamma_partial,
+                                                                  dbeta_partial);
+      }
       break;
   }
   if (a.stream_outputs) hwy::FlushStream();
@@ -750,6 +842,7 @@ namespace addnorm::cpu {
 
 HWY_EXPORT(norm_forward_rows);
 HWY_EXPORT(norm_backward_rows);
+HWY_EXPORT(backward_supports);
 HWY_EXPORT(compiled_target_name);
 
 void norm_forward(const NormForward& args) {
@@ -780,6 +873,10 @@ void norm_backward(const NormBackward& args) {
 
 void norm_forward_range(const NormForward& args, int64_t begin, int64_t end) {
   HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
+}
+
+bool norm_backward_supports(DType storage) {
+  return HWY_DYNAMIC_DISPATCH(backward_supports)(storage);
 }
 
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,

@@ -399,6 +399,63 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
   }
 }
 
+// The backward on rows stored in one 16-bit type (read and written directly where the target
+// can), on every target, against float64: LayerNorm and RMSNorm, with and without a 16-bit
+// dh_next, in place (dx over dy) and not, in groups of four rows and single rows.
+TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
+  const int64_t rows = 9;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const int64_t dim : {7, 64, 200}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool layer = variant % 2 == 0, with_dh = variant >= 2;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
+                     " variant " + std::to_string(variant));
+        const Shape shape{rows, dim}, normalized{dim};
+        const auto count = static_cast<size_t>(rows * dim);
+        const auto x_bits = narrow_all(random_floats(count, 81, -2.0f, 3.0f), dtype);
+        auto dy_bits = narrow_all(random_floats(count, 82), dtype);
+        const auto dh_bits = narrow_all(random_floats(count, 83), dtype);
+        const auto gamma = random_floats(static_cast<size_t>(dim), 84, 0.5f, 1.5f);
+        const auto x = widen(widen_all(x_bits, dtype)), dy = widen(widen_all(dy_bits, dtype));
+        const auto dh = widen_all(dh_bits, dtype);
+        const auto g64 = widen(gamma);
+        std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
+        if (layer) {
+          reference::layer_norm_backward<double>(dy.data(), x.data(), g64.data(), nullptr,
+                                                 nullptr, want_dx.data(), want_dgamma.data(),
+                                                 nullptr, rows, dim, 1e-5);
+        } else {
+          reference::rms_norm_backward<double>(dy.data(), x.data(), g64.data(), false, nullptr,
+                                               nullptr, want_dx.data(), want_dgamma.data(), rows,
+                                               dim, 1e-5);
+        }
+        if (with_dh) {
+          for (size_t i = 0; i < count; ++i) want_dx[i] += dh[i];
+        }
+        MixedNormOptions options;
+        options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+        options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+        std::vector<float> dgamma(static_cast<size_t>(dim));
+        // dx written over dy (an allowed alias) in the variants with dh_next.
+        std::vector<uint16_t> separate(count);
+        uint16_t* dx_bits = with_dh ? dy_bits.data() : separate.data();
+        norm_backward_mixed(
+            AnyConstView(dy_bits.data(), shape, dtype), AnyConstView(x_bits.data(), shape, dtype),
+            normalized,
+            {AnyMutableView(dx_bits, shape, dtype), MutableView{dgamma.data(), normalized},
+             std::nullopt},
+            options,
+            with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
+                    : std::nullopt);
+        const std::vector<uint16_t> got(dx_bits, dx_bits + count);
+        EXPECT_TRUE(within_storage_ulp(widen_all(got, dtype), want_dx, dtype,
+                                       8 * testing::max_abs(want_dx)));
+        EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+      }
+    }
+  }
+}
+
 // Streaming stores (whole aligned registers) give the same bits as ordinary ones, at every
 // alignment of y.
 TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
