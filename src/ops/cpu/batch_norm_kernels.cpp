@@ -19,6 +19,7 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 #include "ops/cpu/batch_norm_kernels.hpp"
+#include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 
 #include <algorithm>
@@ -191,13 +192,13 @@ V normalise_lanes(V x, V hi, V lo, V rstd_hi, V rstd_lo, V gamma, V beta) {
 
 HWY_INLINE float normalise_scalar(float x, const NormaliseTables& t, int64_t c) {
   const float centred = (x - t.centre_hi[c]) - t.centre_lo[c];
-  return std::fma(std::fma(centred, t.rstd_hi[c], centred * t.rstd_lo[c]), t.gamma[c], t.beta[c]);
+  return mul_add(mul_add(centred, t.rstd_hi[c], centred * t.rstd_lo[c]), t.gamma[c], t.beta[c]);
 }
 
 // The float64-lanes form, for channels with rstd >= 2^64: x_hat = float((x - centre) * scale).
 HWY_INLINE float normalise_wide_scalar(float x, const NormaliseTables& t, int64_t c) {
   const auto x_hat = static_cast<float>((static_cast<double>(x) - t.centre[c]) * t.scale[c]);
-  return std::fma(x_hat, t.gamma[c], t.beta[c]);
+  return mul_add(x_hat, t.gamma[c], t.beta[c]);
 }
 
 // kRows consecutive windows of `window` elements (a multiple of the vector width) of (N, C)
@@ -769,7 +770,12 @@ NormaliseStorage normalise_constants(const double* mean, const double* rstd, con
     const double scale = std::isinf(rstd[c]) ? 0.0 : rstd[c];
     s.centre[c] = centre;
     s.scale[c] = scale;
-    s.wide[c] = finite && (scale >= 0x1p64 || std::fabs(centre) >= 0x1p100) ? 1 : 0;
+    // float32 lanes need rstd a normal float32 (with room for its low part) and x - mean
+    // unable to overflow; a zero spread (scale 0) makes every x_hat 0 either way.
+    s.wide[c] = finite && (scale >= 0x1p64 || (scale != 0.0 && scale < 0x1p-100) ||
+                           std::fabs(centre) >= 0x1p100)
+                    ? 1
+                    : 0;
     // The split of a wide channel is unused (and rstd might not fit in a float32).
     const bool split = finite && !s.wide[c];
     s.centre_hi[c] = split ? high_part(centre) : std::numeric_limits<float>::quiet_NaN();

@@ -5,11 +5,11 @@
 // Numerics: values are widened exactly to float32. The row's sums accumulate in float32 lanes
 // over blocks of kBlock vectors and in float64 across blocks, shifted by an estimate of the
 // mean, with a second pass over centred values (in cache) for the rare row whose estimate was
-// poor (row_moments), so cancellation never amplifies rounding more than 4 times. The per-element steps are those of the float32
-// kernel (hi + lo split mean and rstd), and each output is rounded once to its storage type.
-// The float32 block sums cost at most about kBlock float32 roundings of the row's magnitude,
-// some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit of its
-// storage type plus that.
+// poor (row_moments), so cancellation never amplifies rounding more than 4 times. The per-element
+// steps are those of the float32 kernel (hi + lo split mean and rstd), and each output is rounded
+// once to its storage type. The float32 block sums cost at most about kBlock float32 roundings of
+// the row's magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5
+// unit of its storage type plus that.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/narrow_norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -43,7 +43,6 @@ constexpr int64_t kBlock = 64;
 // How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
 // too few lines in flight.
 constexpr int64_t kPrefetchHalves = 2048;
-
 
 enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
 
@@ -161,8 +160,8 @@ CentredSums row_sums(const uint16_t* x, int64_t dim, float hi, float lo) {
 }
 
 // Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
-// of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32 block sums'
-// rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that holds
+// of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32 block
+// sums' rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that holds
 // for any ordinary row. Otherwise (the first elements were outliers) a second pass takes the
 // variance from values centred on the mean itself, where nothing cancels.
 template <Half kType>
@@ -215,10 +214,11 @@ template <Half kType, Affine kAffine>
 uint16_t normalise_one(uint16_t bits, const SplitRow& s, const float* gamma, const float* beta,
                        int64_t i) {
   const hn::CappedTag<float, 1> d1;
-  const auto centred = hn::Sub(hn::Sub(hn::Set(d1, widen_one(kType, bits)), hn::Set(d1, s.centre_hi)),
-                               hn::Set(d1, s.centre_lo));
-  const auto x_hat = hn::MulAdd(centred, hn::Set(d1, s.rstd_hi),
-                                hn::Mul(centred, hn::Set(d1, s.rstd_lo)));
+  const auto centred =
+      hn::Sub(hn::Sub(hn::Set(d1, widen_one(kType, bits)), hn::Set(d1, s.centre_hi)),
+              hn::Set(d1, s.centre_lo));
+  const auto x_hat =
+      hn::MulAdd(centred, hn::Set(d1, s.rstd_hi), hn::Mul(centred, hn::Set(d1, s.rstd_lo)));
   return narrow_one(kType, affine_one<kAffine>(hn::GetLane(x_hat), gamma, beta, i));
 }
 
@@ -408,7 +408,8 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       uint16_t* y = a.y + row * dim;
       const double mean = means[k], rstd = rstds[k];
       const bool finite = std::isfinite(mean) && std::isfinite(mean_squares[k]);
-      if (finite && rstd < 0x1p64 && std::fabs(mean) < 0x1p100) {  // else x - mean may overflow
+      // float32 lanes need rstd a normal float32 and x - mean unable to overflow.
+      if (finite && rstd < 0x1p64 && rstd >= 0x1p-100 && std::fabs(mean) < 0x1p100) {
         const SplitRow s = split(mean, rstd);
         if (pairs) {
           if (stream_pairs && finite_parameters) {
@@ -433,11 +434,10 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
         // rstd beyond float32's reach (or infinite: a constant row with eps = 0, x_hat = 0),
         // or a mean so large that x - mean could overflow float32: float64 per element.
         for (int64_t i = 0; i < dim; ++i) {
-          const double x_hat = std::isinf(rstd)
-                                   ? 0.0
-                                   : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;
-          y[i] = narrow_one(kType,
-                            affine_one<kAffine>(static_cast<float>(x_hat), a.gamma, a.beta, i));
+          const double x_hat =
+              std::isinf(rstd) ? 0.0 : (static_cast<double>(widen_one(kType, x[i])) - mean) * rstd;
+          y[i] =
+              narrow_one(kType, affine_one<kAffine>(static_cast<float>(x_hat), a.gamma, a.beta, i));
         }
       } else {
         const uint16_t nan_bits = narrow_one(kType, nan);
@@ -456,7 +456,8 @@ void narrow_norm_rows_typed(const NarrowNormForward& a, int64_t begin, int64_t e
     if (a.beta) return narrow_norm_rows_as<kType, Affine::beta>(a, begin, end);
     return narrow_norm_rows_as<kType, Affine::none>(a, begin, end);
   }
-  if (a.zero_centred_gamma) return narrow_norm_rows_as<kType, Affine::one_plus_gamma>(a, begin, end);
+  if (a.zero_centred_gamma)
+    return narrow_norm_rows_as<kType, Affine::one_plus_gamma>(a, begin, end);
   if (a.beta) return narrow_norm_rows_as<kType, Affine::gamma_beta>(a, begin, end);
   narrow_norm_rows_as<kType, Affine::gamma>(a, begin, end);
 }

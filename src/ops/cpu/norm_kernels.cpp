@@ -12,6 +12,7 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/narrow-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 
@@ -88,15 +89,6 @@ RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool
   const double mean_shifted = sums.sum / count;
   const double variance = sums.squares / count - mean_shifted * mean_shifted;
   return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
-}
-
-// a * b + c exactly as this target's vector MulAdd computes it: fused where the target has FMA
-// instructions, a product and a sum (two roundings) on SSE4 and older. The scalar ends of rows
-// use it, so that an element's bits do not depend on whether it fell in a vector or a tail
-// (which would make results depend on alignment, and so on streaming stores).
-float mul_add(float a, float b, float c) {
-  const hn::CappedTag<float, 1> d;
-  return hn::GetLane(hn::MulAdd(hn::Set(d, a), hn::Set(d, b), hn::Set(d, c)));
 }
 
 // The affine step for one element, as the vector paths do it.
@@ -316,7 +308,8 @@ void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) 
   float* y = a.y + offset;
   // float32 lanes need rstd and its low part in float32's range, and v - mean not to overflow
   // (|mean| < 2^100 guarantees it); a zero-spread row (rstd infinite) has v - mean = 0.
-  const bool fits_float32 = r.rstd < 0x1p64 && std::fabs(r.moments.mean) < 0x1p100;
+  const bool fits_float32 =
+      r.rstd < 0x1p64 && r.rstd >= 0x1p-100 && std::fabs(r.moments.mean) < 0x1p100;
   if (r.finite && (std::isinf(r.rstd) || fits_float32)) {
     // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
     normalise_row(x, residual, h, r.moments.mean, std::isinf(r.rstd) ? 0.0 : r.rstd, a, y);
@@ -435,9 +428,10 @@ void with_flag(bool flag, const Body& body) {
 }
 
 struct BackwardSums {
-  ShiftedSums x;   // of d = x - shift
-  double g = 0;    // sum(g)
-  double gd = 0;   // sum(g * d)
+  ShiftedSums x;     // of d = x - shift
+  double g = 0;      // sum(g)
+  double gd = 0;     // sum(g * d)
+  double max_g = 0;  // max |g|: whether g and its sums fit the float32 pass
 };
 
 // Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed); kVariance: no saved rstd
@@ -464,6 +458,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     return dy_i * (kScale == Scale::one_plus_gamma ? 1.0 + g : g);
   };
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
+  auto max_g = hn::Zero(dd);
   int64_t i = 0;
   for (; i + n <= dim; i += n) {
     hwy::Prefetch(x + i + kPrefetchFloats);
@@ -474,11 +469,13 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     if constexpr (kVariance) sum_d2 = hn::MulAdd(d, d, sum_d2);
     if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
     sum_gd = hn::MulAdd(g, d, sum_gd);
+    max_g = hn::Max(max_g, hn::Abs(g));
   }
   BackwardSums sums;
   sums.x = {hn::GetLane(hn::SumOfLanes(dd, sum_d)), hn::GetLane(hn::SumOfLanes(dd, sum_d2))};
   sums.g = hn::GetLane(hn::SumOfLanes(dd, sum_g));
   sums.gd = hn::GetLane(hn::SumOfLanes(dd, sum_gd));
+  sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, max_g));
   for (; i < dim; ++i) {
     const double d = static_cast<double>(load_one<S>(x, i)) - shift;
     const double g = scaled_scalar(static_cast<double>(load_one<S>(dy, i)), i);
@@ -486,6 +483,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     sums.x.squares += d * d;
     sums.g += g;
     sums.gd += g * d;
+    sums.max_g = std::max(sums.max_g, std::fabs(g));  // NaN is caught by the sums
   }
   return sums;
 }
@@ -496,6 +494,7 @@ struct BackwardRow {
   double rstd;         // as given or computed; may be +inf with eps = 0
   double mean_g;       // mean(g), 0 for RMSNorm
   double mean_g_xhat;  // mean(g * x_hat)
+  double max_g;        // max |g|
 };
 
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows whose rstd does not fit
@@ -730,14 +729,17 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
   const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
   r.mean_g = a.centre ? sums.g / count : 0.0;
   r.mean_g_xhat = xhat_scale * (sums.gd - (moments.mean - shift) * sums.g) / count;
+  r.max_g = sums.max_g;
   return data;
 }
 
-// Whether the float32 pass 2 can take this row: its rstd and low parts survive float32, and
-// x - mean cannot overflow (|mean| < 2^100; a NaN mean fails the test too).
+// Whether the float32 pass 2 can take this row: rstd and its low part are normal float32
+// numbers, x - mean cannot overflow (|mean| < 2^100), and neither can g, g - mean(g) or
+// x_hat * mean(g x_hat) (each below 2^64, with |x_hat| <= sqrt(D) <= 2^32), so a finite dx is
+// never lost to an overflow in between. NaNs fail the tests too.
 bool fits_float32(const BackwardRow& r) {
-  return std::fabs(r.mean) < 0x1p100 && r.rstd < 0x1p64 && std::isfinite(r.mean_g) &&
-         std::isfinite(r.mean_g_xhat);
+  return std::fabs(r.mean) < 0x1p100 && r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
+         r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 
 // Rows per group of the float32 pass 2.

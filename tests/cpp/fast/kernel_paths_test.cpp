@@ -149,10 +149,10 @@ TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
       }
       const Shape shape{rows, dim}, normalized{dim};
       std::vector<float> dx(x.size()), dg(static_cast<size_t>(dim));
-      layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
-                          {{dx.data(), shape}, MutableView{dg.data(), normalized}, std::nullopt},
-                          {ConstView{gamma.data(), normalized}, std::nullopt,
-                           static_cast<float>(eps)});
+      layer_norm_backward(
+          {dy.data(), shape}, {x.data(), shape}, normalized,
+          {{dx.data(), shape}, MutableView{dg.data(), normalized}, std::nullopt},
+          {ConstView{gamma.data(), normalized}, std::nullopt, static_cast<float>(eps)});
       const WantDx want = layer_norm_dx(x, dy, gamma, rows, dim, eps);
       double worst = 0;
       for (size_t i = 0; i < x.size(); ++i) {
@@ -195,6 +195,34 @@ TEST_P(KernelPaths, ValuesNearFloatMaxDoNotOverflow) {
       EXPECT_LE(std::fabs(dx[at] - want_dx.dx[at]),
                 4 * (float_ulp(want_dx.dx[at]) + float_ulp(want_dx.scale[at])))
           << at;
+    }
+  }
+}
+
+// Gradients near the float32 range: g = dy * gamma, g - mean(g) or x_hat * mean(g x_hat)
+// would overflow in float32 lanes though dx itself is finite, so these rows must take the
+// float64 pass 2 (found in review: dx came out Inf or NaN).
+TEST_P(KernelPaths, HugeGradientsDoNotOverflow) {
+  struct Row {
+    std::vector<float> x, dy, gamma;
+  };
+  const std::vector<Row> cases = {
+      {{0.0f, 1e10f, 0.0f, 1e10f}, {3e38f, -3e38f, -3e38f, -3e38f}, {1, 1, 1, 1}},
+      {{0, 1, 2, 3, 4, 5, 6, 7}, std::vector<float>(8, 1e30f), std::vector<float>(8, 1e10f)},
+  };
+  for (const Row& c : cases) {
+    const auto dim = static_cast<int64_t>(c.x.size());
+    const Shape shape{1, dim}, normalized{dim};
+    std::vector<float> dx(c.x.size());
+    layer_norm_backward({c.dy.data(), shape}, {c.x.data(), shape}, normalized,
+                        {{dx.data(), shape}, std::nullopt, std::nullopt},
+                        {ConstView{c.gamma.data(), normalized}, std::nullopt});
+    const WantDx want = layer_norm_dx(c.x, c.dy, c.gamma, 1, dim, 1e-5);
+    for (size_t i = 0; i < dx.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(dx[i])) << i << ": " << dx[i];
+      EXPECT_LE(std::fabs(dx[i] - want.dx[i]),
+                4 * (float_ulp(want.dx[i]) + float_ulp(want.scale[i])))
+          << i;
     }
   }
 }
