@@ -17,6 +17,7 @@
 #include "addnorm/dtype.hpp"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/narrow-inl.h"
 #include "ops/cpu/narrow_norm.hpp"
 
@@ -43,25 +44,6 @@ constexpr int64_t kBlock = 64;
 // How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
 // too few lines in flight.
 constexpr int64_t kPrefetchHalves = 2048;
-
-enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
-
-// One output element from x_hat, with the vector code's own operations (1-lane vectors), so
-// that its bits do not depend on whether it fell in a vector or at an end of the row.
-template <Affine kAffine>
-float affine_one(float x_hat, const float* gamma, const float* beta, int64_t i) {
-  const hn::CappedTag<float, 1> d1;
-  const auto v = hn::Set(d1, x_hat);
-  if constexpr (kAffine == Affine::none) return x_hat;
-  if constexpr (kAffine == Affine::gamma) return hn::GetLane(hn::Mul(v, hn::Set(d1, gamma[i])));
-  if constexpr (kAffine == Affine::gamma_beta) {
-    return hn::GetLane(hn::MulAdd(v, hn::Set(d1, gamma[i]), hn::Set(d1, beta[i])));
-  }
-  if constexpr (kAffine == Affine::beta) return hn::GetLane(hn::Add(v, hn::Set(d1, beta[i])));
-  if constexpr (kAffine == Affine::one_plus_gamma) {
-    return hn::GetLane(hn::MulAdd(v, hn::Set(d1, gamma[i]), v));
-  }
-}
 
 // The row's constants for the normalising pass, split into float32 hi + lo parts.
 struct SplitRow {
@@ -237,15 +219,7 @@ void normalise_row(const uint16_t* x, uint16_t* y, const int64_t dim, const Spli
   auto normalise = [&](auto v, int64_t i) HWY_ATTR {
     const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
     const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
-    if constexpr (kAffine == Affine::none) return x_hat;
-    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, gamma + i));
-    if constexpr (kAffine == Affine::gamma_beta) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), hn::LoadU(df, beta + i));
-    }
-    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, beta + i));
-    if constexpr (kAffine == Affine::one_plus_gamma) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), x_hat);
-    }
+    return affine<kAffine>(df, x_hat, gamma, beta, i);
   };
   int64_t start = 0;
   if constexpr (kStream) {
@@ -294,15 +268,7 @@ void normalise_row_pairs(const uint16_t* x, uint16_t* y, const int64_t dim, cons
   auto normalise = [&](auto v, int64_t at) HWY_ATTR {
     const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
     const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
-    if constexpr (kAffine == Affine::none) return x_hat;
-    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, pair.gamma + at));
-    if constexpr (kAffine == Affine::gamma_beta) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, pair.gamma + at), hn::LoadU(df, pair.beta + at));
-    }
-    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, pair.beta + at));
-    if constexpr (kAffine == Affine::one_plus_gamma) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, pair.gamma + at), x_hat);
-    }
+    return affine<kAffine>(df, x_hat, pair.gamma, pair.beta, at);
   };
   int64_t start = 0;
   if constexpr (kStream) {

@@ -91,15 +91,6 @@ RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool
   return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
 }
 
-// The affine step for one element, as the vector paths do it.
-float affine_scalar(float x_hat, const NormForward& a, int64_t i) {
-  if (a.gamma) {
-    if (a.zero_centred_gamma) return mul_add(x_hat, a.gamma[i], x_hat);
-    return a.beta ? mul_add(x_hat, a.gamma[i], a.beta[i]) : x_hat * a.gamma[i];
-  }
-  return a.beta ? x_hat + a.beta[i] : x_hat;
-}
-
 // Where a row's vector stores begin: with streaming stores (which need aligned addresses) the
 // first elements up to y's next vector boundary are written by the scalar loop.
 template <class D>
@@ -111,8 +102,22 @@ int64_t aligned_start(D d, const float* y, int64_t dim, bool stream) {
   return std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / sizeof(float)));
 }
 
-// The affine step's form, fixed per call so that each form gets its own branch-free loop.
-enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
+// Calls body(std::integral_constant<Affine, form>{}): the form as a template argument.
+template <class Body>
+void with_affine(Affine form, const Body& body) {
+  switch (form) {
+    case Affine::none:
+      return body(std::integral_constant<Affine, Affine::none>{});
+    case Affine::gamma:
+      return body(std::integral_constant<Affine, Affine::gamma>{});
+    case Affine::gamma_beta:
+      return body(std::integral_constant<Affine, Affine::gamma_beta>{});
+    case Affine::beta:
+      return body(std::integral_constant<Affine, Affine::beta>{});
+    case Affine::one_plus_gamma:
+      return body(std::integral_constant<Affine, Affine::one_plus_gamma>{});
+  }
+}
 
 Affine affine_form(const NormForward& a) {
   if (a.gamma) {
@@ -147,24 +152,6 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
   const auto lo_v = hn::Set(df, centre_lo);
   const auto rstd_hi_v = hn::Set(df, rstd_hi);
   const auto rstd_lo_v = hn::Set(df, rstd_lo);
-  auto affine = [&](auto x_hat, int64_t i) HWY_ATTR {
-    if constexpr (kAffine == Affine::gamma) return hn::Mul(x_hat, hn::LoadU(df, gamma + i));
-    if constexpr (kAffine == Affine::gamma_beta) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), hn::LoadU(df, beta + i));
-    }
-    if constexpr (kAffine == Affine::beta) return hn::Add(x_hat, hn::LoadU(df, beta + i));
-    if constexpr (kAffine == Affine::one_plus_gamma) {
-      return hn::MulAdd(x_hat, hn::LoadU(df, gamma + i), x_hat);
-    }
-    if constexpr (kAffine == Affine::none) return x_hat;
-  };
-  auto affine_one = [&](float x_hat, int64_t i) {
-    if constexpr (kAffine == Affine::gamma) return x_hat * gamma[i];
-    if constexpr (kAffine == Affine::gamma_beta) return mul_add(x_hat, gamma[i], beta[i]);
-    if constexpr (kAffine == Affine::beta) return x_hat + beta[i];
-    if constexpr (kAffine == Affine::one_plus_gamma) return mul_add(x_hat, gamma[i], x_hat);
-    if constexpr (kAffine == Affine::none) return x_hat;
-  };
   auto scalar = [&](int64_t i) {
     float v = x[i];
     if constexpr (kResidual) {
@@ -172,7 +159,7 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
       h[i] = v;
     }
     const float centred = (v - centre_hi) - centre_lo;
-    y[i] = affine_one(mul_add(centred, rstd_hi, centred * rstd_lo), i);
+    y[i] = affine_one<kAffine>(mul_add(centred, rstd_hi, centred * rstd_lo), gamma, beta, i);
   };
   const int64_t start = aligned_start(df, y, dim, kStream);
   for (int64_t i = 0; i < start; ++i) scalar(i);
@@ -189,7 +176,8 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
       }
     }
     const auto centred = hn::Sub(hn::Sub(v, hi_v), lo_v);
-    const auto out = affine(hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v)), i);
+    const auto out = affine<kAffine>(
+        df, hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v)), gamma, beta, i);
     if constexpr (kStream) {
       hn::Stream(out, df, y + i);
     } else {
@@ -218,53 +206,32 @@ void normalise_row_as(const float* x, const float* residual, float* h, double ce
 
 void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
                    const NormForward& a, float* y) {
-  switch (affine_form(a)) {
-    case Affine::none:
-      return normalise_row_as<Affine::none>(x, residual, h, centre, rstd, a, y);
-    case Affine::gamma:
-      return normalise_row_as<Affine::gamma>(x, residual, h, centre, rstd, a, y);
-    case Affine::gamma_beta:
-      return normalise_row_as<Affine::gamma_beta>(x, residual, h, centre, rstd, a, y);
-    case Affine::beta:
-      return normalise_row_as<Affine::beta>(x, residual, h, centre, rstd, a, y);
-    case Affine::one_plus_gamma:
-      return normalise_row_as<Affine::one_plus_gamma>(x, residual, h, centre, rstd, a, y);
-  }
+  with_affine(affine_form(a), [&](auto form) {
+    normalise_row_as<form()>(x, residual, h, centre, rstd, a, y);
+  });
 }
 
 // The same in float64 lanes, for rows whose spread is so small (rstd >= 2^64: denormal-range
-// inputs with eps = 0) that rstd or the centre's low part would not survive float32.
-void normalise_row_float64(const float* x, double centre, double rstd, const NormForward& a,
-                           float* y) {
+// inputs with eps = 0) that rstd or the centre's low part would not survive float32, or whose
+// mean is so large that x - mean could overflow float32.
+template <Affine kAffine>
+void normalise_row_float64(const float* x, double centre, double rstd,
+                           const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
+                           float* y, const int64_t dim) {
   const DoubleTag dd;
   const FloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const auto centre_v = hn::Set(dd, centre);
   const auto rstd_v = hn::Set(dd, rstd);
-  const float* gamma = a.gamma;
-  const float* beta = a.beta;
   int64_t i = 0;
-  for (; i + n <= a.dim; i += n) {
+  for (; i + n <= dim; i += n) {
     const auto x_hat = hn::DemoteTo(
         df, hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), centre_v), rstd_v));
-    auto out = x_hat;
-    if (gamma) {
-      const auto g = hn::LoadU(df, gamma + i);
-      if (a.zero_centred_gamma) {
-        out = hn::MulAdd(x_hat, g, x_hat);
-      } else if (beta) {
-        out = hn::MulAdd(x_hat, g, hn::LoadU(df, beta + i));
-      } else {
-        out = hn::Mul(x_hat, g);
-      }
-    } else if (beta) {
-      out = hn::Add(x_hat, hn::LoadU(df, beta + i));
-    }
-    hn::StoreU(out, df, y + i);
+    hn::StoreU(affine<kAffine>(df, x_hat, gamma, beta, i), df, y + i);
   }
-  for (; i < a.dim; ++i) {
+  for (; i < dim; ++i) {
     const float x_hat = static_cast<float>((static_cast<double>(x[i]) - centre) * rstd);
-    y[i] = affine_scalar(x_hat, a, i);
+    y[i] = affine_one<kAffine>(x_hat, gamma, beta, i);
   }
 }
 
@@ -319,7 +286,9 @@ void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) 
       x = h;
     }
     if (r.finite) {
-      normalise_row_float64(x, r.moments.mean, r.rstd, a, y);
+      with_affine(affine_form(a), [&](auto form) {
+        normalise_row_float64<form()>(x, r.moments.mean, r.rstd, a.gamma, a.beta, y, a.dim);
+      });
     } else {
       // A NaN or Inf in the row poisons this row only.
       fill_row(y, a.dim, std::numeric_limits<float>::quiet_NaN());
