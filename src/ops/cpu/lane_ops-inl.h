@@ -1,7 +1,8 @@
 // Operations shared by the norm kernels, and scalar ones computed exactly as the target's
-// vector operations compute them, for the scalar ends of rows: an element's bits then do not depend on whether it
-// fell in a vector or a tail (which would tie results to alignment, streaming stores and the
-// split of rows over threads). Highway's "-inl.h" convention: included once per target.
+// vector operations compute them, for the scalar ends of rows: an element's bits then do not
+// depend on whether it fell in a vector or a tail (which would tie results to alignment,
+// streaming stores and the split of rows over threads). Highway's "-inl.h" convention:
+// included once per target.
 #if defined(ADDNORM_OPS_CPU_LANE_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_LANE_OPS_INL_H_
 #undef ADDNORM_OPS_CPU_LANE_OPS_INL_H_
