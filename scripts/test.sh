@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, builds, and runs every test: the C++
 # tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all tests (C++ and the
-# Python tests against NumPy and PyTorch) on the release build, and the lab page's browser tests.
+# Python tests against NumPy and PyTorch) on the release build, the fuzzers for a bounded time,
+# and the lab page's browser tests.
 # The last lines are CTest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ cmake --build build-sanitize -j"$jobs"
 echo "== tests under sanitizers =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
+
+echo "== fuzzers (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s each =="
+bash scripts/fuzz.sh
 
 echo "== browser tests: the lab page in headless Chromium =="
 bash scripts/browser-tests.sh

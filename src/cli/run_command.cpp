@@ -8,6 +8,7 @@
 
 #include "addnorm/ops.hpp"
 #include "cli/commands.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/run_io.hpp"
 #include "cli/run_ops.hpp"
 
@@ -95,6 +96,7 @@ class OpCommand {
   OpCommand& eps(float default_eps) {
     state_->settings.eps = default_eps;
     app_->add_option("--eps", state_->settings.eps, "Added to the variance inside the square root")
+        ->check(exact_float32())
         ->capture_default_str()
         ->group(kParameters);
     return *this;
@@ -117,14 +119,17 @@ class OpCommand {
   OpCommand& dropout() {
     RunSettings& settings = state_->settings;
     app_->add_option("--p", settings.p, "Dropout probability in [0, 1)")
+        ->check(exact_float32(/*below_one=*/true))
         ->capture_default_str()
         ->group(kParameters);
     app_->add_option("--seed", settings.seed, "Seed of the counter-based mask generator")
+        ->check(exact_unsigned())
         ->capture_default_str()
         ->group(kParameters);
     app_->add_option("--offset", settings.offset,
                      "Element offset into the seed's stream; the backward must use the forward's "
                      "--p, --seed and --offset to regenerate its mask")
+        ->check(exact_unsigned())
         ->capture_default_str()
         ->group(kParameters);
     return *this;
@@ -140,6 +145,7 @@ class OpCommand {
         app_->add_option("--momentum", settings.momentum,
                          "Running-statistics momentum in [0, 1]; default 0.1 for pytorch, 0.9 "
                          "for onnx")
+            ->check(exact_float32())
             ->group(kParameters);
     app_->add_option("--convention", settings.convention,
                      "pytorch: running = (1 - m) * running + m * batch, unbiased variance; onnx: "

@@ -1,6 +1,13 @@
 // InputSet and OutputSet: .npy inputs in, .npy outputs out, for `addnorm run`.
 #include "cli/run_io.hpp"
 
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <string_view>
 #include <system_error>
 
 #include "addnorm/error.hpp"
@@ -38,6 +45,58 @@ Tensor& OutputSet::add_copy(const std::string& name, const Tensor& initial) {
   return outputs_.back().tensor;
 }
 
+namespace {
+
+// Staging folders are named ".addnorm-run-<pid>-<random>" inside the output directory: the
+// same file system as the outputs, so moving a finished file into place is a rename.
+constexpr std::string_view kStagingPrefix = ".addnorm-run-";
+
+// Removes staging folders left by runs that were killed (their process is gone).
+void remove_stale_staging(const std::filesystem::path& directory) {
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kStagingPrefix, 0) != 0) continue;
+    const std::string rest = name.substr(kStagingPrefix.size());
+    long pid = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (error != std::errc() || end == rest.data() || *end != '-' || pid <= 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+}
+
+// A fresh staging folder, removed again when it goes out of scope (after the renames, or on
+// any error).
+class StagingFolder {
+ public:
+  explicit StagingFolder(const std::filesystem::path& directory) {
+    std::string pattern =
+        (directory / (std::string(kStagingPrefix) + std::to_string(getpid()) + "-XXXXXX")).string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw Error("--out " + directory.string() + ": cannot create a staging folder there (" +
+                  std::generic_category().message(errno) + ")");
+    }
+    path_ = pattern;
+  }
+  ~StagingFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  StagingFolder(const StagingFolder&) = delete;
+  StagingFolder& operator=(const StagingFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+// All or nothing: every output is written into a staging folder first; only when all of them
+// are complete, and no destination is something a file cannot replace, are they renamed into
+// place. A full disk, a directory in the way or a kill leaves the earlier files untouched.
 void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype,
                           std::ostream& summary) const {
   std::error_code created;
@@ -46,11 +105,36 @@ void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype
     throw Error("--out " + directory.string() + ": cannot create the output directory" +
                 (created ? " (" + created.message() + ")" : " (a file is in the way)"));
   }
+  remove_stale_staging(directory);
   for (const Output& output : outputs_) {
-    const std::filesystem::path path = directory / (output.name + ".npy");
-    write_npy(path, NpyArray(output.tensor, dtype));
-    summary << "wrote " << path.string() << "  shape " << output.tensor.shape().to_string() << "  "
-            << npy_dtype_name(dtype) << "\n";
+    const std::filesystem::path destination = directory / (output.name + ".npy");
+    std::error_code status_error;
+    const auto status = std::filesystem::symlink_status(destination, status_error);
+    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+      throw Error("--out " + directory.string() + ": " + destination.string() +
+                  " exists and is not a regular file; nothing was written");
+    }
+  }
+  const StagingFolder staging(directory);
+  for (const Output& output : outputs_) {
+    const std::filesystem::path staged = staging.path() / (output.name + ".npy");
+    try {
+      write_npy(staged, NpyArray(output.tensor, dtype));
+    } catch (const Error& error) {
+      throw Error("--out " + directory.string() + ": cannot write " + output.name +
+                  ".npy, so nothing was written (" + error.what() + ")");
+    }
+  }
+  for (const Output& output : outputs_) {
+    const std::filesystem::path destination = directory / (output.name + ".npy");
+    std::error_code renamed;
+    std::filesystem::rename(staging.path() / (output.name + ".npy"), destination, renamed);
+    if (renamed) {
+      throw Error("--out " + directory.string() + ": cannot move " + output.name +
+                  ".npy into place (" + renamed.message() + ")");
+    }
+    summary << "wrote " << destination.string() << "  shape " << output.tensor.shape().to_string()
+            << "  " << npy_dtype_name(dtype) << "\n";
   }
 }
 

@@ -133,6 +133,14 @@ Tensor NpyArray::to_tensor(const std::string& what) const {
                   ", outside float32's range (addnorm computes in float32)");
     }
     narrow[i] = static_cast<float>(wide[i]);
+    // Likewise a value too small for float32 that would silently become 0 (a row of them would
+    // then normalise with rstd = inf).
+    if (wide[i] != 0.0 && narrow[i] == 0.0f) {
+      std::ostringstream value;
+      value << wide[i];
+      throw Error(what + ": element " + std::to_string(i) + " is " + value.str() +
+                  ", too small for float32 (it would become 0; the smallest is 1.4e-45)");
+    }
   }
   return Tensor(shape_, std::move(narrow));
 }

@@ -1,8 +1,10 @@
 // Reading an experiment's parameters from a JSON object (what the web page sends): every key is
 // optional and keeps the default when absent; a key of the wrong type or a key the experiment
-// does not know is an addnorm::Error naming it.
+// does not know is an addnorm::Error naming it. Messages describe a bad value (describe_json_value)
+// and never serialise it: the value is the client's and may be huge or deeply nested.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "addnorm/error.hpp"
+#include "lab/json_text.hpp"
 
 namespace addnorm::lab {
 
@@ -20,7 +23,8 @@ class JsonParams {
   JsonParams(const nlohmann::json& object, std::string experiment)
       : object_(object), experiment_(std::move(experiment)) {
     if (!object_.is_object()) {
-      throw Error(experiment_ + " parameters must be a JSON object, got " + object_.dump());
+      throw Error(experiment_ + " parameters must be a JSON object, got " +
+                  describe_json_value(object_));
     }
   }
 
@@ -31,8 +35,8 @@ class JsonParams {
     if (found == object_.end()) return;
     used_.insert(key);
     if (!matches<T>(*found)) {
-      throw Error(experiment_ + " parameter " + key + " is " + found->dump() + ", expected " +
-                  type_name<T>());
+      throw Error(experiment_ + " parameter " + key + " is " + describe_json_value(*found) +
+                  ", expected " + type_name<T>());
     }
     field = found->template get<T>();
   }
@@ -40,7 +44,9 @@ class JsonParams {
   // Throws for keys that no read() asked for (a typo would otherwise be silently ignored).
   void finish() const {
     for (const auto& [key, value] : object_.items()) {
-      if (!used_.contains(key)) throw Error(experiment_ + " has no parameter named " + key);
+      if (!used_.contains(key)) {
+        throw Error(experiment_ + " has no parameter named " + describe_json_key(key));
+      }
     }
   }
 
@@ -62,7 +68,9 @@ class JsonParams {
              value.template get<int64_t>() >= std::numeric_limits<T>::min() &&
              value.template get<int64_t>() <= std::numeric_limits<T>::max();
     } else if constexpr (std::is_floating_point_v<T>) {
-      return value.is_number();
+      // A number a float field cannot hold is refused rather than turned into infinity.
+      return value.is_number() && std::abs(value.template get<double>()) <=
+                                      static_cast<double>(std::numeric_limits<T>::max());
     } else {
       return value.is_string();
     }
@@ -82,7 +90,7 @@ class JsonParams {
   template <class T>
   static std::string type_name() {
     if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
-      return "a list of " + type_name<typename T::value_type>() + "s";
+      return "a list of " + plural_type_name<typename T::value_type>();
     } else if constexpr (std::is_same_v<T, bool>) {
       return "true or false";
     } else if constexpr (std::is_unsigned_v<T>) {
@@ -93,6 +101,21 @@ class JsonParams {
       return "a number";
     } else {
       return "a string";
+    }
+  }
+
+  template <class T>
+  static std::string plural_type_name() {
+    if constexpr (std::is_same_v<T, bool>) {
+      return "true or false values";
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return "non-negative integers";
+    } else if constexpr (std::is_integral_v<T>) {
+      return "integers";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return "numbers";
+    } else {
+      return "strings";
     }
   }
 

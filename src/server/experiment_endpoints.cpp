@@ -24,17 +24,19 @@ std::vector<ExperimentEndpoint> make_endpoints() {
   std::vector<ExperimentEndpoint> endpoints;
   {
     const nlohmann::json defaults = lab::to_json(lab::GradientFlowParams{});
-    endpoints.push_back({"gradient-flow", "1 Residuals: per-layer gradient norms", false, defaults,
-                         keys_of(defaults), [](const nlohmann::json& params, const lab::Progress&) {
-                           return lab::to_json(
-                               lab::run_gradient_flow(lab::gradient_flow_params_from_json(params)));
-                         }});
+    endpoints.push_back(
+        {"gradient-flow", "1 Residuals: per-layer gradient norms", false, defaults,
+         keys_of(defaults),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress&) {
+           return lab::to_json(lab::run_gradient_flow(lab::gradient_flow_params_from_json(params)));
+         }});
   }
   {
     const nlohmann::json defaults = lab::to_json(lab::ActivationGrowthParams{});
     endpoints.push_back(
         {"activation-growth", "2 Normalization: per-layer mean and std", false, defaults,
-         keys_of(defaults), [](const nlohmann::json& params, const lab::Progress&) {
+         keys_of(defaults),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress&) {
            return lab::to_json(
                lab::run_activation_growth(lab::activation_growth_params_from_json(params)));
          }});
@@ -43,7 +45,8 @@ std::vector<ExperimentEndpoint> make_endpoints() {
     const nlohmann::json defaults = lab::to_json(lab::NormStepsParams{});
     endpoints.push_back(
         {"norm-steps", "3 Normalization steps: the four steps with mu and sigma", false, defaults,
-         keys_of(defaults, {"preset"}), [](const nlohmann::json& params, const lab::Progress&) {
+         keys_of(defaults, {"preset"}),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress&) {
            return lab::to_json(lab::run_norm_steps(lab::norm_steps_params_from_json(params)));
          }});
   }
@@ -51,39 +54,45 @@ std::vector<ExperimentEndpoint> make_endpoints() {
     const nlohmann::json defaults = lab::to_json(lab::BatchVsLayerParams{});
     endpoints.push_back(
         {"batch-vs-layer", "4 Batch norm vs layer norm: the table and the padded batch", false,
-         defaults, keys_of(defaults), [](const nlohmann::json& params, const lab::Progress&) {
+         defaults, keys_of(defaults),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress&) {
            return lab::to_json(
                lab::run_batch_vs_layer(lab::batch_vs_layer_params_from_json(params)));
          }});
   }
   {
     const nlohmann::json defaults = lab::to_json(lab::InitGradientsParams{});
-    endpoints.push_back({"init-gradients", "5 Deep stacks: per-layer gradients at initialisation",
-                         true, defaults, keys_of(defaults, {"quick"}),
-                         [](const nlohmann::json& params, const lab::Progress& progress) {
-                           return lab::to_json(lab::run_init_gradients(
-                               lab::init_gradients_params_from_json(params), progress));
-                         }});
+    endpoints.push_back(
+        {"init-gradients", "5 Deep stacks: per-layer gradients at initialisation", true, defaults,
+         keys_of(defaults, {"quick"}),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
+           return lab::to_json(
+               lab::run_init_gradients(lab::init_gradients_params_from_json(params), progress));
+         }});
   }
   {
     const nlohmann::json defaults = lab::to_json(lab::UpdateSizeParams{});
-    endpoints.push_back({"update-size", "5 Deep stacks: how far one Adam step moves each layer",
-                         true, defaults, keys_of(defaults, {"quick"}),
-                         [](const nlohmann::json& params, const lab::Progress& progress) {
-                           return lab::to_json(lab::run_update_size(
-                               lab::update_size_params_from_json(params), progress));
-                         }});
+    endpoints.push_back(
+        {"update-size", "5 Deep stacks: how far one Adam step moves each layer", true, defaults,
+         keys_of(defaults, {"quick"}),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
+           return lab::to_json(
+               lab::run_update_size(lab::update_size_params_from_json(params), progress));
+         }});
   }
   {
     // Depth training as one answer at the end (the page streams it from /api/train instead).
     const nlohmann::json defaults = lab::to_json(lab::DepthTrainingParams{});
-    endpoints.push_back({"depth-training",
-                         "5 Deep stacks: the whole training sweep, answered at the end", true,
-                         defaults, keys_of(defaults, {"quick"}),
-                         [](const nlohmann::json& params, const lab::Progress& progress) {
-                           return lab::to_json(lab::run_depth_training(
-                               lab::depth_training_params_from_json(params), progress));
-                         }});
+    endpoints.push_back(
+        {"depth-training", "5 Deep stacks: the whole training sweep, answered at the end", true,
+         defaults, keys_of(defaults, {"quick"}),
+         [](const nlohmann::json& params, const TrainingLimits& limits,
+            const lab::Progress& progress) {
+           const lab::DepthTrainingParams parsed = lab::depth_training_params_from_json(params);
+           lab::validate(parsed);
+           check_training_limits(parsed, limits);
+           return lab::to_json(lab::run_depth_training(parsed, progress));
+         }});
   }
   return endpoints;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "addnorm/lab/progress.hpp"
+#include "server/work_limits.hpp"
 
 namespace addnorm::server {
 
@@ -17,11 +18,14 @@ struct ExperimentEndpoint {
   std::string name;         // the path is /api/<name>
   std::string widget;       // what the page uses it for
   bool long_running;        // true: admitted through the job board and time-limited
-  nlohmann::json defaults;  // the parameters used when the body is {} (or the request a GET)
+  nlohmann::json defaults;  // the parameters used when the body is {} or empty
   // Accepted parameter names: the defaults' keys plus options such as "preset" or "quick".
   std::vector<std::string> keys;
-  // Parses, validates and runs; throws addnorm::Error for a bad parameter.
-  std::function<nlohmann::json(const nlohmann::json& params, const lab::Progress& progress)> run;
+  // Parses, validates, checks the server's limits and runs; throws addnorm::Error for a bad
+  // parameter and ApiError for one over a limit.
+  std::function<nlohmann::json(const nlohmann::json& params, const TrainingLimits& limits,
+                               const lab::Progress& progress)>
+      run;
 };
 
 const std::vector<ExperimentEndpoint>& experiment_endpoints();

@@ -4,29 +4,37 @@
 #include "server/lab_server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "addnorm/error.hpp"
 #include "addnorm/lab/depth_training.hpp"
+#include "lab/json_text.hpp"
 #include "server/api_error.hpp"
+#include "server/connection_pool.hpp"
 #include "server/embedded_files.hpp"
 #include "server/experiment_endpoints.hpp"
 #include "server/job_board.hpp"
+#include "server/json_body.hpp"
+#include "server/request_guard.hpp"
+#include "server/training_stream.hpp"
 
 namespace addnorm::server {
 namespace {
 
-constexpr const char* kJsonRequest = "application/json";
 // The charset parameter is not decoration: httplib compresses "application/json" (exactly) for
 // any client that accepts it, and brotli at its default quality spends ~0.7 s on a 500 KB answer.
 // On the loopback, compression only costs time, and this type is not on httplib's list.
 constexpr const char* kJson = "application/json; charset=utf-8";
+
+constexpr int kListenBacklog = 1024;
 
 // Thrown from a long job's progress callback to end it early.
 struct JobStopped {
@@ -35,7 +43,7 @@ struct JobStopped {
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(), kJson);
+  res.set_content(lab::dump_json_safely(body), kJson);
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message,
@@ -43,41 +51,22 @@ void send_error(httplib::Response& res, int status, const std::string& message,
   send_json(res, status, error_body(message, parameter));
 }
 
-// The request's JSON parameters: {} for a GET or an empty body. Only POSTs with a JSON body are
-// read; a browser cannot send application/json across origins without asking first (CORS), and
-// this server never says yes, so another web site cannot start runs here.
+// The request's JSON parameters: {} for an empty body. The request guard has already checked
+// the method, the Content-Type and the size.
 nlohmann::json request_params(const httplib::Request& req) {
-  const bool has_body = req.method != "GET" && !req.body.empty();
-  const std::string type = req.get_header_value("Content-Type");
-  if (has_body && type.rfind(kJsonRequest, 0) != 0) {
-    throw ApiError(415, "Content-Type is \"" + type + "\", expected application/json", "body");
-  }
   if (!req.params.empty()) {
     throw ApiError(400,
                    "query parameters are not read: send the parameters as a JSON object in a "
                    "POST body",
-                   req.params.begin()->first);
+                   lab::describe_json_key(req.params.begin()->first));
   }
-  if (!has_body) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError(400, std::string("the body is not valid JSON: ") + e.what(), "body");
-  }
-}
-
-std::string host_without_port(const std::string& host_header) {
-  if (!host_header.empty() && host_header.front() == '[') {
-    const size_t close = host_header.find(']');
-    return close == std::string::npos ? host_header : host_header.substr(0, close + 1);
-  }
-  return host_header.substr(0, host_header.find(':'));
+  return parse_request_body(req.body);
 }
 
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  return !allowed_hosts_for(host, 0).empty();
 }
 
 struct LabServer::Impl {
@@ -88,6 +77,8 @@ struct LabServer::Impl {
   httplib::Server http;
   JobBoard jobs;
   std::atomic<int> port{0};
+  int listening_socket = -1;  // set while bind() creates it
+  GuardPolicy guard;          // set by bind(), once the port is known
   std::atomic<bool> stopping{false};
   std::atomic<bool> running{false};  // inside run()
 
@@ -142,7 +133,7 @@ void LabServer::Impl::handle_experiment(const ExperimentEndpoint& endpoint,
           };
         }
         const auto started = std::chrono::steady_clock::now();
-        const nlohmann::json result = endpoint.run(params, progress);
+        const nlohmann::json result = endpoint.run(params, options.training, progress);
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
                 .count();
@@ -201,10 +192,15 @@ void LabServer::Impl::handle_stop(const httplib::Request& req, httplib::Response
               throw ApiError(400, "expected a body {\"job\": <id>} with the id of a running job",
                              "job");
             }
-            const int64_t id = params["job"].get<int64_t>();
-            if (!jobs.stop(id, "stopped by request")) {
-              throw ApiError(404, "no running job has id " + std::to_string(id), "job");
+            // Ids are positive int64; a larger number is no job's, said as it was sent.
+            const nlohmann::json& job = params["job"];
+            const bool representable = job.is_number_unsigned()
+                                           ? job.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                                           : true;
+            if (!representable || !jobs.stop(job.get<int64_t>(), "stopped by request")) {
+              throw ApiError(404, "no running job has id " + job.dump(), "job");
             }
+            const int64_t id = job.get<int64_t>();
             send_json(res, 200, {{"job", id}, {"stopping", true}});
           },
           {"job"});
@@ -230,33 +226,47 @@ nlohmann::json LabServer::Impl::info() const {
 }
 
 void LabServer::Impl::install_routes() {
-  const int threads = options.worker_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  const size_t max_connections = static_cast<size_t>(options.max_connections);
+  http.new_task_queue = [max_connections] { return new ConnectionPool(max_connections); };
   http.set_payload_max_length(options.max_body_bytes);
-  http.set_keep_alive_timeout(2);
+  // One request per connection: a refused request's unread body can never be taken for the
+  // next request, and a connection's thread is free as soon as its answer is out.
+  http.set_keep_alive_max_count(1);
+  // Every read of a request waits at most this long for the next bytes.
+  http.set_read_timeout(options.read_timeout.count(), 0);
   // Answers go out in several writes (headers, then body chunks); without TCP_NODELAY, Nagle's
   // algorithm meets the client's delayed ACK and a large answer waits ~40 ms for nothing.
   http.set_tcp_nodelay(true);
+  // httplib's defaults (SO_REUSEADDR), plus the listening socket itself, kept so that bind()
+  // can lengthen its backlog.
+  http.set_socket_options([this](int socket) {
+    httplib::default_socket_options(socket);
+    listening_socket = socket;
+  });
 
-  // DNS rebinding: when bound to loopback, answer only requests addressed to a loopback name,
-  // so a web page served from some other name that resolves here cannot read the API.
-  if (is_loopback_host(options.host)) {
-    http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      const std::string host = host_without_port(req.get_header_value("Host"));
-      if (!host.empty() && !is_loopback_host(host)) {
-        send_error(res, 403, "Host \"" + host + "\" is not this machine's loopback address");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-  }
+  // Before routing and before the body is read: the Host and Origin the request comes with,
+  // the body's framing and size, and whether it may start work (request_guard.hpp).
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const RequestHead head{req.method,
+                           req.path,
+                           req.get_header_value("Host"),
+                           req.get_header_value("Origin"),
+                           req.get_header_value("Content-Type"),
+                           req.get_header_value("Content-Length"),
+                           req.get_header_value("Transfer-Encoding")};
+    if (const auto refusal = check_request(head, guard)) {
+      if (refusal->status == 405) res.set_header("Allow", "POST");
+      send_error(res, refusal->status, refusal->message, refusal->parameter);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
 
   for (const ExperimentEndpoint& endpoint : experiment_endpoints()) {
     const std::string path = "/api/" + endpoint.name;
     const auto handler = [this, &endpoint](const httplib::Request& req, httplib::Response& res) {
       handle_experiment(endpoint, req, res);
     };
-    http.Get(path, handler);
     http.Post(path, handler);
   }
   http.Get("/api/info", [this](const httplib::Request&, httplib::Response& res) {
@@ -336,6 +346,15 @@ int LabServer::bind() {
   if (port == 0) {
     throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                 " (in use, or not an address of this machine); try another --port or --port 0");
+  }
+  // httplib listens with a backlog of 5: a burst of connections (the page's widgets, a script)
+  // saw resets. Listening again on the same socket only lengthens the queue.
+  if (impl_->listening_socket >= 0) ::listen(impl_->listening_socket, kListenBacklog);
+  impl_->guard.allowed_hosts = allowed_hosts_for(o.host, port);
+  impl_->guard.max_body_bytes = o.max_body_bytes;
+  impl_->guard.work_paths = {"/api/train", "/api/jobs/stop"};
+  for (const ExperimentEndpoint& endpoint : experiment_endpoints()) {
+    impl_->guard.work_paths.push_back("/api/" + endpoint.name);
   }
   impl_->port = port;
   return port;

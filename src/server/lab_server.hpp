@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "server/training_stream.hpp"
+#include "server/work_limits.hpp"
 
 namespace addnorm::server {
 
@@ -16,7 +16,9 @@ struct LabServerOptions {
   std::string host = "127.0.0.1";      // loopback only unless the user says otherwise
   int port = 8787;                     // 0: any free port (bind() returns it)
   size_t max_body_bytes = 256 * 1024;  // room for 4096 values at full precision
-  int worker_threads = 16;             // a streaming training holds one for its whole run
+  // Connections served at once, a thread each; more wait their turn. Slow clients hold one each.
+  int max_connections = 256;
+  std::chrono::seconds read_timeout{5};  // the longest wait for a request's next bytes
   int max_jobs = 3;                    // training streams and long experiments running at once
   std::chrono::seconds job_time_limit{120};
   TrainingLimits training;

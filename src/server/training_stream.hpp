@@ -12,19 +12,9 @@
 
 #include "addnorm/lab/depth_training.hpp"
 #include "server/job_board.hpp"
+#include "server/work_limits.hpp"
 
 namespace addnorm::server {
-
-// The server's limits on one training request, on top of the lab's own validation: the models of
-// all runs live at once, so their number and size are capped (memory), and the job's time limit
-// caps the work.
-struct TrainingLimits {
-  int max_runs = 12;            // placements x depths x warmups x seeds
-  double max_parameters = 2e7;  // block weights summed over the runs
-};
-
-// Throws ApiError (400, naming the parameter) when the request is over a limit.
-void check_training_limits(const lab::DepthTrainingParams& params, const TrainingLimits& limits);
 
 // Sends one event (a name and its JSON data); returns false once the client has gone.
 using EventSink = std::function<bool(const std::string& event, const nlohmann::json& data)>;

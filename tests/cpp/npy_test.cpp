@@ -166,17 +166,33 @@ TEST_F(NpyTest, ReadsVersion2And3HeadersAndLenientSpelling) {
 }
 
 TEST_F(NpyTest, Float64ConvertsToFloat32TensorByRounding) {
-  const NpyArray array(Shape{3}, std::vector<double>{0.1, -2.5, 1e-50});
+  // 1e-40 is below float32's normal range: it rounds to a subnormal, not to 0.
+  const NpyArray array(Shape{4}, std::vector<double>{0.1, -2.5, 1e-40, 0.0});
   const Tensor tensor = array.to_tensor("x");
-  EXPECT_EQ(tensor.shape(), (Shape{3}));
+  EXPECT_EQ(tensor.shape(), (Shape{4}));
   EXPECT_EQ(tensor[0], 0.1f);
   EXPECT_EQ(tensor[1], -2.5f);
-  EXPECT_EQ(tensor[2], 0.0f);
+  EXPECT_EQ(tensor[2], static_cast<float>(1e-40));
+  EXPECT_NE(tensor[2], 0.0f);
+  EXPECT_EQ(tensor[3], 0.0f);
 
   const NpyArray special(Shape{2}, std::vector<double>{std::nan(""), -INFINITY});
   const Tensor converted = special.to_tensor("x");
   EXPECT_TRUE(std::isnan(converted[0]));
   EXPECT_EQ(converted[1], -INFINITY);
+}
+
+TEST_F(NpyTest, Float64TooSmallForFloat32IsRefused) {
+  // It would become 0, and a row of such values would then normalise with rstd = inf.
+  const NpyArray array(Shape{3}, std::vector<double>{1.0, 0.0, -1e-50});
+  try {
+    array.to_tensor("x.npy");
+    FAIL() << "-1e-50 was converted to float32 0";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("x.npy: element 2 is -1e-50, too small for float32"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(NpyTest, Float64BeyondFloat32RangeIsRefused) {

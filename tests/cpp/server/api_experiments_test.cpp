@@ -63,7 +63,7 @@ class ApiExperiments : public ::testing::Test {
 RunningLabServer* ApiExperiments::server_ = nullptr;
 
 TEST_F(ApiExperiments, GradientFlowDefaultsArePagesFigures) {
-  const nlohmann::json answer = get("/api/gradient-flow");
+  const nlohmann::json answer = post("/api/gradient-flow", nlohmann::json::object());
   ASSERT_EQ(answer["stacks"].size(), 2u);
   const auto& six = answer["stacks"][0];
   const auto& twenty_four = answer["stacks"][1];
@@ -109,7 +109,7 @@ TEST_F(ApiExperiments, ActivationGrowthEqualsLabAndExplodesWithoutNorm) {
 }
 
 TEST_F(ApiExperiments, NormStepsDefaultIsPagesWorkedExample) {
-  const nlohmann::json answer = get("/api/norm-steps");
+  const nlohmann::json answer = post("/api/norm-steps", nlohmann::json::object());
   EXPECT_EQ(answer, as_sent(lab::to_json(lab::run_norm_steps({}))));
   const auto& steps = answer["steps"];
   ASSERT_EQ(steps.size(), 4u);
@@ -151,7 +151,7 @@ TEST_F(ApiExperiments, NormStepsCatPresetAndSliders) {
 }
 
 TEST_F(ApiExperiments, BatchVsLayerHouseTableIsPagesAndEditsEqualLab) {
-  const nlohmann::json answer = get("/api/batch-vs-layer");
+  const nlohmann::json answer = post("/api/batch-vs-layer", nlohmann::json::object());
   EXPECT_EQ(answer, as_sent(lab::to_json(lab::run_batch_vs_layer({}))));
   const auto& table = answer["table"];
   const std::vector<std::string> batch_row0 = {"-1.1112", "-1.3363", "-1.3587"};

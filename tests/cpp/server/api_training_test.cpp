@@ -170,7 +170,7 @@ TEST(ApiTraining, OnlyAFewAtOnceAndAClientThatLeavesFreesItsSlot) {
     ASSERT_TRUE(refused_experiment);
     EXPECT_EQ(refused_experiment->status, 429);
     // The quick experiments do not queue behind training.
-    const auto answered = client.Get("/api/gradient-flow");
+    const auto answered = client.Post("/api/gradient-flow", "{}", "application/json");
     ASSERT_TRUE(answered);
     EXPECT_EQ(answered->status, 200);
     training.hang_up();

@@ -1,0 +1,129 @@
+"""`addnorm run` refuses values it cannot hold exactly, and writes its outputs all or nothing.
+
+Reproductions from the hardening review: numbers that CLI11 used to wrap or round silently,
+float64 inputs too small for float32, and outputs left half-written by a full disk, a directory
+in the way or a killed run.
+"""
+import os
+import resource
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+
+from run_cli import run_addnorm
+
+
+def run_dropout(addnorm_bin, tmp_path, *options):
+    x = np.ones((2, 8), np.float32)
+    return run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, options)[0]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--seed", "-1", "--seed: is -1, expected a whole number"),
+    ("--seed", "18446744073709551616", "larger than the largest allowed"),
+    ("--seed", "1e3", "--seed: is 1e3, expected a whole number"),
+    ("--offset", "-1", "--offset: is -1, expected a whole number"),
+    ("--p", "0.99999999999", "--p: is 0.99999999999, which rounds to 1 in float32"),
+    ("--p", "nan", "--p: is nan, expected a finite decimal number"),
+    ("--p", "1e-50", "--p: is 1e-50, too small for float32"),
+])
+def test_numbers_that_would_change_are_refused(addnorm_bin, tmp_path, option, value, message):
+    result = run_dropout(addnorm_bin, tmp_path, "--p", "0.5", option, value)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_largest_seed_is_accepted_exactly(addnorm_bin, tmp_path):
+    top = run_dropout(addnorm_bin, tmp_path, "--p", "0.5", "--seed", "18446744073709551615")
+    below = run_dropout(addnorm_bin, tmp_path, "--p", "0.5", "--seed", "18446744073709551614")
+    assert top.returncode == 0 and below.returncode == 0, top.stderr + below.stderr
+
+
+def test_eps_beyond_float32_is_refused(addnorm_bin, tmp_path):
+    x = np.ones((2, 4), np.float32)
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                            ["--normalized_shape", "4", "--eps", "1e50"])
+    assert result.returncode != 0
+    assert "--eps: is 1e50, beyond float32's range" in result.stderr
+
+
+def test_float64_values_too_small_for_float32_are_refused(addnorm_bin, tmp_path):
+    x = np.array([[1.0, 2.0, 3.0], [1e-50, 2e-50, 3e-50]])
+    result, out = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                              ["--normalized_shape", "3"])
+    assert result.returncode != 0
+    assert "element 3 is 1e-50, too small for float32" in result.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def old_outputs(out):
+    """An --out folder holding a previous run's files; returns their bytes by name."""
+    out.mkdir()
+    before = {}
+    for name in ("y", "mean", "rstd"):
+        np.save(out / f"{name}.npy", np.full(3, 7.0, np.float32))
+        before[name] = (out / f"{name}.npy").read_bytes()
+    return before
+
+
+def assert_unchanged(out, before):
+    """The previous run's files are exactly as they were, and no staging folder is left."""
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert files == sorted(f"{name}.npy" for name in before)
+    for name, data in before.items():
+        assert (out / f"{name}.npy").read_bytes() == data, name
+    assert not [p for p in out.iterdir() if p.name.startswith(".addnorm-run-")]
+
+
+def test_a_full_disk_changes_nothing(addnorm_bin, tmp_path):
+    # A file-size limit stands in for a full disk: writing y (4 MiB) fails with EFBIG.
+    out = tmp_path / "out"
+    before = old_outputs(out)
+    x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    result = subprocess.run([str(addnorm_bin), "run", "layer_norm", "--x", str(tmp_path / "x.npy"),
+                             "--normalized_shape", "1024", "--out", str(out)],
+                            capture_output=True, text=True, timeout=60, preexec_fn=limit_file_size)
+    assert result.returncode != 0
+    assert "nothing was written" in result.stderr, result.stderr
+    assert_unchanged(out, before)
+
+
+def test_a_directory_in_the_way_changes_nothing(addnorm_bin, tmp_path):
+    out = tmp_path / "out"
+    before = old_outputs(out)
+    (out / "mean.npy").unlink()
+    del before["mean"]
+    (out / "mean.npy").mkdir()  # the second output's name is taken by a directory
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                            ["--normalized_shape", "8"], out_dir=out)
+    assert result.returncode != 0
+    assert "mean.npy exists and is not a regular file" in result.stderr, result.stderr
+    assert_unchanged(out, before)
+
+
+def test_staging_left_by_a_killed_run_is_removed(addnorm_bin, tmp_path):
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / f".addnorm-run-{finished.pid}-abcdef"
+    stale.mkdir()
+    (stale / "y.npy").write_bytes(b"half")
+    mine = out / f".addnorm-run-{os.getpid()}-abcdef"  # a live process's: left alone
+    mine.mkdir()
+    x = np.ones((2, 4), np.float32)
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                            ["--normalized_shape", "4"], out_dir=out)
+    assert result.returncode == 0, result.stderr
+    assert not stale.exists()
+    assert mine.exists()
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["mean.npy", "rstd.npy", "y.npy"]
