@@ -11,13 +11,11 @@ import torch
 
 from . import _torch_library  # noqa: F401  (loads the operators)
 
-# Seeds are drawn in [0, 2**62) so that seed + element offsets stay within int64.
-_SEED_LIMIT = 4611686018427387904
-
-
 def fresh_seed() -> int:
-    """A dropout seed drawn from torch's default generator, so torch.manual_seed fixes it."""
-    return int(torch.randint(0, _SEED_LIMIT, [1]).item())
+    """A dropout seed drawn from torch's default generator, so torch.manual_seed fixes it.
+    Seeds lie in [0, 2**62) so that seed + element offsets stay within int64. (Scriptable: the
+    literal is 2**62.)"""
+    return int(torch.randint(0, 4611686018427387904, [1]).item())
 
 
 def _shape(normalized_shape):

@@ -120,17 +120,42 @@ class AddNorm(torch.nn.Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, x, sublayer_output):
-        p = self.dropout if self.training else 0.0
-        if self.mode == "post":
-            return F.add_norm_post(x, sublayer_output, self.normalized_shape, self.weight,
-                                   self.bias, self.eps, self.norm, p=p,
-                                   offset=self.dropout_offset)
-        r = F.dropout(sublayer_output, p, training=p > 0, offset=self.dropout_offset)
-        return F.add_norm_pre(x, r, self.normalized_shape, self.weight, self.bias, self.eps,
-                              self.norm)
+    def __new__(cls, *args, **kwargs):
+        # AddNorm(mode=...) builds the subclass for its mode, whose forward has one return type
+        # (a tensor for post-norm, a pair for pre-norm), so that torch.jit.script can type it.
+        if cls is AddNorm:
+            mode = kwargs.get("mode", args[1] if len(args) > 1 else "post")
+            cls = _PreNormAddNorm if mode == "pre" else _PostNormAddNorm
+        return super().__new__(cls)
+
+    def _get_name(self):
+        return "AddNorm"
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, mode={self.mode!r}, norm={self.norm!r}, "
                 f"dropout={self.dropout}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class _PostNormAddNorm(AddNorm):
+    """AddNorm(mode="post"): forward(x, s) = Norm(x + Dropout(s))."""
+
+    def forward(self, x, sublayer_output):
+        p = self.dropout if self.training else 0.0
+        seed = F.fresh_seed() if p > 0.0 else 0
+        return torch.ops.addnorm.add_norm_post(x, sublayer_output, self.normalized_shape,
+                                               self.weight, self.bias, self.eps, self.norm,
+                                               False, p, seed, self.dropout_offset)
+
+
+class _PreNormAddNorm(AddNorm):
+    """AddNorm(mode="pre"): forward(x, r) = (h, Norm(h)), h = x + Dropout(r)."""
+
+    def forward(self, x, sublayer_output):
+        p = self.dropout if self.training else 0.0
+        r = sublayer_output
+        if p > 0.0:
+            r = torch.ops.addnorm.dropout(sublayer_output, p, F.fresh_seed(),
+                                          self.dropout_offset)
+        return torch.ops.addnorm.add_norm_pre(x, r, self.normalized_shape, self.weight,
+                                              self.bias, self.eps, self.norm, False)

@@ -106,6 +106,15 @@ def test_script_save_load_in_a_fresh_process(tmp_path):
     load_in_fresh_interpreter(tmp_path / "scripted.pt", x, expected, tmp_path)
 
 
+def test_script_gpt_with_add_norm_modules():
+    model = randomise(GPT()).eval()
+    scripted = torch.jit.script(model)
+    tokens = torch.randint(0, 11, (2, 5))
+    torch.testing.assert_close(scripted(tokens), model(tokens))
+    graph = str(scripted.inlined_graph)
+    assert "addnorm::add_norm_pre" in graph and "addnorm::layer_norm" in graph
+
+
 def test_scripted_model_trains():
     model = torch.jit.script(randomise(Norms()).train())
     x = torch.randn(6, WIDTH, requires_grad=True)
