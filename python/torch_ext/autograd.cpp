@@ -33,7 +33,9 @@ c10::TypedOperatorHandle<Signature> handle(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
-bool requires_grad(const at::Tensor& tensor) { return tensor.defined() && tensor.requires_grad(); }
+bool requires_grad(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.requires_grad();
+}
 bool requires_grad(const OptionalTensor& tensor) {
   return tensor.has_value() && requires_grad(*tensor);
 }
@@ -152,8 +154,8 @@ struct AddNormPostFunction : torch::autograd::Function<AddNormPostFunction> {
     const DropoutSpec dropout = load_dropout(ctx);
     auto [dx, ds, dweight, dbias] =
         op.call(grads[0], saved[0], saved[1], spec.normalized_shape, optional(saved[2]),
-                optional(saved[3]), spec.eps, norm_name(spec), spec.zero_centered_weight,
-                dropout.p, dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]));
+                optional(saved[3]), spec.eps, norm_name(spec), spec.zero_centered_weight, dropout.p,
+                dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]));
     return {dx, ds, dweight, dbias, at::Tensor(), at::Tensor()};
   }
 };
@@ -181,9 +183,10 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
     static const auto op =
         handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
     const variable_list saved = ctx->get_saved_variables();
-    auto [dx, dweight, dbias] = op.call(
-        grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
-        optional(saved[4]), ctx->saved_data["training"].toBool(), ctx->saved_data["eps"].toDouble());
+    auto [dx, dweight, dbias] =
+        op.call(grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
+                optional(saved[4]), ctx->saved_data["training"].toBool(),
+                ctx->saved_data["eps"].toDouble());
     return {dx, dweight, dbias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -296,8 +299,8 @@ ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
                                   bool zero_centered_weight) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_pre)>("addnorm::add_norm_pre");
-  return op.call(lower_precision(x), lower_precision(r), normalized_shape, weight, bias, eps,
-                 norm, zero_centered_weight);
+  return op.call(lower_precision(x), lower_precision(r), normalized_shape, weight, bias, eps, norm,
+                 zero_centered_weight);
 }
 
 at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
@@ -307,8 +310,8 @@ at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
                                   int64_t offset) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_post)>("addnorm::add_norm_post");
-  return op.call(lower_precision(x), lower_precision(s), normalized_shape, weight, bias, eps,
-                 norm, zero_centered_weight, p, seed, offset);
+  return op.call(lower_precision(x), lower_precision(s), normalized_shape, weight, bias, eps, norm,
+                 zero_centered_weight, p, seed, offset);
 }
 
 }  // namespace

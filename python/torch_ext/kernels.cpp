@@ -26,11 +26,16 @@ namespace {
 
 const char* dtype_name(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "torch.float32";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kHalf: return "torch.float16";
-    case at::kDouble: return "torch.float64";
-    default: return c10::toString(type);
+    case at::kFloat:
+      return "torch.float32";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kDouble:
+      return "torch.float64";
+    default:
+      return c10::toString(type);
   }
 }
 
@@ -42,7 +47,9 @@ std::string shape_text(at::IntArrayRef sizes) {
   return text.str();
 }
 
-bool is_16_bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
+bool is_16_bit(at::ScalarType type) {
+  return type == at::kBFloat16 || type == at::kHalf;
+}
 
 void check_tensor(const char* name, const at::Tensor& tensor) {
   TORCH_CHECK_VALUE(tensor.defined(), name, " is an undefined tensor, expected a tensor");
@@ -60,8 +67,8 @@ void check_tensor(const char* name, const at::Tensor& tensor) {
 void check_like(const char* name, const at::Tensor& tensor, const at::Tensor& input) {
   check_tensor(name, tensor);
   TORCH_CHECK_TYPE(tensor.scalar_type() == input.scalar_type(), name, " has dtype ",
-                   dtype_name(tensor.scalar_type()), ", expected ",
-                   dtype_name(input.scalar_type()), " like input");
+                   dtype_name(tensor.scalar_type()), ", expected ", dtype_name(input.scalar_type()),
+                   " like input");
   TORCH_CHECK_VALUE(tensor.sizes() == input.sizes(), name, " has shape ",
                     shape_text(tensor.sizes()), ", expected ", shape_text(input.sizes()),
                     " like input");
@@ -75,9 +82,9 @@ void check_parameter(const char* name, const OptionalTensor& tensor, const at::T
   check_tensor(name, *tensor);
   const at::ScalarType type = tensor->scalar_type();
   const bool widened = type == at::kFloat && is_16_bit(input.scalar_type());
-  TORCH_CHECK_TYPE(type == input.scalar_type() || widened, name, " has dtype ",
-                   dtype_name(type), ", expected ", dtype_name(input.scalar_type()),
-                   " like input", is_16_bit(input.scalar_type()) ? " (or torch.float32)" : "");
+  TORCH_CHECK_TYPE(type == input.scalar_type() || widened, name, " has dtype ", dtype_name(type),
+                   ", expected ", dtype_name(input.scalar_type()), " like input",
+                   is_16_bit(input.scalar_type()) ? " (or torch.float32)" : "");
   TORCH_CHECK_VALUE(tensor->sizes() == shape, name, " has shape ", shape_text(tensor->sizes()),
                     ", expected ", shape_text(shape));
 }
@@ -87,17 +94,16 @@ void check_eps(double eps) {
                     ", expected a finite value >= 0");
 }
 
-void check_norm(const at::Tensor& input, const OptionalTensor& weight,
-                const OptionalTensor& bias, const NormSpec& spec) {
+void check_norm(const at::Tensor& input, const OptionalTensor& weight, const OptionalTensor& bias,
+                const NormSpec& spec) {
   check_tensor("input", input);
   const auto& shape = spec.normalized_shape;
   const auto count = static_cast<int64_t>(shape.size());
-  TORCH_CHECK_VALUE(!shape.empty() && count <= input.dim() &&
-                        input.sizes().slice(static_cast<size_t>(input.dim() - count)) ==
-                            at::IntArrayRef(shape),
-                    "normalized_shape is ", shape_text(shape),
-                    ", expected the trailing dimensions of input, whose shape is ",
-                    shape_text(input.sizes()));
+  TORCH_CHECK_VALUE(
+      !shape.empty() && count <= input.dim() &&
+          input.sizes().slice(static_cast<size_t>(input.dim() - count)) == at::IntArrayRef(shape),
+      "normalized_shape is ", shape_text(shape),
+      ", expected the trailing dimensions of input, whose shape is ", shape_text(input.sizes()));
   check_parameter("weight", weight, input, shape);
   if (spec.kind == NormKind::rms_norm) {
     TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined(),
@@ -198,13 +204,12 @@ void float64_norm_forward(const at::Tensor& x, const at::Tensor& y, const NormTe
   const auto rows = rows_of(x, spec);
   if (spec.kind == NormKind::rms_norm) {
     float64::rms_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
-                      spec.zero_centered_weight, y.data_ptr<double>(),
-                      data_or_null<double>(t.rstd), rows, spec.eps);
+                      spec.zero_centered_weight, y.data_ptr<double>(), data_or_null<double>(t.rstd),
+                      rows, spec.eps);
   } else {
     float64::layer_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
                         data_or_null<double>(t.bias), y.data_ptr<double>(),
-                        data_or_null<double>(t.mean), data_or_null<double>(t.rstd), rows,
-                        spec.eps);
+                        data_or_null<double>(t.mean), data_or_null<double>(t.rstd), rows, spec.eps);
   }
 }
 
@@ -245,14 +250,15 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
                const NormSpec& spec) {
   const Shape shape = shape_of(spec.normalized_shape);
   switch (x.scalar_type()) {
-    case at::kDouble: return float64_norm_forward(x, y, t, spec);
+    case at::kDouble:
+      return float64_norm_forward(x, y, t, spec);
     case at::kFloat:
       return run_library([&] {
         if (spec.kind == NormKind::rms_norm) {
-          rms_norm(const_view(x), shape, mutable_view(y),
-                   {optional_view(t.weight), spec.zero_centered_weight,
-                    static_cast<float>(spec.eps)},
-                   optional_mutable(t.rstd));
+          rms_norm(
+              const_view(x), shape, mutable_view(y),
+              {optional_view(t.weight), spec.zero_centered_weight, static_cast<float>(spec.eps)},
+              optional_mutable(t.rstd));
         } else {
           layer_norm(const_view(x), shape, mutable_view(y),
                      {optional_view(t.weight), optional_view(t.bias), static_cast<float>(spec.eps)},
@@ -302,10 +308,14 @@ NormKind norm_kind(c10::string_view norm) {
 
 double default_rms_eps(const at::Tensor& input) {
   switch (input.scalar_type()) {
-    case at::kDouble: return std::numeric_limits<double>::epsilon();
-    case at::kBFloat16: return 0.0078125;     // torch.finfo(torch.bfloat16).eps
-    case at::kHalf: return 0.0009765625;      // torch.finfo(torch.float16).eps
-    default: return std::numeric_limits<float>::epsilon();
+    case at::kDouble:
+      return std::numeric_limits<double>::epsilon();
+    case at::kBFloat16:
+      return 0.0078125;  // torch.finfo(torch.bfloat16).eps
+    case at::kHalf:
+      return 0.0009765625;  // torch.finfo(torch.float16).eps
+    default:
+      return std::numeric_limits<float>::epsilon();
   }
 }
 
@@ -343,20 +353,19 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
     float64_norm_backward(dy, dh_next, x, t, spec, grads);
   } else if (x.scalar_type() == at::kFloat) {
     run_library([&] {
-      add_norm_pre_backward(const_view(dy), optional_view(dh_next), const_view(x),
-                            shape_of(spec.normalized_shape),
-                            {mutable_view(grads.dx), optional_mutable(grads.dweight),
-                             optional_mutable(grads.dbias)},
-                            float32_options(t, spec), stats_in(t));
+      add_norm_pre_backward(
+          const_view(dy), optional_view(dh_next), const_view(x), shape_of(spec.normalized_shape),
+          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          float32_options(t, spec), stats_in(t));
     });
   } else {
     run_library([&] {
       OptionalConst saved_rstd;
       if (t.rstd.defined()) saved_rstd = const_view(t.rstd);
-      norm_backward_mixed(any_view(dy), any_view(x), shape_of(spec.normalized_shape),
-                          {any_mutable(grads.dx), optional_mutable(grads.dweight),
-                           optional_mutable(grads.dbias)},
-                          mixed_options(t, spec), optional_any(dh_next), saved_rstd);
+      norm_backward_mixed(
+          any_view(dy), any_view(x), shape_of(spec.normalized_shape),
+          {any_mutable(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          mixed_options(t, spec), optional_any(dh_next), saved_rstd);
     });
   }
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
@@ -402,10 +411,9 @@ NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in
   check_dropout(dropout);
   if (is_16_bit(x_in.scalar_type())) {
     // The library has no 16-bit post-norm: compute in float32, round y once.
-    NormOutputs wide = add_norm_post_forward(to_float32(x_in), to_float32(s_in),
-                                             to_float32(contiguous(weight)),
-                                             to_float32(contiguous(bias)), spec, dropout,
-                                             save_stats);
+    NormOutputs wide =
+        add_norm_post_forward(to_float32(x_in), to_float32(s_in), to_float32(contiguous(weight)),
+                              to_float32(contiguous(bias)), spec, dropout, save_stats);
     wide.y = wide.y.to(x_in.scalar_type());
     return wide;
   }
@@ -417,15 +425,15 @@ NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in
   if (x.scalar_type() == at::kDouble) {
     // h = x + Dropout(s), then the norm: the float64 pieces composed.
     const at::Tensor h = at::empty(x.sizes(), x.options());
-    float64::dropout(s.data_ptr<double>(), h.data_ptr<double>(), x.numel(),
-                     {dropout.p, static_cast<uint64_t>(dropout.seed),
-                      static_cast<uint64_t>(dropout.offset)});
+    float64::dropout(
+        s.data_ptr<double>(), h.data_ptr<double>(), x.numel(),
+        {dropout.p, static_cast<uint64_t>(dropout.seed), static_cast<uint64_t>(dropout.offset)});
     float64::add(x.data_ptr<double>(), h.data_ptr<double>(), h.data_ptr<double>(), x.numel());
     float64_norm_forward(h, y, t, spec);
   } else {
     run_library([&] {
-      add_norm_post(const_view(x), const_view(s), shape_of(spec.normalized_shape),
-                    mutable_view(y), float32_options(t, spec),
+      add_norm_post(const_view(x), const_view(s), shape_of(spec.normalized_shape), mutable_view(y),
+                    float32_options(t, spec),
                     {static_cast<float>(dropout.p), static_cast<uint64_t>(dropout.seed),
                      static_cast<uint64_t>(dropout.offset)},
                     stats_out(t));
@@ -549,8 +557,11 @@ float64::BatchNormArgs float64_batch_args(const at::Tensor& x, const at::Tensor&
 
 BatchNormOptions float32_batch_options(const at::Tensor& weight, const at::Tensor& bias,
                                        const BatchNormSpec& spec) {
-  return {optional_view(weight), optional_view(bias), spec.training,
-          static_cast<float>(spec.momentum), MomentumConvention::pytorch,
+  return {optional_view(weight),
+          optional_view(bias),
+          spec.training,
+          static_cast<float>(spec.momentum),
+          MomentumConvention::pytorch,
           static_cast<float>(spec.eps)};
 }
 std::optional<RunningStats> float32_running(const RunningBuffers& running) {
@@ -588,8 +599,8 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
 
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
-                              const OptionalTensor& running_mean,
-                              const OptionalTensor& running_var, const BatchNormSpec& spec) {
+                              const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                              const BatchNormSpec& spec) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
   check_like("grad_y", grad_y, input);
   const bool narrow = is_16_bit(input.scalar_type());
@@ -599,25 +610,23 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
   // The backward only reads the running statistics (inference mode), so training=false here
   // never writes them; in training they are not needed.
-  const RunningBuffers running = spec.training
-                                     ? RunningBuffers{}
-                                     : running_for(running_mean, running_var, x.scalar_type());
+  const RunningBuffers running =
+      spec.training ? RunningBuffers{} : running_for(running_mean, running_var, x.scalar_type());
   NormGrads grads = empty_grads(x, {w, b, {}, {}});
   if (x.numel() == 0) {
     if (grads.dweight.defined()) grads.dweight.zero_();
     if (grads.dbias.defined()) grads.dbias.zero_();
   } else if (x.scalar_type() == at::kDouble) {
     float64::batch_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
-                                 grads.dx.data_ptr<double>(),
-                                 data_or_null<double>(grads.dweight),
+                                 grads.dx.data_ptr<double>(), data_or_null<double>(grads.dweight),
                                  data_or_null<double>(grads.dbias),
                                  float64_batch_args(x, w, b, running, spec));
   } else {
     run_library([&] {
-      batch_norm_backward(const_view(dy), const_view(x),
-                          {mutable_view(grads.dx), optional_mutable(grads.dweight),
-                           optional_mutable(grads.dbias)},
-                          float32_batch_options(w, b, spec), float32_running(running));
+      batch_norm_backward(
+          const_view(dy), const_view(x),
+          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          float32_batch_options(w, b, spec), float32_running(running));
     });
   }
   return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
@@ -637,8 +646,7 @@ at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
   const auto seed = static_cast<uint64_t>(spec.seed);
   const auto offset = static_cast<uint64_t>(spec.offset);
   if (x.scalar_type() == at::kDouble) {
-    float64::dropout(x.data_ptr<double>(), y.data_ptr<double>(), x.numel(),
-                     {spec.p, seed, offset});
+    float64::dropout(x.data_ptr<double>(), y.data_ptr<double>(), x.numel(), {spec.p, seed, offset});
   } else {
     run_library([&] {
       dropout(const_view(x), mutable_view(y), {static_cast<float>(spec.p), seed, offset});

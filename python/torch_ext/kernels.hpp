@@ -92,8 +92,8 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
                               const OptionalTensor& running_var, const BatchNormSpec& spec);
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
-                              const OptionalTensor& running_mean,
-                              const OptionalTensor& running_var, const BatchNormSpec& spec);
+                              const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                              const BatchNormSpec& spec);
 
 // Dropout with addnorm's counter-based mask; linear, so its backward is itself.
 at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec);

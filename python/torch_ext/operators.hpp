@@ -28,8 +28,8 @@ at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, c10::optional<double> eps,
                     bool zero_centered_weight);
 Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
-                         at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                         double eps, bool zero_centered_weight, const OptionalTensor& rstd);
+                         at::IntArrayRef normalized_shape, const OptionalTensor& weight, double eps,
+                         bool zero_centered_weight, const OptionalTensor& rstd);
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, const OptionalTensor& bias, double eps,
@@ -40,10 +40,10 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
                              c10::string_view norm, bool zero_centered_weight,
                              const OptionalTensor& mean, const OptionalTensor& rstd);
 
-at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s,
-                         at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                         const OptionalTensor& bias, double eps, c10::string_view norm,
-                         bool zero_centered_weight, double p, int64_t seed, int64_t offset);
+at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
+                         const OptionalTensor& weight, const OptionalTensor& bias, double eps,
+                         c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
+                         int64_t offset);
 Grads4 add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& s,
                               at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                               const OptionalTensor& bias, double eps, c10::string_view norm,

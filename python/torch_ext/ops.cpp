@@ -43,22 +43,20 @@ at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
 }
 
 Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
-                         at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                         double eps, bool zero_centered_weight, const OptionalTensor& rstd) {
-  NormGrads grads =
-      norm_backward(grad_y, {}, input, weight, {},
-                    spec_of(NormKind::rms_norm, normalized_shape, eps, zero_centered_weight), {},
-                    rstd);
+                         at::IntArrayRef normalized_shape, const OptionalTensor& weight, double eps,
+                         bool zero_centered_weight, const OptionalTensor& rstd) {
+  NormGrads grads = norm_backward(
+      grad_y, {}, input, weight, {},
+      spec_of(NormKind::rms_norm, normalized_shape, eps, zero_centered_weight), {}, rstd);
   return {grads.dx, grads.dweight};
 }
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, const OptionalTensor& bias, double eps,
                     c10::string_view norm, bool zero_centered_weight) {
-  PreNormOutputs out =
-      add_norm_pre_forward(x, r, weight, bias,
-                           spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight),
-                           false);
+  PreNormOutputs out = add_norm_pre_forward(
+      x, r, weight, bias, spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight),
+      false);
   return {out.h, out.y};
 }
 
@@ -67,17 +65,16 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
                              const OptionalTensor& weight, const OptionalTensor& bias, double eps,
                              c10::string_view norm, bool zero_centered_weight,
                              const OptionalTensor& mean, const OptionalTensor& rstd) {
-  NormGrads grads =
-      norm_backward(grad_y, grad_h, h, weight, bias,
-                    spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight), mean,
-                    rstd);
+  NormGrads grads = norm_backward(
+      grad_y, grad_h, h, weight, bias,
+      spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight), mean, rstd);
   return {grads.dx, grads.dweight, grads.dbias};
 }
 
-at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s,
-                         at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                         const OptionalTensor& bias, double eps, c10::string_view norm,
-                         bool zero_centered_weight, double p, int64_t seed, int64_t offset) {
+at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
+                         const OptionalTensor& weight, const OptionalTensor& bias, double eps,
+                         c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
+                         int64_t offset) {
   return add_norm_post_forward(
              x, s, weight, bias,
              spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight),
