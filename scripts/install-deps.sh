@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools
   python3 python3-numpy python3-torch python3-pytest python3-hypothesis
+  libtorch-dev python3-onnx
 )
 
 missing=()

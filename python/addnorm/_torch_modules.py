@@ -1,6 +1,10 @@
 """Drop-in nn.Modules: LayerNorm and BatchNorm1d subclass torch.nn's own (same constructor,
 parameters, buffers, state_dict keys, repr), RMSNorm mirrors torch.nn.RMSNorm (PyTorch >= 2.4),
-and AddNorm is the fused residual add + norm (pre-norm or post-norm, with dropout)."""
+and AddNorm is the fused residual add + norm (pre-norm or post-norm, with dropout).
+
+Their forwards call torch.ops.addnorm.* directly, so LayerNorm, RMSNorm and BatchNorm1d script
+(torch.jit.script) and every module traces, saves and exports to ONNX.
+"""
 import numbers
 
 import torch
@@ -12,7 +16,8 @@ class LayerNorm(torch.nn.LayerNorm):
     """torch.nn.LayerNorm computed by addnorm; same arguments, parameters and state_dict."""
 
     def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return torch.ops.addnorm.layer_norm(input, self.normalized_shape, self.weight,
+                                            self.bias, self.eps)
 
 
 class BatchNorm1d(torch.nn.BatchNorm1d):
@@ -30,9 +35,10 @@ class BatchNorm1d(torch.nn.BatchNorm1d):
         use_batch_stats = self.training or (self.running_mean is None and
                                             self.running_var is None)
         keep_running = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep_running else None,
-                            self.running_var if keep_running else None, self.weight, self.bias,
-                            use_batch_stats, factor, self.eps)
+        return torch.ops.addnorm.batch_norm(input, self.weight, self.bias,
+                                            self.running_mean if keep_running else None,
+                                            self.running_var if keep_running else None,
+                                            use_batch_stats, factor, self.eps)
 
 
 def _normalized_shape(normalized_shape):
@@ -66,8 +72,8 @@ class RMSNorm(torch.nn.Module):
                 self.weight.fill_(0.0 if self.zero_centered_weight else 1.0)
 
     def forward(self, input):
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps,
-                          self.zero_centered_weight)
+        return torch.ops.addnorm.rms_norm(input, self.normalized_shape, self.weight, self.eps,
+                                          self.zero_centered_weight)
 
     def extra_repr(self):
         extra = ", zero_centered_weight=True" if self.zero_centered_weight else ""
@@ -114,17 +120,42 @@ class AddNorm(torch.nn.Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, x, sublayer_output):
-        p = self.dropout if self.training else 0.0
-        if self.mode == "post":
-            return F.add_norm_post(x, sublayer_output, self.normalized_shape, self.weight,
-                                   self.bias, self.eps, self.norm, p=p,
-                                   offset=self.dropout_offset)
-        r = F.dropout(sublayer_output, p, training=p > 0, offset=self.dropout_offset)
-        return F.add_norm_pre(x, r, self.normalized_shape, self.weight, self.bias, self.eps,
-                              self.norm)
+    def __new__(cls, *args, **kwargs):
+        # AddNorm(mode=...) builds the subclass for its mode, whose forward has one return type
+        # (a tensor for post-norm, a pair for pre-norm), so that torch.jit.script can type it.
+        if cls is AddNorm:
+            mode = kwargs.get("mode", args[1] if len(args) > 1 else "post")
+            cls = _PreNormAddNorm if mode == "pre" else _PostNormAddNorm
+        return super().__new__(cls)
+
+    def _get_name(self):
+        return "AddNorm"
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, mode={self.mode!r}, norm={self.norm!r}, "
                 f"dropout={self.dropout}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class _PostNormAddNorm(AddNorm):
+    """AddNorm(mode="post"): forward(x, s) = Norm(x + Dropout(s))."""
+
+    def forward(self, x, sublayer_output):
+        p = self.dropout if self.training else 0.0
+        seed = F.fresh_seed() if p > 0.0 else 0
+        return torch.ops.addnorm.add_norm_post(x, sublayer_output, self.normalized_shape,
+                                               self.weight, self.bias, self.eps, self.norm,
+                                               False, p, seed, self.dropout_offset)
+
+
+class _PreNormAddNorm(AddNorm):
+    """AddNorm(mode="pre"): forward(x, r) = (h, Norm(h)), h = x + Dropout(r)."""
+
+    def forward(self, x, sublayer_output):
+        p = self.dropout if self.training else 0.0
+        r = sublayer_output
+        if p > 0.0:
+            r = torch.ops.addnorm.dropout(sublayer_output, p, F.fresh_seed(),
+                                          self.dropout_offset)
+        return torch.ops.addnorm.add_norm_pre(x, r, self.normalized_shape, self.weight,
+                                              self.bias, self.eps, self.norm, False)

@@ -1,26 +1,28 @@
-"""addnorm for PyTorch, without compiling against libtorch: autograd functions, drop-in
-nn.Modules and patch().
+"""addnorm for PyTorch: operators registered with PyTorch's dispatcher (torch.ops.addnorm.*),
+differentiable functions over them, drop-in nn.Modules and patch().
 
     import addnorm.torch
     model = addnorm.torch.patch(model)       # every nn.LayerNorm (and RMSNorm) -> addnorm's
+
+Importing this module loads the operators (the C++ extension _addnorm_torch_ops.so, built
+against libtorch): torch.ops.addnorm.layer_norm, rms_norm, add_norm_pre, add_norm_post,
+batch_norm, dropout, and the *_backward of each norm. They run on CPU tensors of float32,
+bfloat16, float16 and float64, with autograd (a clear error on a double backward), CPU autocast
+(bfloat16 activations in and out, float32 statistics), torch.jit.script/trace/save/load and
+torch.onnx.export (standard ONNX ops).
 
 Modules: LayerNorm, BatchNorm1d (subclasses of torch.nn's, so the same constructor arguments,
 parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused
 residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm,
 batch_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
-arguments), and the torch.autograd.Function classes behind them.
-
-Tensors must be CPU float32 or float64 (float64 lets torch.autograd.gradcheck run); they go to
-the kernels without a copy when contiguous, and are made contiguous (copied) otherwise.
+arguments).
 """
-from ._torch_functions import (AddNormPostFunction, AddNormPreFunction, BatchNormFunction,
-                               DropoutFunction, LayerNormFunction, RMSNormFunction, add_norm_post,
-                               add_norm_pre, batch_norm, dropout, layer_norm, rms_norm)
+from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, layer_norm,
+                               rms_norm)
 from ._torch_modules import AddNorm, BatchNorm1d, LayerNorm, RMSNorm
 from ._torch_patch import patch
 
 __all__ = [
-    "AddNorm", "AddNormPostFunction", "AddNormPreFunction", "BatchNorm1d", "BatchNormFunction",
-    "DropoutFunction", "LayerNorm", "LayerNormFunction", "RMSNorm", "RMSNormFunction",
-    "add_norm_post", "add_norm_pre", "batch_norm", "dropout", "layer_norm", "patch", "rms_norm",
+    "AddNorm", "BatchNorm1d", "LayerNorm", "RMSNorm", "add_norm_post", "add_norm_pre",
+    "batch_norm", "dropout", "layer_norm", "patch", "rms_norm",
 ]

@@ -1,0 +1,132 @@
+"""ONNX symbolics for torch.ops.addnorm.*: torch.onnx.export writes standard ONNX ops, so an
+exported model runs in any ONNX runtime without addnorm.
+
+- LayerNorm: LayerNormalization (epsilon attribute, weight and bias as its Scale and B inputs)
+  from opset 17; below 17 (or without a weight) the decomposition ReduceMean, Sub, Mul,
+  ReduceMean, Add(eps), Sqrt, Div, Mul(weight), Add(bias).
+- RMSNorm (no standard op before opset 23): Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(weight)
+  (Mul(1 + weight) when zero-centred).
+- Fused Add & Norm: Add, then the norm (pre-norm returns both).
+- BatchNorm (inference): BatchNormalization.
+
+Dropout is exported only as the identity, i.e. from a model in eval mode (or p = 0); a graph
+with active dropout raises, since addnorm's counter-based mask has no ONNX equivalent.
+"""
+import torch
+from torch.onnx import symbolic_helper
+
+_DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
+           "BFloat16": torch.bfloat16}
+# torch.finfo(dtype).eps: RMSNorm's eps=None.
+_MACHINE_EPS = {dtype: torch.finfo(dtype).eps for dtype in _DTYPES.values()}
+
+
+def _dtype(value):
+    return _DTYPES.get(symbolic_helper._try_get_scalar_type(value), torch.float32)
+
+
+def _scalar(g, number, like):
+    """A constant of like's dtype (ONNX's binary ops need matching types)."""
+    return g.op("Constant", value_t=torch.tensor(number, dtype=_dtype(like)))
+
+
+def _given(value):
+    return value is not None and not symbolic_helper._is_none(value)
+
+
+def _affine(g, y, weight, bias, zero_centered_weight=False):
+    if _given(weight):
+        scale = g.op("Add", weight, _scalar(g, 1.0, weight)) if zero_centered_weight else weight
+        y = g.op("Mul", y, scale)
+    if _given(bias):
+        y = g.op("Add", y, bias)
+    return y
+
+
+def _mean_over(g, value, axes):
+    return g.op("ReduceMean", value, axes_i=axes, keepdims_i=1)
+
+
+def _layer_norm(g, x, dims, weight, bias, eps, opset):
+    if opset >= 17 and _given(weight):
+        inputs = [x, weight] + ([bias] if _given(bias) else [])
+        return g.op("LayerNormalization", *inputs, axis_i=-dims, epsilon_f=eps)
+    axes = list(range(-dims, 0))
+    centred = g.op("Sub", x, _mean_over(g, x, axes))
+    variance = _mean_over(g, g.op("Mul", centred, centred), axes)
+    std = g.op("Sqrt", g.op("Add", variance, _scalar(g, eps, x)))
+    return _affine(g, g.op("Div", centred, std), weight, bias)
+
+
+def _rms_norm(g, x, dims, weight, eps, zero_centered_weight):
+    axes = list(range(-dims, 0))
+    mean_square = _mean_over(g, g.op("Mul", x, x), axes)
+    rms = g.op("Sqrt", g.op("Add", mean_square, _scalar(g, eps, x)))
+    return _affine(g, g.op("Div", x, rms), weight, None, zero_centered_weight)
+
+
+def _norm(g, h, normalized_shape, weight, bias, eps, norm, zero_centered_weight, opset):
+    if norm == "rms_norm":
+        return _rms_norm(g, h, len(normalized_shape), weight, eps, zero_centered_weight)
+    return _layer_norm(g, h, len(normalized_shape), weight, bias, eps, opset)
+
+
+def _no_active_dropout(p):
+    if p > 0:
+        raise RuntimeError(f"addnorm dropout with p={p} cannot be exported to ONNX, expected "
+                           "p = 0: export the model in eval mode (model.eval())")
+
+
+def _symbolics(opset):
+    """The symbolic of every forward operator for one opset range."""
+
+    @symbolic_helper.parse_args("v", "is", "v", "v", "f")
+    def layer_norm(g, input, normalized_shape, weight, bias, eps):
+        return _layer_norm(g, input, len(normalized_shape), weight, bias, eps, opset)
+
+    @symbolic_helper.parse_args("v", "is", "v", "v", "b")
+    def rms_norm(g, input, normalized_shape, weight, eps, zero_centered_weight):
+        eps = (_MACHINE_EPS[_dtype(input)] if symbolic_helper._is_none(eps)
+               else symbolic_helper._get_const(eps, "f", "eps"))
+        return _rms_norm(g, input, len(normalized_shape), weight, eps, zero_centered_weight)
+
+    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "f", "s", "b")
+    def add_norm_pre(g, x, r, normalized_shape, weight, bias, eps, norm, zero_centered_weight):
+        h = g.op("Add", x, r)
+        return h, _norm(g, h, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
+                        opset)
+
+    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "f", "s", "b", "f", "i", "i")
+    def add_norm_post(g, x, s, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
+                      p, seed, offset):
+        _no_active_dropout(p)
+        return _norm(g, g.op("Add", x, s), normalized_shape, weight, bias, eps, norm,
+                     zero_centered_weight, opset)
+
+    @symbolic_helper.parse_args("v", "v", "v", "v", "v", "b", "f", "f")
+    def batch_norm(g, input, weight, bias, running_mean, running_var, training, momentum, eps):
+        if training or not _given(running_mean):
+            raise RuntimeError("addnorm batch_norm in training mode cannot be exported to ONNX, "
+                               "expected inference mode with running statistics: export the "
+                               "model in eval mode (model.eval())")
+        if not (_given(weight) and _given(bias)):
+            raise RuntimeError("addnorm batch_norm without weight and bias (affine=False) "
+                               "cannot be exported to ONNX, expected affine=True")
+        # ONNX's momentum weights the old value (PyTorch's the new batch); unused in inference.
+        return g.op("BatchNormalization", input, weight, bias, running_mean, running_var,
+                    epsilon_f=eps, momentum_f=1.0 - momentum)
+
+    @symbolic_helper.parse_args("v", "f", "i", "i")
+    def dropout(g, input, p, seed, offset):
+        _no_active_dropout(p)
+        return input
+
+    return {"layer_norm": layer_norm, "rms_norm": rms_norm, "add_norm_pre": add_norm_pre,
+            "add_norm_post": add_norm_post, "batch_norm": batch_norm, "dropout": dropout}
+
+
+def register():
+    """Registers the symbolics: the decompositions from opset 9, LayerNormalization from 17."""
+    for opset in (9, 17):
+        for name, symbolic in _symbolics(opset).items():
+            torch.onnx.register_custom_op_symbolic(f"addnorm::{name}", symbolic, opset)

@@ -1,0 +1,341 @@
+// The operators' Autograd and AutocastCPU kernels.
+//
+// Autograd: each forward op runs as a torch::autograd::Function that saves what its backward
+// needs (the inputs and the float32 statistics) and calls the matching *_backward operator.
+// Higher-order gradients: the backward operators are registered with PyTorch's
+// "not implemented" autograd fallback, so differentiating a gradient through them (a double
+// backward, gradgradcheck) raises "derivative for addnorm::*_backward is not implemented"
+// instead of silently dropping the norm's terms. A backward with create_graph=True still works
+// as long as nothing differentiates through the norm's gradient again. Dropout is linear with a
+// fixed mask, so its backward is dropout itself and differentiates to any order.
+//
+// AutocastCPU: under torch.autocast("cpu") the activations (input, x, r, s) are cast to the
+// autocast dtype (bfloat16 by default) while float32 parameters stay float32; the op returns
+// the activation dtype and keeps float32 statistics.
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include "kernels.hpp"
+#include "operators.hpp"
+
+namespace addnorm::torch_ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <class Signature>
+c10::TypedOperatorHandle<Signature> handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+bool requires_grad(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.requires_grad();
+}
+bool requires_grad(const OptionalTensor& tensor) {
+  return tensor.has_value() && requires_grad(*tensor);
+}
+// Whether this call must record a graph: grad mode on and some input requiring a gradient.
+template <class... Tensors>
+bool records_graph(const Tensors&... tensors) {
+  return at::GradMode::is_enabled() && (requires_grad(tensors) || ...);
+}
+
+at::Tensor value(const OptionalTensor& tensor) {
+  return tensor.has_value() ? *tensor : at::Tensor();
+}
+OptionalTensor optional(const at::Tensor& tensor) {
+  if (!tensor.defined()) return c10::nullopt;
+  return tensor;
+}
+
+void save_spec(AutogradContext* ctx, const NormSpec& spec) {
+  ctx->saved_data["rms"] = spec.kind == NormKind::rms_norm;
+  ctx->saved_data["normalized_shape"] = spec.normalized_shape;
+  ctx->saved_data["eps"] = spec.eps;
+  ctx->saved_data["zero_centered_weight"] = spec.zero_centered_weight;
+}
+NormSpec load_spec(AutogradContext* ctx) {
+  return {ctx->saved_data["rms"].toBool() ? NormKind::rms_norm : NormKind::layer_norm,
+          ctx->saved_data["normalized_shape"].toIntVector(), ctx->saved_data["eps"].toDouble(),
+          ctx->saved_data["zero_centered_weight"].toBool()};
+}
+const char* norm_name(const NormSpec& spec) {
+  return spec.kind == NormKind::rms_norm ? "rms_norm" : "layer_norm";
+}
+
+void save_dropout(AutogradContext* ctx, const DropoutSpec& spec) {
+  ctx->saved_data["p"] = spec.p;
+  ctx->saved_data["seed"] = spec.seed;
+  ctx->saved_data["offset"] = spec.offset;
+}
+DropoutSpec load_dropout(AutogradContext* ctx) {
+  return {ctx->saved_data["p"].toDouble(), ctx->saved_data["seed"].toInt(),
+          ctx->saved_data["offset"].toInt()};
+}
+
+// LayerNorm and RMSNorm: y = Norm(input).
+struct NormFunction : torch::autograd::Function<NormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const OptionalTensor& weight, const OptionalTensor& bias,
+                            const NormSpec& spec) {
+    NormOutputs out = norm_forward(input, weight, bias, spec, true);
+    ctx->save_for_backward({input, value(weight), value(bias), out.mean, out.rstd});
+    save_spec(ctx, spec);
+    return out.y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const NormSpec spec = load_spec(ctx);
+    if (spec.kind == NormKind::rms_norm) {
+      static const auto op = handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
+      auto [dx, dweight] = op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
+                                   spec.eps, spec.zero_centered_weight, optional(saved[4]));
+      return {dx, dweight, at::Tensor(), at::Tensor()};
+    }
+    static const auto op =
+        handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
+    auto [dx, dweight, dbias] =
+        op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]), optional(saved[2]),
+                spec.eps, optional(saved[3]), optional(saved[4]));
+    return {dx, dweight, dbias, at::Tensor()};
+  }
+};
+
+// Pre-norm: (h, y) = (x + r, Norm(x + r)).
+struct AddNormPreFunction : torch::autograd::Function<AddNormPreFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& r,
+                               const OptionalTensor& weight, const OptionalTensor& bias,
+                               const NormSpec& spec) {
+    PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, true);
+    ctx->save_for_backward({out.h, value(weight), value(bias), out.mean, out.rstd});
+    save_spec(ctx, spec);
+    return {out.h, out.y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op =
+        handle<decltype(ops::add_norm_pre_backward)>("addnorm::add_norm_pre_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    const NormSpec spec = load_spec(ctx);
+    auto [dh, dweight, dbias] =
+        op.call(grads[1], optional(grads[0]), saved[0], spec.normalized_shape, optional(saved[1]),
+                optional(saved[2]), spec.eps, norm_name(spec), spec.zero_centered_weight,
+                optional(saved[3]), optional(saved[4]));
+    // dx = dr = dh; each gets its own tensor so that accumulating into one never changes the
+    // other.
+    const bool both = ctx->needs_input_grad(0) && ctx->needs_input_grad(1);
+    return {dh, both ? dh.clone() : dh, dweight, dbias, at::Tensor()};
+  }
+};
+
+// Post-norm: y = Norm(x + Dropout(s)).
+struct AddNormPostFunction : torch::autograd::Function<AddNormPostFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& s,
+                            const OptionalTensor& weight, const OptionalTensor& bias,
+                            const NormSpec& spec, const DropoutSpec& dropout) {
+    NormOutputs out = add_norm_post_forward(x, s, weight, bias, spec, dropout, true);
+    ctx->save_for_backward({x, s, value(weight), value(bias), out.mean, out.rstd});
+    save_spec(ctx, spec);
+    save_dropout(ctx, dropout);
+    return out.y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op =
+        handle<decltype(ops::add_norm_post_backward)>("addnorm::add_norm_post_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    const NormSpec spec = load_spec(ctx);
+    const DropoutSpec dropout = load_dropout(ctx);
+    auto [dx, ds, dweight, dbias] =
+        op.call(grads[0], saved[0], saved[1], spec.normalized_shape, optional(saved[2]),
+                optional(saved[3]), spec.eps, norm_name(spec), spec.zero_centered_weight, dropout.p,
+                dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]));
+    return {dx, ds, dweight, dbias, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const OptionalTensor& weight, const OptionalTensor& bias,
+                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                            const BatchNormSpec& spec) {
+    // Inference's backward needs the statistics this forward used; a later training step may
+    // change the buffers before it runs, so it keeps a copy.
+    at::Tensor mean, var;
+    if (!spec.training && running_mean.has_value()) {
+      mean = running_mean->clone();
+      var = value(running_var).clone();
+    }
+    at::Tensor y = batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
+    ctx->save_for_backward({input, value(weight), value(bias), mean, var});
+    ctx->saved_data["training"] = spec.training;
+    ctx->saved_data["eps"] = spec.eps;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op =
+        handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    auto [dx, dweight, dbias] =
+        op.call(grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
+                optional(saved[4]), ctx->saved_data["training"].toBool(),
+                ctx->saved_data["eps"].toDouble());
+    return {dx, dweight, dbias, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const DropoutSpec& spec) {
+    save_dropout(ctx, spec);
+    return dropout_forward(input, spec);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op = handle<decltype(ops::dropout)>("addnorm::dropout");
+    const DropoutSpec spec = load_dropout(ctx);
+    return {op.call(grads[0], spec.p, spec.seed, spec.offset), at::Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Autograd kernels: without a graph to record (no_grad, or no input requiring a gradient) the
+// kernel runs directly, which keeps small calls cheap.
+
+at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                               const OptionalTensor& weight, const OptionalTensor& bias,
+                               double eps) {
+  const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
+  if (!records_graph(input, weight, bias)) return norm_forward(input, weight, bias, spec, false).y;
+  return NormFunction::apply(input, weight, bias, spec);
+}
+
+at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                             const OptionalTensor& weight, c10::optional<double> eps,
+                             bool zero_centered_weight) {
+  const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(),
+                      eps.has_value() ? *eps : default_rms_eps(input), zero_centered_weight};
+  if (!records_graph(input, weight)) return norm_forward(input, weight, {}, spec, false).y;
+  return NormFunction::apply(input, weight, OptionalTensor(), spec);
+}
+
+ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
+                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                                  const OptionalTensor& bias, double eps, c10::string_view norm,
+                                  bool zero_centered_weight) {
+  const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+  if (!records_graph(x, r, weight, bias)) {
+    PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, false);
+    return {out.h, out.y};
+  }
+  variable_list out = AddNormPreFunction::apply(x, r, weight, bias, spec);
+  return {out[0], out[1]};
+}
+
+at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
+                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                                  const OptionalTensor& bias, double eps, c10::string_view norm,
+                                  bool zero_centered_weight, double p, int64_t seed,
+                                  int64_t offset) {
+  const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+  const DropoutSpec dropout{p, seed, offset};
+  if (!records_graph(x, s, weight, bias)) {
+    return add_norm_post_forward(x, s, weight, bias, spec, dropout, false).y;
+  }
+  return AddNormPostFunction::apply(x, s, weight, bias, spec, dropout);
+}
+
+at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& weight,
+                               const OptionalTensor& bias, const OptionalTensor& running_mean,
+                               const OptionalTensor& running_var, bool training, double momentum,
+                               double eps) {
+  const BatchNormSpec spec{training, momentum, eps};
+  if (!records_graph(input, weight, bias)) {
+    return batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
+  }
+  return BatchNormFunction::apply(input, weight, bias, running_mean, running_var, spec);
+}
+
+at::Tensor dropout_autograd(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
+  const DropoutSpec spec{p, seed, offset};
+  if (!records_graph(input)) return dropout_forward(input, spec);
+  return DropoutFunction::apply(input, spec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AutocastCPU kernels: cast the activations, then call the op again below autocast.
+
+at::Tensor lower_precision(const at::Tensor& tensor) {
+  return at::autocast::cached_cast(at::autocast::get_autocast_cpu_dtype(), tensor,
+                                   c10::DeviceType::CPU);
+}
+
+at::Tensor layer_norm_autocast(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                               const OptionalTensor& weight, const OptionalTensor& bias,
+                               double eps) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  static const auto op = handle<decltype(ops::layer_norm)>("addnorm::layer_norm");
+  return op.call(lower_precision(input), normalized_shape, weight, bias, eps);
+}
+
+at::Tensor rms_norm_autocast(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                             const OptionalTensor& weight, c10::optional<double> eps,
+                             bool zero_centered_weight) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  static const auto op = handle<decltype(ops::rms_norm)>("addnorm::rms_norm");
+  return op.call(lower_precision(input), normalized_shape, weight, eps, zero_centered_weight);
+}
+
+ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
+                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                                  const OptionalTensor& bias, double eps, c10::string_view norm,
+                                  bool zero_centered_weight) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  static const auto op = handle<decltype(ops::add_norm_pre)>("addnorm::add_norm_pre");
+  return op.call(lower_precision(x), lower_precision(r), normalized_shape, weight, bias, eps, norm,
+                 zero_centered_weight);
+}
+
+at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
+                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                                  const OptionalTensor& bias, double eps, c10::string_view norm,
+                                  bool zero_centered_weight, double p, int64_t seed,
+                                  int64_t offset) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  static const auto op = handle<decltype(ops::add_norm_post)>("addnorm::add_norm_post");
+  return op.call(lower_precision(x), lower_precision(s), normalized_shape, weight, bias, eps, norm,
+                 zero_centered_weight, p, seed, offset);
+}
+
+}  // namespace
+
+}  // namespace addnorm::torch_ops
+
+TORCH_LIBRARY_IMPL(addnorm, Autograd, m) {
+  namespace torch_ops = addnorm::torch_ops;
+  m.impl("layer_norm", torch_ops::layer_norm_autograd);
+  m.impl("rms_norm", torch_ops::rms_norm_autograd);
+  m.impl("add_norm_pre", torch_ops::add_norm_pre_autograd);
+  m.impl("add_norm_post", torch_ops::add_norm_post_autograd);
+  m.impl("batch_norm", torch_ops::batch_norm_autograd);
+  m.impl("dropout", torch_ops::dropout_autograd);
+  for (const char* backward : {"layer_norm_backward", "rms_norm_backward", "add_norm_pre_backward",
+                               "add_norm_post_backward", "batch_norm_backward"}) {
+    m.impl(backward, torch::autograd::autogradNotImplementedFallback());
+  }
+}
+
+TORCH_LIBRARY_IMPL(addnorm, AutocastCPU, m) {
+  namespace torch_ops = addnorm::torch_ops;
+  m.impl("layer_norm", torch_ops::layer_norm_autocast);
+  m.impl("rms_norm", torch_ops::rms_norm_autocast);
+  m.impl("add_norm_pre", torch_ops::add_norm_pre_autocast);
+  m.impl("add_norm_post", torch_ops::add_norm_post_autocast);
+}

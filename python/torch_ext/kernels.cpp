@@ -1,0 +1,658 @@
+// The CPU kernels of torch.ops.addnorm.* (kernels.hpp): argument checks in PyTorch's terms,
+// then one call into addnorm's library per storage type.
+#include "kernels.hpp"
+
+#include <ATen/Functions.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string>
+
+#include "addnorm/mixed_precision.hpp"
+#include "float64_ops.hpp"
+
+namespace addnorm::torch_ops {
+
+namespace float64 = python::float64;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Checks. Type errors (device, dtype) raise TypeError in Python, value errors ValueError; each
+// names the argument and says what was expected.
+
+const char* dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "torch.float32";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kDouble:
+      return "torch.float64";
+    default:
+      return c10::toString(type);
+  }
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::ostringstream text;
+  text << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) text << (i ? ", " : "") << sizes[i];
+  text << "]";
+  return text.str();
+}
+
+bool is_16_bit(at::ScalarType type) {
+  return type == at::kBFloat16 || type == at::kHalf;
+}
+
+void check_tensor(const char* name, const at::Tensor& tensor) {
+  TORCH_CHECK_VALUE(tensor.defined(), name, " is an undefined tensor, expected a tensor");
+  TORCH_CHECK_TYPE(tensor.device().is_cpu(), name, " is on device ", tensor.device().str(),
+                   ", expected a CPU tensor (addnorm runs on the CPU)");
+  const at::ScalarType type = tensor.scalar_type();
+  TORCH_CHECK_TYPE(type == at::kFloat || type == at::kDouble || is_16_bit(type), name,
+                   " has dtype ", dtype_name(type),
+                   ", expected torch.float32, torch.bfloat16, torch.float16 or torch.float64");
+  TORCH_CHECK_TYPE(tensor.layout() == at::kStrided, name, " is a sparse tensor, expected a ",
+                   "dense one");
+}
+
+// A tensor that must have input's dtype and shape (r, s, grad_y...).
+void check_like(const char* name, const at::Tensor& tensor, const at::Tensor& input) {
+  check_tensor(name, tensor);
+  TORCH_CHECK_TYPE(tensor.scalar_type() == input.scalar_type(), name, " has dtype ",
+                   dtype_name(tensor.scalar_type()), ", expected ", dtype_name(input.scalar_type()),
+                   " like input");
+  TORCH_CHECK_VALUE(tensor.sizes() == input.sizes(), name, " has shape ",
+                    shape_text(tensor.sizes()), ", expected ", shape_text(input.sizes()),
+                    " like input");
+}
+
+// A parameter or statistic: input's dtype, or float32 beside 16-bit input (mixed precision, as
+// autocast leaves float32 parameters next to bfloat16 activations).
+void check_parameter(const char* name, const OptionalTensor& tensor, const at::Tensor& input,
+                     at::IntArrayRef shape) {
+  if (!tensor.has_value() || !tensor->defined()) return;
+  check_tensor(name, *tensor);
+  const at::ScalarType type = tensor->scalar_type();
+  const bool widened = type == at::kFloat && is_16_bit(input.scalar_type());
+  TORCH_CHECK_TYPE(type == input.scalar_type() || widened, name, " has dtype ", dtype_name(type),
+                   ", expected ", dtype_name(input.scalar_type()), " like input",
+                   is_16_bit(input.scalar_type()) ? " (or torch.float32)" : "");
+  TORCH_CHECK_VALUE(tensor->sizes() == shape, name, " has shape ", shape_text(tensor->sizes()),
+                    ", expected ", shape_text(shape));
+}
+
+void check_eps(double eps) {
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0.0, "eps is ", eps,
+                    ", expected a finite value >= 0");
+}
+
+void check_norm(const at::Tensor& input, const OptionalTensor& weight, const OptionalTensor& bias,
+                const NormSpec& spec) {
+  check_tensor("input", input);
+  const auto& shape = spec.normalized_shape;
+  const auto count = static_cast<int64_t>(shape.size());
+  TORCH_CHECK_VALUE(
+      !shape.empty() && count <= input.dim() &&
+          input.sizes().slice(static_cast<size_t>(input.dim() - count)) == at::IntArrayRef(shape),
+      "normalized_shape is ", shape_text(shape),
+      ", expected the trailing dimensions of input, whose shape is ", shape_text(input.sizes()));
+  check_parameter("weight", weight, input, shape);
+  if (spec.kind == NormKind::rms_norm) {
+    TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined(),
+                      "bias is given, expected none for rms_norm (it has no shift)");
+  }
+  check_parameter("bias", bias, input, shape);
+  check_eps(spec.eps);
+}
+
+void check_dropout(const DropoutSpec& spec) {
+  TORCH_CHECK_VALUE(spec.p >= 0.0 && spec.p < 1.0, "p is ", spec.p,
+                    ", expected a probability in [0, 1)");
+  TORCH_CHECK_VALUE(spec.seed >= 0, "seed is ", spec.seed, ", expected an integer >= 0");
+  TORCH_CHECK_VALUE(spec.offset >= 0, "offset is ", spec.offset, ", expected an integer >= 0");
+}
+
+// The library's own checks come after these; an addnorm::Error from it (a case the checks
+// above do not foresee) becomes a ValueError too.
+template <class Call>
+void run_library(Call&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    TORCH_CHECK_VALUE(false, error.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views of tensors for the library (contiguous tensors only).
+
+Shape shape_of(at::IntArrayRef sizes) {
+  return Shape(std::span<const int64_t>(sizes.data(), sizes.size()));
+}
+
+ConstView const_view(const at::Tensor& tensor) {
+  return {tensor.data_ptr<float>(), shape_of(tensor.sizes())};
+}
+MutableView mutable_view(const at::Tensor& tensor) {
+  return {tensor.data_ptr<float>(), shape_of(tensor.sizes())};
+}
+OptionalConst optional_view(const at::Tensor& tensor) {
+  if (!tensor.defined()) return std::nullopt;
+  return const_view(tensor);
+}
+OptionalMutable optional_mutable(const at::Tensor& tensor) {
+  if (!tensor.defined()) return std::nullopt;
+  return mutable_view(tensor);
+}
+
+DType storage_type(at::ScalarType type) {
+  if (type == at::kBFloat16) return DType::bfloat16;
+  if (type == at::kHalf) return DType::float16;
+  return DType::float32;
+}
+AnyConstView any_view(const at::Tensor& tensor) {
+  return {tensor.data_ptr(), shape_of(tensor.sizes()), storage_type(tensor.scalar_type())};
+}
+AnyMutableView any_mutable(const at::Tensor& tensor) {
+  return {tensor.data_ptr(), shape_of(tensor.sizes()), storage_type(tensor.scalar_type())};
+}
+std::optional<AnyConstView> optional_any(const at::Tensor& tensor) {
+  if (!tensor.defined()) return std::nullopt;
+  return any_view(tensor);
+}
+
+template <class T>
+T* data_or_null(const at::Tensor& tensor) {
+  return tensor.defined() ? tensor.data_ptr<T>() : nullptr;
+}
+
+at::Tensor contiguous(const OptionalTensor& tensor) {
+  return tensor.has_value() && tensor->defined() ? tensor->contiguous() : at::Tensor();
+}
+at::Tensor to_float32(const at::Tensor& tensor) {
+  return tensor.defined() ? tensor.to(at::kFloat).contiguous() : at::Tensor();
+}
+
+// Rows of a norm: the leading dims of x times the product of normalized_shape.
+float64::Rows rows_of(const at::Tensor& x, const NormSpec& spec) {
+  int64_t dim = 1;
+  for (int64_t d : spec.normalized_shape) dim *= d;
+  return {dim == 0 ? 0 : x.numel() / dim, dim};
+}
+at::IntArrayRef row_dims(const at::Tensor& x, const NormSpec& spec) {
+  return x.sizes().slice(0, x.sizes().size() - spec.normalized_shape.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The norm on contiguous tensors of one storage type, from x into y.
+
+struct NormTensors {
+  at::Tensor weight, bias;  // contiguous or undefined
+  at::Tensor mean, rstd;    // outputs (forward) or saved inputs (backward); may be undefined
+};
+
+void float64_norm_forward(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
+                          const NormSpec& spec) {
+  const auto rows = rows_of(x, spec);
+  if (spec.kind == NormKind::rms_norm) {
+    float64::rms_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
+                      spec.zero_centered_weight, y.data_ptr<double>(), data_or_null<double>(t.rstd),
+                      rows, spec.eps);
+  } else {
+    float64::layer_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
+                        data_or_null<double>(t.bias), y.data_ptr<double>(),
+                        data_or_null<double>(t.mean), data_or_null<double>(t.rstd), rows, spec.eps);
+  }
+}
+
+void float64_norm_backward(const at::Tensor& dy, const at::Tensor& dh_next, const at::Tensor& x,
+                           const NormTensors& t, const NormSpec& spec, const NormGrads& grads) {
+  const auto rows = rows_of(x, spec);
+  if (spec.kind == NormKind::rms_norm) {
+    float64::rms_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
+                               data_or_null<double>(t.weight), spec.zero_centered_weight,
+                               data_or_null<double>(dh_next), grads.dx.data_ptr<double>(),
+                               data_or_null<double>(grads.dweight), rows, spec.eps);
+  } else {
+    float64::layer_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
+                                 data_or_null<double>(t.weight), data_or_null<double>(dh_next),
+                                 grads.dx.data_ptr<double>(), data_or_null<double>(grads.dweight),
+                                 data_or_null<double>(grads.dbias), rows, spec.eps);
+  }
+}
+
+AddNormOptions float32_options(const NormTensors& t, const NormSpec& spec) {
+  return {spec.kind, optional_view(t.weight), optional_view(t.bias), spec.zero_centered_weight,
+          static_cast<float>(spec.eps)};
+}
+MixedNormOptions mixed_options(const NormTensors& t, const NormSpec& spec) {
+  return {spec.kind, optional_any(t.weight), optional_any(t.bias), spec.zero_centered_weight,
+          static_cast<float>(spec.eps)};
+}
+std::optional<NormStats> stats_out(const NormTensors& t) {
+  if (!t.rstd.defined()) return std::nullopt;
+  return NormStats{t.mean.defined() ? mutable_view(t.mean) : MutableView{}, mutable_view(t.rstd)};
+}
+std::optional<SavedStats> stats_in(const NormTensors& t) {
+  if (!t.rstd.defined()) return std::nullopt;
+  return SavedStats{t.mean.defined() ? const_view(t.mean) : ConstView{}, const_view(t.rstd)};
+}
+
+void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
+               const NormSpec& spec) {
+  const Shape shape = shape_of(spec.normalized_shape);
+  switch (x.scalar_type()) {
+    case at::kDouble:
+      return float64_norm_forward(x, y, t, spec);
+    case at::kFloat:
+      return run_library([&] {
+        if (spec.kind == NormKind::rms_norm) {
+          rms_norm(
+              const_view(x), shape, mutable_view(y),
+              {optional_view(t.weight), spec.zero_centered_weight, static_cast<float>(spec.eps)},
+              optional_mutable(t.rstd));
+        } else {
+          layer_norm(const_view(x), shape, mutable_view(y),
+                     {optional_view(t.weight), optional_view(t.bias), static_cast<float>(spec.eps)},
+                     stats_out(t));
+        }
+      });
+    default:
+      return run_library([&] {
+        norm_forward_mixed(any_view(x), shape, any_mutable(y), mixed_options(t, spec),
+                           stats_out(t));
+      });
+  }
+}
+
+// Statistics tensors for a forward that saves them.
+void add_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
+  const auto options = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  t.rstd = at::empty(row_dims(x, spec), options);
+  if (spec.kind == NormKind::layer_norm) t.mean = at::empty(row_dims(x, spec), options);
+}
+
+// dweight/dbias come back in their parameter's dtype.
+at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& parameter) {
+  if (!gradient.defined()) return gradient;
+  return gradient.to(parameter->scalar_type());
+}
+
+NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
+  const auto wide = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  NormGrads grads;
+  grads.dx = at::empty(x.sizes(), x.options());
+  if (t.weight.defined()) grads.dweight = at::empty(t.weight.sizes(), wide);
+  if (t.bias.defined()) grads.dbias = at::empty(t.bias.sizes(), wide);
+  return grads;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+NormKind norm_kind(c10::string_view norm) {
+  if (norm == "layer_norm") return NormKind::layer_norm;
+  TORCH_CHECK_VALUE(norm == "rms_norm", "norm is '", std::string(norm),
+                    "', expected 'layer_norm' or 'rms_norm'");
+  return NormKind::rms_norm;
+}
+
+double default_rms_eps(const at::Tensor& input) {
+  switch (input.scalar_type()) {
+    case at::kDouble:
+      return std::numeric_limits<double>::epsilon();
+    case at::kBFloat16:
+      return 0.0078125;  // torch.finfo(torch.bfloat16).eps
+    case at::kHalf:
+      return 0.0009765625;  // torch.finfo(torch.float16).eps
+    default:
+      return std::numeric_limits<float>::epsilon();
+  }
+}
+
+NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                         const OptionalTensor& bias, const NormSpec& spec, bool save_stats) {
+  check_norm(input, weight, bias, spec);
+  const at::Tensor x = input.contiguous();
+  NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
+  if (save_stats) add_stats(t, x, spec);
+  const at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() > 0) norm_into(x, y, t, spec);
+  return {y, t.mean, t.rstd};
+}
+
+NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
+                        const at::Tensor& input, const OptionalTensor& weight,
+                        const OptionalTensor& bias, const NormSpec& spec,
+                        const OptionalTensor& mean, const OptionalTensor& rstd) {
+  check_norm(input, weight, bias, spec);
+  check_like("grad_y", grad_y, input);
+  const at::Tensor dh_next = contiguous(grad_h);
+  if (dh_next.defined()) check_like("grad_h", dh_next, input);
+  const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
+  NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
+  // Saved statistics are reused only when they are the float32 ones this extension wrote.
+  if (x.scalar_type() == at::kDouble || (t.rstd.defined() && t.rstd.scalar_type() != at::kFloat) ||
+      (spec.kind == NormKind::layer_norm && !t.mean.defined())) {
+    t.mean = t.rstd = at::Tensor();
+  }
+  NormGrads grads = empty_grads(x, t);
+  if (x.numel() == 0) {
+    if (grads.dweight.defined()) grads.dweight.zero_();
+    if (grads.dbias.defined()) grads.dbias.zero_();
+  } else if (x.scalar_type() == at::kDouble) {
+    float64_norm_backward(dy, dh_next, x, t, spec, grads);
+  } else if (x.scalar_type() == at::kFloat) {
+    run_library([&] {
+      add_norm_pre_backward(
+          const_view(dy), optional_view(dh_next), const_view(x), shape_of(spec.normalized_shape),
+          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          float32_options(t, spec), stats_in(t));
+    });
+  } else {
+    run_library([&] {
+      OptionalConst saved_rstd;
+      if (t.rstd.defined()) saved_rstd = const_view(t.rstd);
+      norm_backward_mixed(
+          any_view(dy), any_view(x), shape_of(spec.normalized_shape),
+          {any_mutable(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          mixed_options(t, spec), optional_any(dh_next), saved_rstd);
+    });
+  }
+  return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
+}
+
+PreNormOutputs add_norm_pre_forward(const at::Tensor& x_in, const at::Tensor& r_in,
+                                    const OptionalTensor& weight, const OptionalTensor& bias,
+                                    const NormSpec& spec, bool save_stats) {
+  check_norm(x_in, weight, bias, spec);
+  check_like("r", r_in, x_in);
+  const at::Tensor x = x_in.contiguous(), r = r_in.contiguous();
+  NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
+  if (save_stats) add_stats(t, x, spec);
+  const at::Tensor h = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return {h, y, t.mean, t.rstd};
+  const Shape shape = shape_of(spec.normalized_shape);
+  switch (x.scalar_type()) {
+    case at::kDouble:
+      float64::add(x.data_ptr<double>(), r.data_ptr<double>(), h.data_ptr<double>(), x.numel());
+      float64_norm_forward(h, y, t, spec);
+      break;
+    case at::kFloat:
+      run_library([&] {
+        add_norm_pre(const_view(x), const_view(r), shape, mutable_view(h), mutable_view(y),
+                     float32_options(t, spec), stats_out(t));
+      });
+      break;
+    default:
+      run_library([&] {
+        add_norm_pre_mixed(any_view(x), any_view(r), shape, any_mutable(h), any_mutable(y),
+                           mixed_options(t, spec), stats_out(t));
+      });
+  }
+  return {h, y, t.mean, t.rstd};
+}
+
+NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in,
+                                  const OptionalTensor& weight, const OptionalTensor& bias,
+                                  const NormSpec& spec, const DropoutSpec& dropout,
+                                  bool save_stats) {
+  check_norm(x_in, weight, bias, spec);
+  check_like("s", s_in, x_in);
+  check_dropout(dropout);
+  if (is_16_bit(x_in.scalar_type())) {
+    // The library has no 16-bit post-norm: compute in float32, round y once.
+    NormOutputs wide =
+        add_norm_post_forward(to_float32(x_in), to_float32(s_in), to_float32(contiguous(weight)),
+                              to_float32(contiguous(bias)), spec, dropout, save_stats);
+    wide.y = wide.y.to(x_in.scalar_type());
+    return wide;
+  }
+  const at::Tensor x = x_in.contiguous(), s = s_in.contiguous();
+  NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
+  if (save_stats) add_stats(t, x, spec);
+  const at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return {y, t.mean, t.rstd};
+  if (x.scalar_type() == at::kDouble) {
+    // h = x + Dropout(s), then the norm: the float64 pieces composed.
+    const at::Tensor h = at::empty(x.sizes(), x.options());
+    float64::dropout(
+        s.data_ptr<double>(), h.data_ptr<double>(), x.numel(),
+        {dropout.p, static_cast<uint64_t>(dropout.seed), static_cast<uint64_t>(dropout.offset)});
+    float64::add(x.data_ptr<double>(), h.data_ptr<double>(), h.data_ptr<double>(), x.numel());
+    float64_norm_forward(h, y, t, spec);
+  } else {
+    run_library([&] {
+      add_norm_post(const_view(x), const_view(s), shape_of(spec.normalized_shape), mutable_view(y),
+                    float32_options(t, spec),
+                    {static_cast<float>(dropout.p), static_cast<uint64_t>(dropout.seed),
+                     static_cast<uint64_t>(dropout.offset)},
+                    stats_out(t));
+    });
+  }
+  return {y, t.mean, t.rstd};
+}
+
+PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x_in,
+                                     const at::Tensor& s_in, const OptionalTensor& weight,
+                                     const OptionalTensor& bias, const NormSpec& spec,
+                                     const DropoutSpec& dropout, const OptionalTensor& mean,
+                                     const OptionalTensor& rstd) {
+  check_norm(x_in, weight, bias, spec);
+  check_like("s", s_in, x_in);
+  check_like("grad_y", grad_y, x_in);
+  check_dropout(dropout);
+  if (x_in.scalar_type() != at::kFloat) {
+    // float64: the norm's backward at h = x + Dropout(s), then ds = Dropout(dx) (dropout is
+    // linear with a fixed mask). 16-bit: the same in float32, each gradient rounded once.
+    const bool narrow = is_16_bit(x_in.scalar_type());
+    const auto wide = [&](const at::Tensor& t) { return narrow ? to_float32(t) : t; };
+    const at::Tensor x = wide(x_in), s = wide(s_in);
+    const at::Tensor h = at::add(x, dropout_forward(s, dropout));
+    NormGrads grads = norm_backward(wide(grad_y), {}, h, wide(contiguous(weight)),
+                                    wide(contiguous(bias)), spec, {}, {});
+    at::Tensor ds = dropout_forward(grads.dx, dropout);
+    const auto type = x_in.scalar_type();
+    return {grads.dx.to(type), ds.to(type), like_parameter(grads.dweight, weight),
+            like_parameter(grads.dbias, bias)};
+  }
+  const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
+  NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
+  if (spec.kind == NormKind::layer_norm && !t.mean.defined()) t.rstd = at::Tensor();
+  NormGrads grads = empty_grads(x, t);
+  const at::Tensor ds = at::empty(x.sizes(), x.options());
+  if (x.numel() > 0) {
+    run_library([&] {
+      add_norm_post_backward(const_view(dy), const_view(x), const_view(s),
+                             shape_of(spec.normalized_shape),
+                             {mutable_view(grads.dx), mutable_view(ds),
+                              optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+                             float32_options(t, spec),
+                             {static_cast<float>(dropout.p), static_cast<uint64_t>(dropout.seed),
+                              static_cast<uint64_t>(dropout.offset)},
+                             stats_in(t));
+    });
+  } else {
+    if (grads.dweight.defined()) grads.dweight.zero_();
+    if (grads.dbias.defined()) grads.dbias.zero_();
+  }
+  return {grads.dx, ds, grads.dweight, grads.dbias};
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchNorm.
+
+namespace {
+
+void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
+                      const OptionalTensor& bias, const OptionalTensor& running_mean,
+                      const OptionalTensor& running_var, const BatchNormSpec& spec) {
+  check_tensor("input", input);
+  TORCH_CHECK_VALUE(input.dim() == 2 || input.dim() == 3, "input has shape ",
+                    shape_text(input.sizes()), ", expected (N, C) or (N, C, L)");
+  const std::vector<int64_t> channels{input.size(1)};
+  check_parameter("weight", weight, input, channels);
+  check_parameter("bias", bias, input, channels);
+  check_parameter("running_mean", running_mean, input, channels);
+  check_parameter("running_var", running_var, input, channels);
+  const bool has_mean = running_mean.has_value() && running_mean->defined();
+  const bool has_var = running_var.has_value() && running_var->defined();
+  TORCH_CHECK_VALUE(has_mean == has_var, "running_mean and running_var: one is given, expected ",
+                    "both or neither");
+  TORCH_CHECK_VALUE(spec.training || has_mean, "running_mean is None in inference mode ",
+                    "(training=False), expected the running statistics to normalise with");
+  TORCH_CHECK_VALUE(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
+                    ", expected a value in [0, 1]");
+  check_eps(spec.eps);
+}
+
+// The running statistics as the kernel needs them (contiguous, x's compute dtype); `write_back`
+// copies the kernel's update into the caller's tensors when that needed a copy.
+struct RunningBuffers {
+  at::Tensor mean, var;
+  at::Tensor original_mean, original_var;
+  void write_back() const {
+    if (mean.defined() && !mean.is_same(original_mean)) original_mean.copy_(mean);
+    if (var.defined() && !var.is_same(original_var)) original_var.copy_(var);
+  }
+};
+RunningBuffers running_for(const OptionalTensor& mean, const OptionalTensor& var,
+                           at::ScalarType compute) {
+  RunningBuffers stats;
+  if (!mean.has_value() || !mean->defined()) return stats;
+  stats.original_mean = *mean;
+  stats.original_var = *var;
+  const auto prepare = [&](const at::Tensor& t) {
+    return t.scalar_type() == compute && t.is_contiguous() ? t : t.to(compute).contiguous();
+  };
+  stats.mean = prepare(*mean);
+  stats.var = prepare(*var);
+  return stats;
+}
+
+float64::BatchNormArgs float64_batch_args(const at::Tensor& x, const at::Tensor& weight,
+                                          const at::Tensor& bias, const RunningBuffers& running,
+                                          const BatchNormSpec& spec) {
+  return {x.size(0),
+          x.size(1),
+          x.dim() == 3 ? x.size(2) : 1,
+          data_or_null<double>(weight),
+          data_or_null<double>(bias),
+          data_or_null<double>(running.mean),
+          data_or_null<double>(running.var),
+          spec.training,
+          spec.momentum,
+          false,
+          spec.eps};
+}
+
+BatchNormOptions float32_batch_options(const at::Tensor& weight, const at::Tensor& bias,
+                                       const BatchNormSpec& spec) {
+  return {optional_view(weight),
+          optional_view(bias),
+          spec.training,
+          static_cast<float>(spec.momentum),
+          MomentumConvention::pytorch,
+          static_cast<float>(spec.eps)};
+}
+std::optional<RunningStats> float32_running(const RunningBuffers& running) {
+  if (!running.mean.defined()) return std::nullopt;
+  return RunningStats{mutable_view(running.mean), mutable_view(running.var)};
+}
+
+}  // namespace
+
+at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                              const OptionalTensor& bias, const OptionalTensor& running_mean,
+                              const OptionalTensor& running_var, const BatchNormSpec& spec) {
+  check_batch_norm(input, weight, bias, running_mean, running_var, spec);
+  const bool narrow = is_16_bit(input.scalar_type());
+  // The library has no 16-bit BatchNorm: 16-bit input is computed in float32, y rounded once.
+  const at::Tensor x = narrow ? to_float32(input) : input.contiguous();
+  const at::Tensor w = narrow ? to_float32(contiguous(weight)) : contiguous(weight);
+  const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
+  const RunningBuffers running = running_for(running_mean, running_var, x.scalar_type());
+  const at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() > 0) {
+    if (x.scalar_type() == at::kDouble) {
+      float64::batch_norm(x.data_ptr<double>(), y.data_ptr<double>(), nullptr, nullptr,
+                          float64_batch_args(x, w, b, running, spec));
+    } else {
+      run_library([&] {
+        batch_norm(const_view(x), mutable_view(y), float32_batch_options(w, b, spec),
+                   float32_running(running));
+      });
+    }
+    running.write_back();
+  }
+  return narrow ? y.to(input.scalar_type()) : y;
+}
+
+NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
+                              const OptionalTensor& weight, const OptionalTensor& bias,
+                              const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                              const BatchNormSpec& spec) {
+  check_batch_norm(input, weight, bias, running_mean, running_var, spec);
+  check_like("grad_y", grad_y, input);
+  const bool narrow = is_16_bit(input.scalar_type());
+  const auto prepare = [&](const at::Tensor& t) { return narrow ? to_float32(t) : t.contiguous(); };
+  const at::Tensor x = prepare(input), dy = prepare(grad_y);
+  const at::Tensor w = narrow ? to_float32(contiguous(weight)) : contiguous(weight);
+  const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
+  // The backward only reads the running statistics (inference mode), so training=false here
+  // never writes them; in training they are not needed.
+  const RunningBuffers running =
+      spec.training ? RunningBuffers{} : running_for(running_mean, running_var, x.scalar_type());
+  NormGrads grads = empty_grads(x, {w, b, {}, {}});
+  if (x.numel() == 0) {
+    if (grads.dweight.defined()) grads.dweight.zero_();
+    if (grads.dbias.defined()) grads.dbias.zero_();
+  } else if (x.scalar_type() == at::kDouble) {
+    float64::batch_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
+                                 grads.dx.data_ptr<double>(), data_or_null<double>(grads.dweight),
+                                 data_or_null<double>(grads.dbias),
+                                 float64_batch_args(x, w, b, running, spec));
+  } else {
+    run_library([&] {
+      batch_norm_backward(
+          const_view(dy), const_view(x),
+          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
+          float32_batch_options(w, b, spec), float32_running(running));
+    });
+  }
+  return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
+          like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
+}
+
+at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
+  check_tensor("input", input);
+  check_dropout(spec);
+  if (is_16_bit(input.scalar_type())) {
+    // No 16-bit dropout in the library: float32, then one rounding.
+    return dropout_forward(to_float32(input), spec).to(input.scalar_type());
+  }
+  const at::Tensor x = input.contiguous();
+  const at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return y;
+  const auto seed = static_cast<uint64_t>(spec.seed);
+  const auto offset = static_cast<uint64_t>(spec.offset);
+  if (x.scalar_type() == at::kDouble) {
+    float64::dropout(x.data_ptr<double>(), y.data_ptr<double>(), x.numel(), {spec.p, seed, offset});
+  } else {
+    run_library([&] {
+      dropout(const_view(x), mutable_view(y), {static_cast<float>(spec.p), seed, offset});
+    });
+  }
+  return y;
+}
+
+}  // namespace addnorm::torch_ops

@@ -1,0 +1,101 @@
+// The CPU kernels behind torch.ops.addnorm.*: each takes at::Tensors, checks them (device,
+// dtype, shapes, values: errors name the argument), and runs addnorm's library on the tensors'
+// memory. float32 runs the fast kernels (addnorm/ops.hpp); bfloat16 and float16 run the 16-bit
+// kernels (addnorm/mixed_precision.hpp) where the library has them (LayerNorm, RMSNorm,
+// pre-norm Add & Norm) and otherwise (post-norm, BatchNorm, dropout) widen to float32 here and
+// round the result once; float64 runs the reference kernels (python/src/float64_ops.hpp).
+//
+// ops.cpp registers these as the operators' CPU kernels; autograd.cpp calls them from the
+// autograd kernels (to keep the statistics a backward reuses).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "addnorm/ops.hpp"
+
+namespace addnorm::torch_ops {
+
+using OptionalTensor = c10::optional<at::Tensor>;
+
+// What a norm is, apart from its tensors.
+struct NormSpec {
+  NormKind kind = NormKind::layer_norm;
+  std::vector<int64_t> normalized_shape;
+  double eps = 1e-5;
+  bool zero_centered_weight = false;  // RMSNorm only: scale by (1 + weight)
+};
+
+struct DropoutSpec {
+  double p = 0.0;
+  int64_t seed = 0;
+  int64_t offset = 0;
+};
+
+// The normalised output and, when asked for, the statistics a backward reuses (float32, or
+// float64 for float64 input; mean only for LayerNorm).
+struct NormOutputs {
+  at::Tensor y, mean, rstd;
+};
+struct NormGrads {
+  at::Tensor dx, dweight, dbias;  // dweight/dbias undefined where the parameter is absent
+};
+
+// "layer_norm" or "rms_norm", as the operators' `norm` argument spells it.
+NormKind norm_kind(c10::string_view norm);
+// eps=None for RMSNorm: the input dtype's machine epsilon, as torch.nn.functional.rms_norm.
+double default_rms_eps(const at::Tensor& input);
+
+NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                         const OptionalTensor& bias, const NormSpec& spec, bool save_stats);
+// dx = Norm'(grad_y) at input (+ grad_h, the residual stream's gradient, when given).
+NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
+                        const at::Tensor& input, const OptionalTensor& weight,
+                        const OptionalTensor& bias, const NormSpec& spec,
+                        const OptionalTensor& mean, const OptionalTensor& rstd);
+
+// Pre-norm: h = x + r and y = Norm(h).
+struct PreNormOutputs {
+  at::Tensor h, y, mean, rstd;
+};
+PreNormOutputs add_norm_pre_forward(const at::Tensor& x, const at::Tensor& r,
+                                    const OptionalTensor& weight, const OptionalTensor& bias,
+                                    const NormSpec& spec, bool save_stats);
+
+// Post-norm: y = Norm(x + Dropout(s)); the backward regenerates the mask from the same spec.
+NormOutputs add_norm_post_forward(const at::Tensor& x, const at::Tensor& s,
+                                  const OptionalTensor& weight, const OptionalTensor& bias,
+                                  const NormSpec& spec, const DropoutSpec& dropout,
+                                  bool save_stats);
+struct PostNormGrads {
+  at::Tensor dx, ds, dweight, dbias;
+};
+PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x,
+                                     const at::Tensor& s, const OptionalTensor& weight,
+                                     const OptionalTensor& bias, const NormSpec& spec,
+                                     const DropoutSpec& dropout, const OptionalTensor& mean,
+                                     const OptionalTensor& rstd);
+
+// BatchNorm over channel axis 1 of (N, C) or (N, C, L); training updates the running
+// statistics in place (PyTorch's convention).
+struct BatchNormSpec {
+  bool training = true;
+  double momentum = 0.1;
+  double eps = 1e-5;
+};
+at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                              const OptionalTensor& bias, const OptionalTensor& running_mean,
+                              const OptionalTensor& running_var, const BatchNormSpec& spec);
+NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
+                              const OptionalTensor& weight, const OptionalTensor& bias,
+                              const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                              const BatchNormSpec& spec);
+
+// Dropout with addnorm's counter-based mask; linear, so its backward is itself.
+at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec);
+
+}  // namespace addnorm::torch_ops

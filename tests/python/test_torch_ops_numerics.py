@@ -1,0 +1,217 @@
+"""torch.ops.addnorm.*: every operator against torch.nn.functional (float32), against a float64
+reference computed by PyTorch with a bfloat16/float16 tolerance, gradcheck in float64, the clear
+error on a double backward, CPU autocast, and bad arguments named in the error."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import addnorm
+import addnorm.torch  # noqa: F401  (loads torch.ops.addnorm)
+
+ops = torch.ops.addnorm
+D = 24
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(2024)
+
+
+def rms_reference(x, weight, eps, zero_centered=False):
+    scale = (1 + weight) if zero_centered else weight
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * scale
+
+
+def dropout_reference(s, p, seed, offset=0):
+    keep = torch.from_numpy(addnorm.dropout_mask(tuple(s.shape), p, seed, offset))
+    return torch.where(keep, s / (1 - p), torch.zeros_like(s))
+
+
+# Each case: (our op on (x, r, weight, bias), torch's definition of the same). The inputs are
+# (4, 3, D) activations and (D,) parameters.
+CASES = {
+    "layer_norm": (lambda x, r, w, b: ops.layer_norm(x, [D], w, b, 1e-5),
+                   lambda x, r, w, b: F.layer_norm(x, (D,), w, b, 1e-5)),
+    "rms_norm": (lambda x, r, w, b: ops.rms_norm(x, [D], w, 1e-6, False),
+                 lambda x, r, w, b: rms_reference(x, w, 1e-6)),
+    "rms_norm_zero_centered": (lambda x, r, w, b: ops.rms_norm(x, [D], w, 1e-6, True),
+                               lambda x, r, w, b: rms_reference(x, w, 1e-6, True)),
+    "add_norm_pre": (lambda x, r, w, b: torch.cat(ops.add_norm_pre(x, r, [D], w, b, 1e-5)),
+                     lambda x, r, w, b: torch.cat([x + r, F.layer_norm(x + r, (D,), w, b)])),
+    "add_norm_pre_rms": (
+        lambda x, r, w, b: torch.cat(ops.add_norm_pre(x, r, [D], w, None, 1e-6, "rms_norm")),
+        lambda x, r, w, b: torch.cat([x + r, rms_reference(x + r, w, 1e-6)])),
+    "add_norm_post": (lambda x, r, w, b: ops.add_norm_post(x, r, [D], w, b, 1e-5),
+                      lambda x, r, w, b: F.layer_norm(x + r, (D,), w, b)),
+    "add_norm_post_dropout": (
+        lambda x, r, w, b: ops.add_norm_post(x, r, [D], w, b, 1e-5, "layer_norm", False, 0.25,
+                                             77, 5),
+        lambda x, r, w, b: F.layer_norm(x + dropout_reference(r, 0.25, 77, 5), (D,), w, b)),
+    "batch_norm": (
+        lambda x, r, w, b: ops.batch_norm(x.transpose(1, 2), w, b, None, None, True, 0.1, 1e-5),
+        lambda x, r, w, b: F.batch_norm(x.transpose(1, 2), None, None, w, b, True, 0.1, 1e-5)),
+    "dropout": (lambda x, r, w, b: ops.dropout(x, 0.3, 11, 0),
+                lambda x, r, w, b: dropout_reference(x, 0.3, 11)),
+}
+
+
+def inputs(dtype, requires_grad=True):
+    tensors = (torch.randn(4, 3, D) * 2 + 0.5, torch.randn(4, 3, D), torch.randn(D) + 1,
+               torch.randn(D))
+    return [t.to(dtype).requires_grad_(requires_grad) for t in tensors]
+
+
+def forward_and_grads(function, tensors, upstream):
+    out = function(*tensors)
+    grads = torch.autograd.grad((out * upstream).sum(), tensors, allow_unused=True)
+    return [out.detach()] + [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_float32_matches_torch(name):
+    ours, theirs = CASES[name]
+    tensors = inputs(torch.float32)
+    upstream = torch.randn_like(theirs(*tensors))
+    expected = forward_and_grads(theirs, tensors, upstream)
+    got = forward_and_grads(ours, tensors, upstream)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+
+
+# One rounding of each output to 16 bits (float32 statistics and sums inside) allows up to two
+# units in the last place of the result's largest value: TOLERANCE * max is between half a unit
+# and one. (Checked over 30 seeds; a change of eps from 1e-5 to 1e-1 exceeds it.)
+TOLERANCE = {torch.bfloat16: 2 ** -8, torch.float16: 2 ** -11}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", CASES)
+def test_16_bit_against_float64(name, dtype):
+    ours, theirs = CASES[name]
+    narrow = inputs(dtype)
+    wide = [t.detach().double().requires_grad_() for t in narrow]
+    upstream = torch.randn_like(theirs(*wide)).to(dtype)
+    expected = forward_and_grads(theirs, wide, upstream.double())
+    got = forward_and_grads(ours, narrow, upstream)
+    for a, b in zip(got, expected):
+        assert a.dtype == dtype
+        scale = b.abs().max().item()
+        torch.testing.assert_close(a.double(), b, rtol=0, atol=2 * TOLERANCE[dtype] * scale)
+
+
+def test_16_bit_input_with_float32_parameters():
+    """autocast's mixed case: bfloat16 activations, float32 weight and bias."""
+    x = torch.randn(5, D).bfloat16()
+    w, b = torch.randn(D), torch.randn(D)
+    y = ops.layer_norm(x, [D], w, b, 1e-5)
+    assert y.dtype == torch.bfloat16
+    expected = F.layer_norm(x.double(), (D,), w.double(), b.double())
+    torch.testing.assert_close(y.double(), expected, rtol=0,
+                               atol=2 * TOLERANCE[torch.bfloat16] * expected.abs().max().item())
+
+
+def small_float64_inputs():
+    x, r, w, b = inputs(torch.float64, requires_grad=False)
+    return [t.requires_grad_() for t in (x[:2, :2].clone(), r[:2, :2].clone(), w, b)]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_float64_gradcheck(name):
+    ours, _ = CASES[name]
+    assert torch.autograd.gradcheck(ours, small_float64_inputs())
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "dropout"])
+def test_double_backward_raises_a_clear_error(name):
+    ours, _ = CASES[name]
+    with pytest.raises(RuntimeError, match=r"derivative for addnorm::\w+_backward is not "
+                                           r"implemented"):
+        torch.autograd.gradgradcheck(ours, small_float64_inputs())
+
+
+def test_dropout_differentiates_to_any_order():
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda x: ops.dropout(x, 0.4, 3, 0), (x,))
+
+
+def test_inference_batch_norm_uses_and_keeps_running_statistics():
+    x = torch.randn(6, 4, 5, requires_grad=True)
+    mean, var = torch.randn(4), torch.rand(4) + 0.5
+    w, b = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+    ours = ops.batch_norm(x, w, b, mean, var, False, 0.1, 1e-5)
+    theirs = F.batch_norm(x, mean, var, w, b, False, 0.1, 1e-5)
+    torch.testing.assert_close(ours, theirs)
+    upstream = torch.randn_like(ours)
+    ours_grads = torch.autograd.grad((ours * upstream).sum(), (x, w, b))
+    theirs_grads = torch.autograd.grad((theirs * upstream).sum(), (x, w, b))
+    for a, e in zip(ours_grads, theirs_grads):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    running_mean, running_var = torch.zeros(4), torch.ones(4)
+    their_mean, their_var = running_mean.clone(), running_var.clone()
+    ops.batch_norm(x.detach(), None, None, running_mean, running_var, True, 0.2, 1e-5)
+    F.batch_norm(x.detach(), their_mean, their_var, None, None, True, 0.2, 1e-5)
+    torch.testing.assert_close(running_mean, their_mean)
+    torch.testing.assert_close(running_var, their_var)
+
+
+def test_autocast_runs_bfloat16_in_and_out():
+    linear, norm = torch.nn.Linear(D, D), addnorm.torch.LayerNorm(D)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(8, D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = linear(x)
+        y = norm(hidden)
+        h, z = addnorm.torch.add_norm_pre(hidden, hidden, D, norm.weight, norm.bias)
+        post = addnorm.torch.add_norm_post(x, x, D, norm.weight, norm.bias)
+    assert hidden.dtype == y.dtype == h.dtype == z.dtype == post.dtype == torch.bfloat16
+    expected = F.layer_norm(hidden.double(), (D,), norm.weight.double(), norm.bias.double())
+    torch.testing.assert_close(y.double(), expected, rtol=0,
+                               atol=2 * TOLERANCE[torch.bfloat16] * expected.abs().max().item())
+    y.float().square().sum().backward()
+    assert norm.weight.grad.dtype == torch.float32 and linear.weight.grad.dtype == torch.float32
+    assert torch.isfinite(norm.weight.grad).all() and norm.weight.grad.abs().sum() > 0
+
+
+def test_strided_input_is_made_contiguous():
+    x = torch.randn(D, 6).t()
+    torch.testing.assert_close(ops.layer_norm(x, [D], None, None, 1e-5),
+                               F.layer_norm(x, (D,)))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ops.layer_norm(torch.ones(2, 4, dtype=torch.int32), [4], None, None, 1e-5),
+     TypeError, r"input has dtype Int, expected torch.float32, torch.bfloat16"),
+    (lambda: ops.layer_norm(torch.ones(2, 4), [5], None, None, 1e-5),
+     ValueError, r"normalized_shape is \[5\], expected the trailing dimensions of input, whose "
+                 r"shape is \[2, 4\]"),
+    (lambda: ops.layer_norm(torch.ones(2, 4), [4], torch.ones(3), None, 1e-5),
+     ValueError, r"weight has shape \[3\], expected \[4\]"),
+    (lambda: ops.layer_norm(torch.ones(2, 4), [4], torch.ones(4).double(), None, 1e-5),
+     TypeError, r"weight has dtype torch.float64, expected torch.float32 like input"),
+    (lambda: ops.layer_norm(torch.ones(2, 4), [4], None, None, float("nan")),
+     ValueError, r"eps is nan, expected a finite value >= 0"),
+    (lambda: ops.rms_norm(torch.ones(2, 4), [4], None, -1.0, False),
+     ValueError, r"eps is -1, expected a finite value >= 0"),
+    (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(3, 4), [4]),
+     ValueError, r"r has shape \[3, 4\], expected \[2, 4\] like input"),
+    (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(2, 4), [4], norm="batch"),
+     ValueError, r"norm is 'batch', expected 'layer_norm' or 'rms_norm'"),
+    (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4).bfloat16(), [4]),
+     TypeError, r"s has dtype torch.bfloat16, expected torch.float32 like input"),
+    (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4), [4], p=1.0),
+     ValueError, r"p is 1, expected a probability in \[0, 1\)"),
+    (lambda: ops.batch_norm(torch.ones(2, 3, 4, 5), None, None, None, None, True),
+     ValueError, r"input has shape \[2, 3, 4, 5\], expected \(N, C\) or \(N, C, L\)"),
+    (lambda: ops.batch_norm(torch.ones(2, 3), None, None, None, None, False),
+     ValueError, r"running_mean is None in inference mode"),
+    (lambda: ops.batch_norm(torch.ones(2, 3), None, None, torch.zeros(3), torch.ones(3), True,
+                            1.5),
+     ValueError, r"momentum is 1.5, expected a value in \[0, 1\]"),
+    (lambda: ops.dropout(torch.ones(3), 0.5, -2, 0),
+     ValueError, r"seed is -2, expected an integer >= 0"),
+])
+def test_bad_arguments_are_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
