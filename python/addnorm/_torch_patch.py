@@ -50,6 +50,8 @@ def _rms_norm_like(module):
     rms_type = getattr(torch.nn, "RMSNorm", None)
     if type(module) is not rms_type and not type(module).__name__.endswith("RMSNorm"):
         return None
+    if isinstance(module, modules.RMSNorm):  # already addnorm's: a second patch keeps it
+        return None
     weight = getattr(module, "weight", None)
     if not isinstance(weight, torch.nn.Parameter) or weight.dim() != 1:
         return None

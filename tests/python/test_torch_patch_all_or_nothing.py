@@ -121,6 +121,17 @@ def test_unpatch_restores_torch_modules_with_the_same_parameters():
     torch.testing.assert_close(model(x), patched_output, rtol=1e-5, atol=1e-5)
 
 
+def test_patching_twice_changes_nothing_more():
+    model = build_model()
+    originals = dict(modules_of(model))
+    an.patch(model, batch_norm=True)
+    once = dict(modules_of(model))
+    an.patch(model, batch_norm=True)
+    assert dict(modules_of(model)) == once
+    an.unpatch(model)
+    assert dict(modules_of(model)) == originals
+
+
 def test_unpatch_of_a_swapped_model_and_of_unpatched_modules():
     layer = torch.nn.LayerNorm(4)
     patched = an.patch(layer)
