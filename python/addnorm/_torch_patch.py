@@ -81,7 +81,8 @@ def _placement_problem(module):
         return (f"is on device {', '.join(devices)}, expected cpu (addnorm's kernels run on the "
                 "CPU)")
     dtypes = sorted({str(t.dtype) for t in tensors
-                     if t.is_floating_point() and t.dtype not in SUPPORTED_DTYPES})
+                     if (t.is_floating_point() or t.is_complex())
+                     and t.dtype not in SUPPORTED_DTYPES})
     if dtypes:
         return f"has dtype {', '.join(dtypes)}, expected {describe()}"
     return None
