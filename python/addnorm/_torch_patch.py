@@ -240,6 +240,9 @@ def patch(model, rms_norm=True, batch_norm=False):
     A UserWarning names the nn.TransformerEncoderLayers whose patched norms PyTorch's fused
     inference path would bypass (eval mode, autograd off, no src_mask: see fast_path_layers).
 
+    Hooks registered on a replaced module stay on it: they do not run while it is swapped out,
+    and run again after unpatch.
+
     >>> import torch, addnorm.torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     >>> model = addnorm.torch.patch(model)
