@@ -102,6 +102,8 @@ def test_channels_last_is_used_in_place_and_returned_channels_last():
 
 def test_other_strides_and_options():
     ours, theirs = pair()
+    assert isinstance(ours, torch.nn.BatchNorm2d) and repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
     x = batch("contiguous", shape=(4, 3, 5, 12)).detach()[..., ::2]  # neither layout
     torch.testing.assert_close(ours(x), theirs(x), rtol=1e-10, atol=1e-10)
     for options in ({"affine": False}, {"track_running_stats": False}):
