@@ -23,7 +23,7 @@ CPU supports, best first); `python -m addnorm` prints it with the version and wh
 >>> print(addnorm.layer_norm(np.array([2, 4, 6, 8], np.float32), 4).round(4))
 [-1.3416 -0.4472  0.4472  1.3416]
 """
-from ._addnorm import __version__, simd_target, simd_targets
+from ._addnorm import __version__, simd_target, simd_targets  # noqa: F401 (__version__)
 from ._batch_norm import batch_norm, batch_norm_backward
 from ._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from ._residual import (add, add_norm_post, add_norm_post_backward, add_norm_pre,

@@ -6,10 +6,10 @@ nn.Modules and patch().
     model = addnorm.torch.unpatch(model)     # and back to torch's, same parameter objects
 
 Modules: LayerNorm, BatchNorm1d, BatchNorm2d (subclasses of torch.nn's, so the same constructor
-arguments, parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused
-residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm,
-batch_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
-arguments), and the torch.autograd.Function classes behind them.
+arguments, parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface),
+AddNorm (fused residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm,
+rms_norm, batch_norm, dropout, add_norm_pre, add_norm_post (differentiable,
+torch.nn.functional's arguments), and the torch.autograd.Function classes behind them.
 
 Tensors must be CPU float32 or float64 (float64 lets torch.autograd.gradcheck run); they go to
 the kernels without a copy when contiguous, and are made contiguous (copied) otherwise.
