@@ -135,3 +135,18 @@ def test_python_m_addnorm_reports_what_is_installed():
     else:
         for name in operators.split(", "):
             assert callable(getattr(torch.ops.addnorm, name))
+
+
+def test_python_m_addnorm_without_pytorch():
+    # sys.modules["torch"] = None makes `import torch` raise ImportError, as on a machine
+    # without PyTorch; the NumPy half still reports.
+    script = ("import runpy, sys\n"
+              "sys.modules['torch'] = None\n"
+              "runpy.run_module('addnorm', run_name='__main__')\n")
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE.parent))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=environment, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"addnorm {addnorm.__version__} ")
+    assert lines[-1] == "PyTorch: not installed (addnorm.torch needs it)"
