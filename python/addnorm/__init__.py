@@ -16,20 +16,22 @@ A wrong type or dtype raises TypeError, a wrong shape, layout or value ValueErro
 names the argument and what was expected.
 
 PyTorch modules and autograd functions are in addnorm.torch (imported on demand).
+simd_target() names the SIMD instruction set the kernels run on (simd_targets(): every one this
+CPU supports, best first); `python -m addnorm` prints it with the version and what is available.
 
 >>> import numpy as np, addnorm
 >>> print(addnorm.layer_norm(np.array([2, 4, 6, 8], np.float32), 4).round(4))
 [-1.3416 -0.4472  0.4472  1.3416]
 """
+from ._addnorm import __version__, simd_target, simd_targets  # noqa: F401 (__version__)
 from ._batch_norm import batch_norm, batch_norm_backward
 from ._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from ._residual import (add, add_norm_post, add_norm_post_backward, add_norm_pre,
                         add_norm_pre_backward, dropout, dropout_backward, dropout_mask)
 
-__version__ = "0.1.0"
-
 __all__ = [
     "add", "add_norm_post", "add_norm_post_backward", "add_norm_pre", "add_norm_pre_backward",
     "batch_norm", "batch_norm_backward", "dropout", "dropout_backward", "dropout_mask",
-    "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward",
+    "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "simd_target",
+    "simd_targets",
 ]

@@ -1,14 +1,42 @@
-"""addnorm.torch.patch: swap a model's norm layers for addnorm's, keeping their parameters."""
+"""addnorm.torch.patch and unpatch: swap a model's norm layers for addnorm's and back, keeping
+the very same parameter objects.
+
+patch plans every swap before it makes one: each candidate's device and dtype are checked and
+each RMSNorm-like module is probed, and the model is changed only when every check passes.
+"""
+import math
+import warnings
+from typing import NamedTuple, Optional
+
 import torch
 
 from . import _torch_modules as modules
+from ._torch_batch_norm2d import BatchNorm2d
+from ._torch_dtypes import SUPPORTED_DTYPES, describe
 
 _EPS_NAMES = ("eps", "variance_epsilon")
+# Where an addnorm module made by patch keeps the module it replaced, for unpatch. Stored in the
+# instance's __dict__, not as a submodule: it stays out of state_dict, parameters() and modules().
+_REPLACED = "_addnorm_replaced"
+# The RMSNorm probe's input scales: a module that adds eps outside the root (x / (rms + eps)),
+# or inside it with another eps, differs from addnorm's RMSNorm at the small scales; overflow
+# and cancellation show at the large ones.
+PROBE_SCALES = (1e-4, 1e-2, 1.0, 1e2, 1e4)
+
+
+class _Swap(NamedTuple):
+    """One planned replacement: parent.<name> (parent None for the model itself) is old, to
+    become addnorm's module of this kind (see _kind)."""
+    parent: Optional[torch.nn.Module]
+    name: str
+    path: str
+    old: torch.nn.Module
+    kind: str
 
 
 def _with_parameters(new, old):
     """new, holding old's very Parameter objects (optimizers that hold them keep working),
-    buffers, device, dtype and training mode."""
+    buffers and training mode."""
     for name, parameter in old.named_parameters(recurse=False):
         setattr(new, name, parameter)
     for name, buffer in old.named_buffers(recurse=False):
@@ -16,64 +44,204 @@ def _with_parameters(new, old):
     return new.train(old.training)
 
 
-def _layer_norm(old):
-    new = modules.LayerNorm(old.normalized_shape, old.eps, old.elementwise_affine)
-    return _with_parameters(new, old)
-
-
-def _batch_norm(old):
-    new = modules.BatchNorm1d(old.num_features, old.eps, old.momentum, old.affine,
-                              old.track_running_stats)
-    return _with_parameters(new, old)
-
-
-def _rms_norm(old):
-    """addnorm's RMSNorm for a module that looks like an RMSNorm (torch.nn.RMSNorm, or a class
-    named *RMSNorm with a 1-D weight and an eps), if it computes what addnorm's would: a probe
-    input goes through both, plain and zero-centred (Gemma-style 1 + weight), and the module is
-    swapped only when one agrees. Returns None for a module left alone."""
+def _rms_norm_like(module):
+    """(weight, eps) when module looks like an RMSNorm (torch.nn.RMSNorm, or a class named
+    *RMSNorm with a 1-D weight Parameter and a numeric eps or variance_epsilon), else None."""
     rms_type = getattr(torch.nn, "RMSNorm", None)
-    named_like = type(old).__name__.endswith("RMSNorm")
-    if not (rms_type is not None and type(old) is rms_type) and not named_like:
+    if type(module) is not rms_type and not type(module).__name__.endswith("RMSNorm"):
         return None
-    weight = getattr(old, "weight", None)
-    eps = next((getattr(old, name) for name in _EPS_NAMES if hasattr(old, name)), None)
+    if isinstance(module, modules.RMSNorm):  # already addnorm's: a second patch keeps it
+        return None
+    weight = getattr(module, "weight", None)
     if not isinstance(weight, torch.nn.Parameter) or weight.dim() != 1:
         return None
-    if eps is not None and not isinstance(eps, (int, float)):
+    eps = next((getattr(module, name) for name in _EPS_NAMES if hasattr(module, name)), None)
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))):
         return None
-    generator = torch.Generator().manual_seed(0)
-    probe = torch.randn(3, weight.shape[0], generator=generator).to(weight.dtype)
+    return weight, eps
+
+
+def _kind(module, rms_norm, batch_norm):
+    """Which addnorm module module would become: 'layer_norm', 'batch_norm', 'rms_norm' or
+    None. Exact types only: a subclass of torch's module may compute something else."""
+    if type(module) is torch.nn.LayerNorm:
+        return "layer_norm"
+    if batch_norm and type(module) in (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d):
+        return "batch_norm"
+    if rms_norm and _rms_norm_like(module) is not None:
+        return "rms_norm"
+    return None
+
+
+def _placement_problem(module):
+    """Why addnorm's module could not run with module's tensors (device, dtype), or None."""
+    tensors = list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
+    devices = sorted({str(t.device) for t in tensors if t.device.type != "cpu"})
+    if devices:
+        return (f"is on device {', '.join(devices)}, expected cpu (addnorm's kernels run on the "
+                "CPU)")
+    dtypes = sorted({str(t.dtype) for t in tensors
+                     if (t.is_floating_point() or t.is_complex())
+                     and t.dtype not in SUPPORTED_DTYPES})
+    if dtypes:
+        return f"has dtype {', '.join(dtypes)}, expected {describe()}"
+    return None
+
+
+def _probe_scales(dtype):
+    """PROBE_SCALES whose probe inputs (standard normal times the scale) the dtype holds."""
+    return [s for s in PROBE_SCALES if 8 * s < torch.finfo(dtype).max]
+
+
+def _probed_rms_norm(old, weight, eps):
+    """(addnorm's RMSNorm computing what old computes, None) or (None, why not).
+
+    The probe runs old and addnorm's RMSNorm (plain weight, then zero-centred 1 + weight) on
+    the same random rows at every scale of PROBE_SCALES, in the module's own dtype and with its
+    own weight; a candidate must agree at every scale to within a few units of the dtype's
+    epsilon (relative to the largest output).
+    """
+    dtype = weight.dtype
+    tolerance = max(1e-4, 4 * torch.finfo(dtype).eps)
+    rows = torch.randn(4, weight.shape[0], generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float64)
+    probes = [(scale, (rows * scale).to(dtype)) for scale in _probe_scales(dtype)]
     with torch.no_grad():
-        expected = old(probe)
+        try:
+            expected = [old(probe) for _, probe in probes]
+        except Exception as error:  # noqa: BLE001 - any failure means "not a plain RMSNorm"
+            return None, f"it raised {type(error).__name__} on a probe input of shape (4, D)"
+        disagreements = []
         for zero_centered in (False, True):
             new = modules.RMSNorm(weight.shape, eps, zero_centered_weight=zero_centered,
-                                  dtype=weight.dtype)
+                                  dtype=dtype)
             new.weight = weight
-            if torch.allclose(new(probe), expected, rtol=1e-4, atol=1e-5):
-                return new.train(old.training)
-    return None
+            differences = [(scale, _relative_difference(new(probe), wanted))
+                           for (scale, probe), wanted in zip(probes, expected)]
+            failed = [(scale, d) for scale, d in differences if not d <= tolerance]
+            if not failed:
+                return new.train(old.training), None
+            disagreements.append(failed[0])
+    scale, difference = disagreements[0]
+    return None, (f"its output differs from addnorm's RMSNorm (relative difference "
+                  f"{difference:.2g} at input scale {scale:g}, tolerance {tolerance:.1g}; "
+                  "zero-centred weight differs too)")
 
 
-def _replacement(module, rms_norm, batch_norm):
-    if type(module) is torch.nn.LayerNorm:
-        return _layer_norm(module)
-    if batch_norm and type(module) is torch.nn.BatchNorm1d:
-        return _batch_norm(module)
-    if rms_norm:
-        return _rms_norm(module)
-    return None
+def _relative_difference(actual, expected):
+    """max |actual - expected| / max |expected| in float64; inf when shapes or finiteness differ."""
+    if not isinstance(expected, torch.Tensor) or actual.shape != expected.shape:
+        return math.inf
+    actual, expected = actual.double(), expected.double()
+    if not torch.equal(torch.isfinite(actual), torch.isfinite(expected)):
+        return math.inf
+    finite = torch.isfinite(expected)
+    scale = expected[finite].abs().max().item() if finite.any() else 0.0
+    error = (actual[finite] - expected[finite]).abs().max().item() if finite.any() else 0.0
+    return error / scale if scale > 0 else error
+
+
+def _replacement(old, kind):
+    """(addnorm's module for old, None) or (None, why old is left alone)."""
+    if kind == "layer_norm":
+        new = modules.LayerNorm(old.normalized_shape, old.eps, old.elementwise_affine)
+    elif kind == "batch_norm":
+        cls = BatchNorm2d if isinstance(old, torch.nn.BatchNorm2d) else modules.BatchNorm1d
+        new = cls(old.num_features, old.eps, old.momentum, old.affine, old.track_running_stats)
+    else:
+        new, why_not = _probed_rms_norm(old, *_rms_norm_like(old))
+        if new is None:
+            return None, why_not
+    return _with_parameters(new, old), None
+
+
+def _candidates(model, rms_norm, batch_norm):
+    """Every place in model holding a module patch would swap, as _Swap, in the order of
+    model.named_modules() (a module registered under two parents appears twice)."""
+    own = _kind(model, rms_norm, batch_norm)
+    if own is not None:
+        return [_Swap(None, "", "model", model, own)]
+    found = []
+
+    def visit(parent, prefix):
+        for name, child in parent.named_children():
+            kind = _kind(child, rms_norm, batch_norm)
+            if kind is not None:
+                found.append(_Swap(parent, name, prefix + name, child, kind))
+            else:
+                visit(child, f"{prefix}{name}.")
+
+    visit(model, "")
+    return found
+
+
+def _label(swap):
+    """'encoder.layers.0.norm1' (LayerNorm): the module's name in model.named_modules()."""
+    return f"{swap.path!r} ({type(swap.old).__name__})"
+
+
+def fast_path_layers(model, norms):
+    """The paths of model's nn.TransformerEncoderLayers whose norm1 or norm2 is in norms and
+    whose forward can take PyTorch's fused inference path, which computes both LayerNorms itself
+    (torch._transformer_encoder_layer_fwd) and never calls the norm modules.
+
+    These are the conditions of torch 1.13's TransformerEncoderLayer.forward that depend on the
+    layer alone: its forward is torch's, self_attn.batch_first, self_attn._qkv_same_embed_dim,
+    activation relu or gelu, norm1.eps == norm2.eps and an even number of heads. The others
+    depend on the call (see patch).
+    """
+    fastpath_enabled = getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled",
+                               lambda: True)
+    if not fastpath_enabled():
+        return []
+    ids = {id(norm) for norm in norms}
+    layers = []
+    for path, layer in model.named_modules():
+        if not isinstance(layer, torch.nn.TransformerEncoderLayer):
+            continue
+        attention = layer.self_attn
+        if (type(layer).forward is torch.nn.TransformerEncoderLayer.forward
+                and (id(layer.norm1) in ids or id(layer.norm2) in ids)
+                and attention.batch_first and attention._qkv_same_embed_dim
+                and getattr(layer, "activation_relu_or_gelu", 0)
+                and layer.norm1.eps == layer.norm2.eps and attention.num_heads % 2 == 0):
+            layers.append(path or "model")
+    return layers
+
+
+def _warn_fast_path(layers):
+    warnings.warn(
+        "addnorm.torch.patch: PyTorch's TransformerEncoderLayer inference fast path bypasses "
+        f"addnorm's LayerNorms in {', '.join(layers)}. When such a layer runs in eval mode with "
+        "autograd off (under torch.no_grad() or torch.inference_mode(), or with no parameter "
+        "requiring grad), on a batched 3-D input, without src_mask and outside autocast, "
+        "PyTorch calls torch._transformer_encoder_layer_fwd, which computes norm1 and norm2 "
+        "itself from their weight, bias and eps. Training mode, autograd on with trainable "
+        "parameters, or a src_mask keep addnorm's norms in use.", stacklevel=3)
 
 
 def patch(model, rms_norm=True, batch_norm=False):
     """Swap, in place, every torch.nn.LayerNorm in model (and every RMSNorm-like module when
-    rms_norm=True, every torch.nn.BatchNorm1d when batch_norm=True) for addnorm's module,
-    keeping the very same parameters and buffers. Returns the model (or its replacement, when
-    model itself is such a layer).
+    rms_norm=True, every torch.nn.BatchNorm1d and BatchNorm2d when batch_norm=True) for
+    addnorm's module, keeping the very same parameters and buffers. Returns the model (or its
+    replacement, when model itself is such a layer). unpatch(model) undoes it.
+
+    All or nothing: every candidate is checked before anything changes. A candidate on another
+    device than the CPU, or with a dtype addnorm.torch does not compute in (see
+    addnorm._torch_dtypes.SUPPORTED_DTYPES), raises TypeError naming every such module, and the
+    model is left as it was.
 
     RMSNorm-like means torch.nn.RMSNorm or a class whose name ends in "RMSNorm" with a 1-D
-    weight and an eps (or variance_epsilon) attribute, whose output on a probe input matches
-    addnorm's RMSNorm (plain or zero-centred weight); anything else is left alone.
+    weight and an eps (or variance_epsilon) attribute. Such a module is swapped only when its
+    output matches addnorm's RMSNorm (plain weight, or zero-centred 1 + weight) on probe rows
+    at every input scale from 1e-4 to 1e4, in its own dtype; otherwise it is left alone and a
+    warning says why.
+
+    A UserWarning names the nn.TransformerEncoderLayers whose patched norms PyTorch's fused
+    inference path would bypass (eval mode, autograd off, no src_mask: see fast_path_layers).
+
+    Hooks registered on a replaced module stay on it: they do not run while it is swapped out,
+    and run again after unpatch.
 
     >>> import torch, addnorm.torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
@@ -81,12 +249,59 @@ def patch(model, rms_norm=True, batch_norm=False):
     >>> type(model[1]).__module__, type(model[1]).__name__
     ('addnorm._torch_modules', 'LayerNorm')
     """
-    own = _replacement(model, rms_norm, batch_norm)
+    swaps = _candidates(model, rms_norm, batch_norm)
+    problems = [f"{_label(s)} {why}" for s in swaps if (why := _placement_problem(s.old))]
+    if problems:
+        raise TypeError(f"patch changed nothing: {len(problems)} module(s) cannot run on "
+                        f"addnorm: {'; '.join(problems)}")
+    replacements, left_alone = {}, []
+    for swap in swaps:
+        if id(swap.old) not in replacements:
+            new, why_not = _replacement(swap.old, swap.kind)
+            replacements[id(swap.old)] = new
+            if new is None:
+                left_alone.append(f"{_label(swap)}: {why_not}")
+    if left_alone:
+        warnings.warn("addnorm.torch.patch left these RMSNorm-like modules alone: "
+                      + "; ".join(left_alone), stacklevel=2)
+    swapped = [s for s in swaps if replacements[id(s.old)] is not None]
+    layers = fast_path_layers(model, [s.old for s in swapped])
+    if layers:
+        _warn_fast_path(layers)
+    for swap in swapped:
+        new = replacements[id(swap.old)]
+        new.__dict__[_REPLACED] = swap.old
+        if swap.parent is None:
+            return new
+        setattr(swap.parent, swap.name, new)
+    return model
+
+
+def _restored(module):
+    """The module patch replaced with module, holding module's current parameters and buffers
+    (the same objects) and training mode; None for a module patch did not make."""
+    original = module.__dict__.get(_REPLACED)
+    return None if original is None else _with_parameters(original, module)
+
+
+def unpatch(model):
+    """Undo patch: every addnorm module patch swapped in goes back to the module it replaced
+    (torch's LayerNorm, BatchNorm1d/2d, or the model's own RMSNorm class), holding the addnorm
+    module's current parameter objects and buffers, so state_dict, outputs and optimizers carry
+    on. Returns the model (or the restored module, when model itself was swapped). Modules made
+    directly (addnorm.torch.LayerNorm(...)) are left as they are.
+
+    >>> import torch, addnorm.torch
+    >>> model = addnorm.torch.patch(torch.nn.Sequential(torch.nn.LayerNorm(4)))
+    >>> type(addnorm.torch.unpatch(model)[0]) is torch.nn.LayerNorm
+    True
+    """
+    own = _restored(model)
     if own is not None:
         return own
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            new = _replacement(child, rms_norm, batch_norm)
-            if new is not None:
-                setattr(parent, name, new)
+            original = _restored(child)
+            if original is not None:
+                setattr(parent, name, original)
     return model

@@ -3,6 +3,7 @@ differentiable functions over them, drop-in nn.Modules and patch().
 
     import addnorm.torch
     model = addnorm.torch.patch(model)       # every nn.LayerNorm (and RMSNorm) -> addnorm's
+    model = addnorm.torch.unpatch(model)     # and back to torch's, same parameter objects
 
 Importing this module loads the operators (the C++ extension _addnorm_torch_ops.so, built
 against libtorch): torch.ops.addnorm.layer_norm, rms_norm, add_norm_pre, add_norm_post,
@@ -11,18 +12,19 @@ bfloat16, float16 and float64, with autograd (a clear error on a double backward
 (bfloat16 activations in and out, float32 statistics), torch.jit.script/trace/save/load and
 torch.onnx.export (standard ONNX ops).
 
-Modules: LayerNorm, BatchNorm1d (subclasses of torch.nn's, so the same constructor arguments,
-parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused
-residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm,
-batch_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
-arguments).
+Modules: LayerNorm, BatchNorm1d, BatchNorm2d (subclasses of torch.nn's, so the same constructor
+arguments, parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface),
+AddNorm (fused residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm,
+rms_norm, batch_norm, dropout, add_norm_pre, add_norm_post (differentiable,
+torch.nn.functional's arguments).
 """
 from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, layer_norm,
                                rms_norm)
+from ._torch_batch_norm2d import BatchNorm2d
 from ._torch_modules import AddNorm, BatchNorm1d, LayerNorm, RMSNorm
-from ._torch_patch import patch
+from ._torch_patch import patch, unpatch
 
 __all__ = [
-    "AddNorm", "BatchNorm1d", "LayerNorm", "RMSNorm", "add_norm_post", "add_norm_pre",
-    "batch_norm", "dropout", "layer_norm", "patch", "rms_norm",
+    "AddNorm", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm", "add_norm_post",
+    "add_norm_pre", "batch_norm", "dropout", "layer_norm", "patch", "rms_norm", "unpatch",
 ]

@@ -2,8 +2,10 @@
 // addnorm/__init__.py, which check arguments with friendly messages, allocate the outputs and
 // call these. addnorm::Error (a bad argument found by the library) becomes ValueError.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "addnorm/error.hpp"
+#include "addnorm/simd.hpp"
 #include "bindings.hpp"
 
 PYBIND11_MODULE(_addnorm, module) {
@@ -17,7 +19,12 @@ PYBIND11_MODULE(_addnorm, module) {
       PyErr_SetString(PyExc_ValueError, bad_argument.what());
     }
   });
+  module.attr("__version__") = ADDNORM_VERSION;
   addnorm::python::register_norms(module);
   addnorm::python::register_batch_norm(module);
   addnorm::python::register_residual(module);
+  module.def("simd_target", &addnorm::simd_target,
+             "The SIMD target addnorm's kernels dispatch to on this CPU (Highway's name).");
+  module.def("simd_targets", &addnorm::simd_targets,
+             "The SIMD targets compiled in that this CPU supports, best first.");
 }

@@ -202,7 +202,9 @@ def test_patch_swaps_norms_keeping_parameters():
     x = torch.randn(3, 6)
     expected = model(x)
     parameters = list(model.parameters())
-    patched = an.patch(model)
+    with pytest.warns(UserWarning, match=r"left these RMSNorm-like modules alone: '4' "
+                                         r"\(CentredRMSNorm\)"):
+        patched = an.patch(model)
     assert patched is model
     assert type(model[1]) is an.LayerNorm and type(model[5][0]) is an.LayerNorm
     assert type(model[2]) is an.RMSNorm and not model[2].zero_centered_weight
