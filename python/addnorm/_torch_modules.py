@@ -131,6 +131,11 @@ class AddNorm(torch.nn.Module):
     def _get_name(self):
         return "AddNorm"
 
+    def forward(self, x, sublayer_output):
+        """Post-norm: Norm(x + Dropout(s)); pre-norm: (h, Norm(h)) with h = x + Dropout(r).
+        Every AddNorm is one of the two subclasses below, which define it."""
+        raise NotImplementedError("AddNorm is built as its mode's subclass; see AddNorm(mode=...)")
+
     def extra_repr(self):
         return (f"{self.normalized_shape}, mode={self.mode!r}, norm={self.norm!r}, "
                 f"dropout={self.dropout}, eps={self.eps}, "

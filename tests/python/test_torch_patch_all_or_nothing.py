@@ -2,11 +2,13 @@
 modules cannot compute in makes it raise, naming the module, before anything is swapped. And
 unpatch undoes patch: torch's modules back, the same parameter objects, equal state_dict and
 outputs."""
+import re
+
 import pytest
 import torch
 
 import addnorm.torch as an
-from addnorm._torch_dtypes import SUPPORTED_DTYPES
+from addnorm._torch_dtypes import SUPPORTED_DTYPES, describe
 
 
 class LlamaRMSNorm(torch.nn.Module):
@@ -58,7 +60,7 @@ def test_a_module_of_an_unsupported_dtype_refuses_the_whole_patch():
                                 torch.nn.BatchNorm2d(3).to(unsupported))
     name = str(unsupported)
     assert_refused(model, rf"2 module\(s\) cannot run on addnorm: '1.0' \(LlamaRMSNorm\) has "
-                          rf"dtype {name}, expected torch.float32 or torch.float64; '2' "
+                          rf"dtype {name}, expected {re.escape(describe())}; '2' "
                           rf"\(BatchNorm2d\) has dtype {name}", batch_norm=True)
     # Without batch_norm=True the BatchNorm is no candidate, but the RMSNorm still refuses.
     assert_refused(model, r"1 module\(s\) cannot run on addnorm: '1.0' \(LlamaRMSNorm\)")
