@@ -105,7 +105,6 @@ test('the page loads and every widget draws its first answer', async () => {
     assert.ok(updates >= 1, `${id} has not drawn`);
   }
   assert.deepEqual(pageErrors, []);
-  await page.screenshot({ path: join(SCREENSHOTS, 'lab-page.png'), fullPage: true });
 });
 
 test('1 Residuals: the page figures, the toggle, the slider and the keyboard', async () => {
