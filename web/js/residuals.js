@@ -36,6 +36,9 @@ export function setUpResiduals() {
     }
   }
 
+  // Sizes as the tutorial prints them: 3.310, or 8.62e-04 once below a thousandth.
+  const size = (v) => (v >= 1e-3 ? num(v, 3) : sci(v));
+
   function render(data, depth) {
     const stack = data.stacks.find((s) => s.depth === depth);
     const withResidual = mode() === 'with';
@@ -50,17 +53,16 @@ export function setUpResiduals() {
       kind: 'bars',
       label: `Gradient size per layer, ${withResidual ? 'with' : 'without'} residuals, ${depth} layers`,
       x: { label: 'layer (input at the left, the top layer at the right)', categories: items.map((item) => item.tick) },
-      y: { label: 'gradient size |g|', format: (v) => sci(v) },
+      y: { label: 'gradient size |g|', format: size },
       series: [{ name: withResidual ? 'with residuals' : 'without residuals', values: items.map((item) => item.value) }],
       describe: (_, l) => (l === 0
-        ? `gradient reaching the input: ${sci(items[l].value)}`
-        : `gradient at the output of layer ${l}: ${sci(items[l].value)}`),
+        ? `gradient reaching the input: ${size(items[l].value)}`
+        : `gradient at the output of layer ${l}: ${size(items[l].value)}`),
     });
     chart.dataset.mode = mode();
     chart.dataset.depth = String(depth);
     const bottom = curve[depth];
     const ratio = bottom / data.top_norm;
-    const size = (v) => (v >= 1e-3 ? num(v, 3) : sci(v));
     const trend = ratio > 1.05 ? 'grew' : ratio < 0.95 ? 'shrank' : 'kept its size';
     readout.textContent = `${depth} layers, ${withResidual ? 'with' : 'without'} residuals: the gradient ` +
       `reaching the input has size ${size(bottom)}, ${size(ratio)} times the ${num(data.top_norm, 3)} ` +
