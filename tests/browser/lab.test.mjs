@@ -300,6 +300,12 @@ test('6 Depth, measured: the gradient ratio with its √L line and the update si
   sameNumbers(ratio.high, depths.map((_, i) => Math.max(ratios[0][i], ratios[1][i])), 'ratio, highest seed');
   sameNumbers(reference.values, depths.map((d) => ratio.values[0] * Math.sqrt(d / 2)), '√L reference');
   assert.match(await text('#ratio-readout'), new RegExp(`to ${ratio.values[3].toFixed(3)}, ×${(ratio.values[3] / ratio.values[0]).toFixed(3)}`));
+  // The keyboard reads each depth's exact numbers: End jumps to the deepest.
+  await page.locator('#ratio-chart').focus();
+  await page.keyboard.press('End');
+  const tip = await text('#ratio-chart .tip');
+  assert.ok(tip.startsWith('depth L (blocks) 16: post-norm / pre-norm: ') && tip.includes(ratio.values[3].toFixed(4)) &&
+    tip.includes(`seeds ${ratio.low[3].toFixed(4)} to ${ratio.high[3].toFixed(4)}`), `tooltip "${tip}"`);
 
   // The update size at a learning rate picked on the page.
   await changed('depth-results', () => page.locator('#update-lr').selectOption('0.003'));

@@ -88,6 +88,7 @@ function defaultDescribe(spec, format) {
     const at = spec.kind === 'bars' ? spec.x.categories[index] : spec.x.values[index];
     const one = (s) => {
       const value = spec.series[s].values[index];
+      if (!Number.isFinite(value)) return `${spec.series[s].name}: —`;  // not yet run, or diverged
       let text = `${spec.series[s].name}: ${format(value)}`;
       if (spec.series[s].low) {
         text += ` (seeds ${format(spec.series[s].low[index])} to ${format(spec.series[s].high[index])})`;

@@ -86,7 +86,7 @@ export function setUpDepthResults() {
         kind: 'lines',
         label: 'Post-norm / pre-norm mean block gradient at initialisation, against depth',
         x: { label: 'depth L (blocks)', values: DEPTHS, scale: 'log' },
-        y: { label: 'gradient ratio, post / pre', scale: 'linear', format: (v) => num(v, 3) },
+        y: { label: 'gradient ratio, post / pre', scale: 'linear', format: (v) => num(v, 4) },
         series: [line, { name: `√L reference, through L = ${DEPTHS[0]}`, values: reference, reference: true }],
         legend: true,
       });
@@ -116,7 +116,7 @@ export function setUpDepthResults() {
         kind: 'lines',
         label: `Relative change of the stack's output after one Adam step at lr ${lr.selectedOptions[0].text}, against depth`,
         x: { label: 'depth L (blocks)', values: DEPTHS, scale: 'log' },
-        y: { label: 'RMS(change) / RMS(output)', format: (v) => num(v, 3) },
+        y: { label: 'RMS(change) / RMS(output)', format: (v) => num(v, 4) },
         series,
         legend: true,
       });
