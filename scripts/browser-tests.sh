@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end tests of the lab page (`addnorm lab`) in Debian's headless Chromium, then a short
 # load test of the server. Installs what the browser tests alone need when missing (chromium,
-# nodejs, npm; as root or with sudo), installs playwright-core from tests/browser/package-lock.json,
-# starts the server on a free loopback port, runs tests/browser/*.test.mjs with Node's test runner,
-# saves screenshots and the load test's latencies under build/screenshots/ and build/, and stops
-# the server. Exits non-zero when anything fails, with a one-line summary at the end.
+# nodejs, npm; as root or with sudo), installs playwright-core and axe-core from
+# tests/browser/package-lock.json, starts the server on a free loopback port, runs
+# tests/browser/*.test.mjs with Node's test runner (the widgets, the layout at 390, 1280 and
+# 1920 px with axe-core's accessibility check, the load test), saves screenshots and the load
+# test's latencies under build/screenshots/ and build/, and stops the server. Exits non-zero when anything fails, with a one-line summary at the end.
 #
 #   bash scripts/browser-tests.sh            # uses build/addnorm (built first if missing)
 #   ADDNORM_BUILD_DIR=build-x bash scripts/browser-tests.sh
@@ -35,7 +36,7 @@ if [ ! -x "$build_dir/addnorm" ]; then
   cmake --build "$build_dir" -j"$(nproc)" --target addnorm_cli
 fi
 
-echo "== browser tests: npm packages (playwright-core) =="
+echo "== browser tests: npm packages (playwright-core, axe-core) =="
 (cd tests/browser && { npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error; })
 
 mkdir -p "$screenshots"
@@ -71,7 +72,7 @@ results="$build_dir/browser-tests.tap"
 status=0
 # One file at a time: the load test measures latencies and must not share the machine with the
 # browser. Each run is bounded in time.
-for file in lab.test.mjs load.test.mjs; do
+for file in chart_scale.test.mjs lab.test.mjs layout.test.mjs load.test.mjs; do
   if ! (cd tests/browser && LAB_URL="$url" SCREENSHOT_DIR="$screenshots" CHROMIUM="$chromium" \
         timeout 240 node --test "$file") 2>&1 | tee -a "$results"; then
     status=1

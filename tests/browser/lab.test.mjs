@@ -49,6 +49,24 @@ async function barValues(chartId) {
   return page.$$eval(`#${chartId} .bar`, (bars) => bars.map((bar) => Number(bar.dataset.value)));
 }
 
+// The series a chart drew, exactly (chart.js keeps them on the chart as data-series).
+async function chartSeries(chartId) {
+  return page.$eval(`#${chartId}`, (chart) => JSON.parse(chart.dataset.series));
+}
+
+// A training stream's losses, per run, read straight from the API.
+async function streamedLosses(body) {
+  const response = await fetch(new URL('/api/train', LAB_URL), {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  assert.equal(response.status, 200);
+  const events = (await response.text()).split('\n\n').filter((block) => block.includes('event: step'));
+  const steps = events.map((block) => JSON.parse(block.split('data: ')[1]).loss);
+  return steps[0].map((_, run) => steps.map((losses) => losses[run]));
+}
+
+const mean = (values) => values.reduce((sum, v) => sum + v, 0) / values.length;
+
 async function text(selector) {
   return page.$eval(selector, (element) => element.textContent);
 }
@@ -87,7 +105,6 @@ test('the page loads and every widget draws its first answer', async () => {
     assert.ok(updates >= 1, `${id} has not drawn`);
   }
   assert.deepEqual(pageErrors, []);
-  await page.screenshot({ path: join(SCREENSHOTS, 'lab-page.png'), fullPage: true });
 });
 
 test('1 Residuals: the page figures, the toggle, the slider and the keyboard', async () => {
@@ -99,6 +116,13 @@ test('1 Residuals: the page figures, the toggle, the slider and the keyboard', a
   let answer = await api('/api/gradient-flow', { depths: [6, 24], weight_std: 0.1 });
   sameNumbers(await barValues('residual-chart'), [...answer.stacks[0].with_residual].reverse(), 'with residuals, 6 layers');
   assert.match(await text('#residual-readout'), /3\.31/);
+  // Sizes between 2 and 3.31 span less than 30×: a linear axis from zero, its baseline labelled 0.
+  assert.equal(await page.$eval('#residual-chart', (c) => c.dataset.scale), 'linear');
+  assert.ok((await page.$$eval('#residual-chart text.tick', (ts) => ts.map((t) => t.textContent))).includes('0'));
+  assert.match(await page.$eval('#residual-chart text.axis-title', (t) => t.textContent), /linear scale/);
+  // The sentence is computed from the bars: bottom / top.
+  const six = answer.stacks[0];
+  assert.ok(Math.abs(Number(await page.$eval('#residual-readout', (e) => e.dataset.ratio)) - six.with_residual[6] / answer.top_norm) < 1e-12);
 
   await changed('residuals', () => page.getByLabel('Without residuals').check());
   sameNumbers(await barValues('residual-chart'), [...answer.stacks[0].without_residual].reverse(), 'without, 6 layers');
@@ -107,6 +131,9 @@ test('1 Residuals: the page figures, the toggle, the slider and the keyboard', a
   await changed('residuals', () => page.locator('#residual-layers').fill('24'));
   sameNumbers(await barValues('residual-chart'), [...answer.stacks[1].without_residual].reverse(), 'without, 24 layers');
   assert.match(await text('#residual-readout'), /6\.86e-14/);
+  // 13 decades: a log axis over whole decades, every bar above its baseline.
+  assert.equal(await page.$eval('#residual-chart', (c) => c.dataset.scale), 'log');
+  assert.match(await page.$eval('#residual-chart text.axis-title', (t) => t.textContent), /log scale/);
 
   // The keyboard: End takes the slider to 50 layers.
   await page.locator('#residual-layers').focus();
@@ -203,19 +230,37 @@ test('4 Batch norm vs layer norm: the house table, edited, and the padding leak'
   assert.match(await text('#bvl-leak'), /moves by up to \d/);
 });
 
-test('5 Deep stacks: a training streams its loss curves, and the stop button stops one', async () => {
+test('5 Deep stacks: axes and legend before training, loss curves with their seed spread, stop', async () => {
+  // Before any run: the axes, the stated scale and a legend entry per checked placement.
+  const legend = await page.$$eval('#train-chart .legend li', (items) => items.map((item) => item.textContent));
+  assert.deepEqual(legend, ['post-norm, 6 blocks', 'pre-norm, 6 blocks', 'chance level']);
+  assert.ok(await page.$$eval('#train-chart text.tick', (ticks) => ticks.length) >= 4, 'no axis ticks before training');
+  assert.match(await page.$eval('#train-chart', (c) => c.textContent), /optimiser step/);
+
   await page.locator('#train-steps').fill('30');
   await page.locator('#train-depth').fill('2');
+  await page.locator('#train-seeds').selectOption('2');
   await page.getByRole('button', { name: 'Train' }).click();
   await page.waitForFunction(() => Number(document.getElementById('train-chart').dataset.steps) >= 3);
   const early = await page.$eval('#train-chart polyline', (line) => Number(line.dataset.points));
   await page.waitForFunction(() => document.getElementById('train-chart').dataset.state === 'done', null, { timeout: 60000 });
-  const late = await page.$$eval('#train-chart polyline', (lines) => lines.map((line) => Number(line.dataset.points)));
+  const late = await page.$$eval('#train-chart polyline:not(.reference)', (lines) => lines.map((line) => Number(line.dataset.points)));
   assert.equal(late.length, 2, 'post-norm and pre-norm curves');
   assert.ok(late[0] === 30 && late[0] > early, `the curve grew from ${early} to ${late[0]} points`);
+  assert.equal(await page.$$eval('#train-chart polygon.band', (bands) => bands.length), 2, 'a seed band per placement');
   assert.match(await text('#train-status'), /accuracy \d+%/);
+  // The lines are the mean of the two seeds' streamed losses, the bands their range.
+  const runs = await streamedLosses({ placements: ['post_norm', 'pre_norm'], depths: [2], steps: 30, lr: 0.001,
+    task: 'reverse', warmups: [false], warmup_steps: 8, seeds: 2, grad_history_points: 1 });
+  const drawn = await chartSeries('train-chart');
+  for (const [line, seedRuns] of [[drawn[0], [runs[0], runs[1]]], [drawn[1], [runs[2], runs[3]]]]) {
+    sameNumbers(line.values, seedRuns[0].map((_, i) => mean([seedRuns[0][i], seedRuns[1][i]])), `${line.name} mean`);
+    sameNumbers(line.low, seedRuns[0].map((_, i) => Math.min(seedRuns[0][i], seedRuns[1][i])), `${line.name} low`);
+    sameNumbers(line.high, seedRuns[0].map((_, i) => Math.max(seedRuns[0][i], seedRuns[1][i])), `${line.name} high`);
+  }
   await page.locator('#deep-stacks').screenshot({ path: join(SCREENSHOTS, 'deep-stacks.png') });
 
+  await page.locator('#train-seeds').selectOption('1');
   await page.locator('#train-steps').fill('1000');
   await page.getByRole('button', { name: 'Train' }).click();
   await page.waitForFunction(() => Number(document.getElementById('train-chart').dataset.steps) >= 2);
@@ -224,27 +269,57 @@ test('5 Deep stacks: a training streams its loss curves, and the stop button sto
   assert.match(await text('#train-status'), /stopped by request/);
   assert.ok(Number(await page.$eval('#train-chart', (c) => c.dataset.steps)) < 1000);
 
-  // Gradients at initialisation: one bar per block for each placement, the API's numbers.
+  // Gradients at initialisation: post-norm and pre-norm bars on one axis, the API's numbers,
+  // and a sentence computed from them.
   const init = await api('/api/init-gradients', { placements: ['post_norm', 'pre_norm'], depths: [12], d_model: 32, n_heads: 4, d_ff: 64, seeds: 1, batch: 4, length: 6 });
   const perBlock = (s) => s.attention_grad_norm.map((a, i) => Math.hypot(a, s.ffn_grad_norm[i]));
-  sameNumbers(await barValues('init-post-chart'), perBlock(init.stacks[0]), 'post-norm gradients at init');
-  sameNumbers(await barValues('init-pre-chart'), perBlock(init.stacks[1]), 'pre-norm gradients at init');
+  const bars = await page.$$eval('#init-chart .bar', (all) => all.map((bar) => ({ series: bar.dataset.series, value: Number(bar.dataset.value) })));
+  sameNumbers(bars.filter((b) => b.series === '0').map((b) => b.value), perBlock(init.stacks[0]), 'post-norm gradients at init');
+  sameNumbers(bars.filter((b) => b.series === '1').map((b) => b.value), perBlock(init.stacks[1]), 'pre-norm gradients at init');
+  const readout = await text('#init-readout');
+  for (const stack of init.stacks) {
+    const values = perBlock(stack);
+    const ratio = (values.at(-1) / values[0]).toFixed(3);
+    assert.ok(readout.includes(`top / bottom ${ratio}`) || readout.includes(`top block / bottom block ${ratio}`),
+      `"${readout}" lacks the ratio ${ratio}`);
+  }
   assert.deepEqual(pageErrors, []);
 });
 
-test('the page reads at phone width without sideways scrolling', async () => {
-  const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
-  await phone.goto(LAB_URL);
-  await phone.waitForSelector('body[data-ready=true]');
-  const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 1, `the page is ${overflow}px wider than the phone`);
-  await phone.screenshot({ path: join(SCREENSHOTS, 'lab-phone.png'), fullPage: true });
-  await phone.close();
-});
+test('6 Depth, measured: the gradient ratio with its √L line and the update sizes, per seed', async () => {
+  await page.waitForSelector('#depth-results[data-state=done]', { timeout: 60000 });
+  const depths = [2, 4, 8, 16];
+  const model = { d_model: 32, n_heads: 4, d_ff: 64, batch: 4, length: 6, task: 'copy', depths, seeds: 1 };
+  const find = (answer, placement, depth) => answer.stacks.find((s) => s.placement === placement && s.depth === depth);
+  const init = [];
+  for (const seed of [0, 1]) init.push(await api('/api/init-gradients', { ...model, placements: ['post_norm', 'pre_norm'], seed }));
+  const ratios = init.map((answer) => depths.map((d) => find(answer, 'post_norm', d).mean_layer_grad_norm / find(answer, 'pre_norm', d).mean_layer_grad_norm));
+  const [ratio, reference] = await chartSeries('ratio-chart');
+  sameNumbers(ratio.values, depths.map((_, i) => mean([ratios[0][i], ratios[1][i]])), 'post/pre ratio, mean of 2 seeds');
+  sameNumbers(ratio.low, depths.map((_, i) => Math.min(ratios[0][i], ratios[1][i])), 'ratio, lowest seed');
+  sameNumbers(ratio.high, depths.map((_, i) => Math.max(ratios[0][i], ratios[1][i])), 'ratio, highest seed');
+  sameNumbers(reference.values, depths.map((d) => ratio.values[0] * Math.sqrt(d / 2)), '√L reference');
+  assert.match(await text('#ratio-readout'), new RegExp(`to ${ratio.values[3].toFixed(3)}, ×${(ratio.values[3] / ratio.values[0]).toFixed(3)}`));
+  // The keyboard reads each depth's exact numbers: End jumps to the deepest.
+  await page.locator('#ratio-chart').focus();
+  await page.keyboard.press('End');
+  const tip = await text('#ratio-chart .tip');
+  assert.ok(tip.startsWith('depth L (blocks) 16: post-norm / pre-norm: ') && tip.includes(ratio.values[3].toFixed(4)) &&
+    tip.includes(`seeds ${ratio.low[3].toFixed(4)} to ${ratio.high[3].toFixed(4)}`), `tooltip "${tip}"`);
 
-test('every control has a label', async () => {
-  const unlabelled = await page.$$eval('input, select, button', (controls) => controls
-    .filter((c) => !(c.labels?.length || c.getAttribute('aria-label') || c.textContent.trim()))
-    .map((c) => c.outerHTML.slice(0, 80)));
-  assert.deepEqual(unlabelled, []);
+  // The update size at a learning rate picked on the page.
+  await changed('depth-results', () => page.locator('#update-lr').selectOption('0.003'));
+  const placements = ['post_norm', 'pre_norm', 'deep_norm'];
+  const sizes = [];
+  for (const seed of [0, 1]) sizes.push(await api('/api/update-size', { ...model, placements, lr: 0.003, seed }));
+  const drawn = await chartSeries('update-chart');
+  assert.deepEqual(drawn.map((line) => line.name), ['post-norm', 'pre-norm', 'DeepNorm']);
+  placements.forEach((placement, p) => {
+    const perSeed = sizes.map((answer) => depths.map((d) => find(answer, placement, d).output_change));
+    sameNumbers(drawn[p].values, depths.map((_, i) => mean([perSeed[0][i], perSeed[1][i]])), `${placement} output change`);
+  });
+  const blocks = await chartSeries('update-blocks-chart');
+  sameNumbers(blocks[0].values, find(sizes[0], 'post_norm', 16).layer_change.map((v, i) => mean([v, find(sizes[1], 'post_norm', 16).layer_change[i]])), 'post-norm change per block');
+  assert.match(await text('#update-readout'), new RegExp(`lr 3e-3, one step moves a 16-block stack's output by post-norm ${drawn[0].values[3].toFixed(3)}`));
+  await page.locator('#depth-results').screenshot({ path: join(SCREENSHOTS, 'depth-results.png') });
 });

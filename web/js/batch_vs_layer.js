@@ -3,7 +3,7 @@
 // (POST /api/batch-vs-layer).
 import { requester, showError, markUpdated, ApiError } from './api.js';
 import { fixed, num, signed } from './format.js';
-import { drawBars } from './bars.js';
+import { drawChart } from './chart.js';
 
 const PAGE_TABLE = [[1200, 2.0, 45], [1500, 3.0, 70], [2000, 3.5, 80]];
 const FEATURES = ['size (f1)', 'rooms (f2)', 'price (lakhs)'];
@@ -244,17 +244,17 @@ export function setUpBatchVsLayer() {
     padded.setAttribute('aria-label', `${p.sentences} sentences padded to ${p.padded_length} positions: ` +
       `${p.real_tokens} real tokens and ${p.padded_tokens - p.real_tokens} padding positions`);
 
-    const items = [];
-    p.mean_with_padding.forEach((value, feature) => {
-      items.push({ value, alt: true, tick: `f${feature}`, feature, which: 'with padding' });
-      items.push({ value: p.mean_real_only[feature], feature, which: 'real tokens only' });
+    drawChart(meanChart, {
+      kind: 'bars',
+      height: 200,
+      label: 'Per-feature mean, with the padding counted and over real tokens only',
+      x: { label: 'feature', categories: p.mean_with_padding.map((_, f) => `f${f}`) },
+      y: { label: 'mean over the batch', scale: 'linear', format: (v) => num(v, 4) },
+      series: [
+        { name: 'padding counted', values: p.mean_with_padding },
+        { name: 'real tokens only', values: p.mean_real_only },
+      ],
     });
-    drawBars(meanChart, items, {
-      scale: 'signed',
-      label: 'Per-feature mean, with padding and over real tokens only',
-      describe: (item) => `feature ${item.feature}, mean ${item.which}: ${num(item.value, 4)}`,
-    });
-
     effects.replaceChildren();
     for (const e of data.batch_sizes) {
       const tr = document.createElement('tr');

@@ -3,10 +3,10 @@
 // per-layer gradients at initialisation (POST /api/init-gradients).
 import { postJson, requester, showError, markUpdated } from './api.js';
 import { num, sci } from './format.js';
-import { drawBars } from './bars.js';
+import { drawChart } from './chart.js';
+import { seedSpread } from './seed_spread.js';
 
-const COLORS = ['#2f6fd0', '#d0622f', '#2f9d4a', '#9a4fd0', '#c9a21f', '#d04f8a', '#4fb5c9', '#7a7a7a'];
-const NAMES = {
+export const NAMES = {
   post_norm: 'post-norm', pre_norm: 'pre-norm', deep_norm: 'DeepNorm', rezero: 'ReZero',
   no_norm: 'no norm', no_residual: 'no residual',
 };
@@ -35,46 +35,42 @@ async function readEvents(response, onEvent) {
   }
 }
 
-function svg(tag, attributes = {}) {
-  const element = document.createElementNS('http://www.w3.org/2000/svg', tag);
-  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
-  return element;
-}
-
-// Loss curves: one polyline per run over steps 1..steps, the chance level dashed.
-function drawCurves(container, runs, curves, steps, chance) {
-  const width = 600;
-  const height = 240;
-  const pad = { left: 40, right: 10, top: 10, bottom: 24 };
-  const finite = curves.flat().filter((v) => Number.isFinite(v));
-  const top = Math.max(chance * 1.15, ...finite.slice(0, 50 * runs.length), 0.1);
-  const x = (step) => pad.left + ((step - 1) / Math.max(1, steps - 1)) * (width - pad.left - pad.right);
-  const y = (loss) => pad.top + (1 - Math.min(loss, top) / top) * (height - pad.top - pad.bottom);
-  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: 'none' });
-  for (const fraction of [0, 0.25, 0.5, 0.75, 1]) {
-    const level = top * fraction;
-    root.append(svg('line', { class: 'grid', x1: pad.left, x2: width - pad.right, y1: y(level), y2: y(level) }));
-    const label = svg('text', { x: 2, y: y(level) + 4 });
-    label.textContent = num(level, 2);
-    root.append(label);
-  }
-  root.append(svg('line', { class: 'chance', x1: pad.left, x2: width - pad.right, y1: y(chance), y2: y(chance) }));
-  const stepLabel = svg('text', { x: width - pad.right - 60, y: height - 6 });
-  stepLabel.textContent = `step ${steps}`;
-  root.append(stepLabel);
-  curves.forEach((curve, run) => {
-    const points = [];
-    curve.forEach((loss, i) => { if (Number.isFinite(loss)) points.push(`${x(i + 1).toFixed(1)},${y(loss).toFixed(1)}`); });
-    root.append(svg('polyline', {
-      points: points.join(' '), fill: 'none', stroke: COLORS[run % COLORS.length], 'stroke-width': 2,
-      'data-run': run, 'data-points': points.length,
-    }));
+// The loss chart: one line per (placement, depth, warmup), the mean over its seeds with the
+// seeds' range as a band when there are several, and the chance level dashed. Before the first
+// step it already shows its axes and the legend of what will appear.
+function drawLosses(container, groups, curves, steps, chance) {
+  const xs = Array.from({ length: steps }, (_, i) => i + 1);
+  const series = groups.map((group) => {
+    const perSeed = group.runs.map((r) => xs.map((_, i) => curves[r]?.[i] ?? NaN));
+    const { mean, low, high } = seedSpread(perSeed);
+    return group.runs.length > 1 ? { name: group.name, values: mean, low, high } : { name: group.name, values: mean };
   });
-  container.replaceChildren(root);
+  // chance: {loss: ln(symbols), symbols}, known once the run starts.
+  series.push({ name: chance ? `chance level, ln ${chance.symbols} = ${num(chance.loss, 3)}` : 'chance level',
+    values: xs.map(() => chance?.loss ?? NaN), reference: true });
+  drawChart(container, {
+    kind: 'lines',
+    label: 'Training loss per step',
+    x: { label: 'optimiser step', values: xs },
+    y: { label: 'training loss (cross-entropy)', include: [chance?.loss ?? 2] },
+    series,
+    legend: true,
+  });
 }
 
 function runName(run) {
   return `${NAMES[run.placement] || run.placement}, ${run.depth} blocks${run.warmup ? ', warmup' : ''}`;
+}
+
+// Runs that differ only by seed form one group: one line and its band.
+function groupRuns(runs) {
+  const groups = new Map();
+  runs.forEach((run, index) => {
+    const name = runName(run);
+    if (!groups.has(name)) groups.set(name, { name, runs: [] });
+    groups.get(name).runs.push(index);
+  });
+  return [...groups.values()];
 }
 
 export function setUpDeepStacks() {
@@ -89,14 +85,26 @@ export function setUpDeepStacks() {
   const start = document.getElementById('train-start');
   const stop = document.getElementById('train-stop');
   const chart = document.getElementById('train-chart');
-  const legend = document.getElementById('train-legend');
+  const seeds = document.getElementById('train-seeds');
   const status = document.getElementById('train-status');
   const errorBox = document.getElementById('train-error');
   let job = null;
   let controller = null;
 
-  depth.addEventListener('input', () => { depthValue.textContent = depth.value; });
-  steps.addEventListener('input', () => { stepsValue.textContent = steps.value; });
+  const placementBoxes = [...section.querySelectorAll('input[name=train-placement]')];
+  // Until a run starts, the chart shows the axes and legend of what Train will draw.
+  const preview = () => {
+    if (controller) return;
+    const placements = placementBoxes.filter((c) => c.checked).map((c) => c.value);
+    const seedCount = Number(seeds.value);
+    const runs = placements.flatMap((placement) => Array.from({ length: seedCount },
+      () => ({ placement, depth: Number(depth.value), warmup: warmup.checked })));
+    drawLosses(chart, groupRuns(runs), [], Number(steps.value), null);
+  };
+  depth.addEventListener('input', () => { depthValue.textContent = depth.value; preview(); });
+  steps.addEventListener('input', () => { stepsValue.textContent = steps.value; preview(); });
+  for (const control of [...placementBoxes, seeds, warmup]) control.addEventListener('change', preview);
+  preview();
 
   async function train() {
     const placements = [...section.querySelectorAll('input[name=train-placement]:checked')].map((c) => c.value);
@@ -109,7 +117,7 @@ export function setUpDeepStacks() {
       task: task.value,
       warmups: [warmup.checked],
       warmup_steps: Math.max(1, Math.min(totalSteps, Math.round(totalSteps / 4))),
-      seeds: 1,
+      seeds: Number(seeds.value),
       grad_history_points: 1,
     };
     controller = new AbortController();
@@ -120,13 +128,14 @@ export function setUpDeepStacks() {
     chart.dataset.state = 'starting';
     chart.dataset.steps = '0';
     let runs = [];
+    let groups = [];
     let curves = [];
-    let chance = 1;
+    let chance = null;
     let pending = false;
     const redraw = () => {
       if (pending) return;
       pending = true;
-      requestAnimationFrame(() => { pending = false; drawCurves(chart, runs, curves, totalSteps, chance); });
+      requestAnimationFrame(() => { pending = false; drawLosses(chart, groups, curves, totalSteps, chance); });
     };
     try {
       const response = await fetch('/api/train', {
@@ -143,27 +152,22 @@ export function setUpDeepStacks() {
         if (name === 'start') {
           job = data.job;
           runs = data.runs;
-          chance = data.chance_loss;
+          chance = { loss: data.chance_loss, symbols: data.params.symbols };
           curves = runs.map(() => []);
-          legend.replaceChildren(...runs.map((run, i) => {
-            const item = document.createElement('li');
-            const swatch = document.createElement('span');
-            swatch.className = 'swatch';
-            swatch.style.background = COLORS[i % COLORS.length];
-            item.append(swatch, runName(run));
-            return item;
-          }));
+          groups = groupRuns(runs);
+          redraw();
           chart.dataset.state = 'running';
         } else if (name === 'step') {
           data.loss.forEach((loss, i) => curves[i].push(loss ?? NaN));
           chart.dataset.steps = String(data.step);
           status.textContent = `step ${data.step} of ${totalSteps}: ` +
-            runs.map((run, i) => `${runName(run)} ${num(data.loss[i], 3)}`).join(' · ');
+            runs.map((run, i) => `${runName(run)}${groups.length < runs.length ? `, seed ${run.seed}` : ''} ` +
+              `${num(data.loss[i], 3)}`).join(' · ');
           redraw();
         } else if (name === 'done') {
           chart.dataset.state = 'done';
-          status.textContent = `Done in ${data.elapsed_s.toFixed(1)} s (chance level ${num(chance, 3)}). Held-out: ` +
-            runs.map((run, i) => `${runName(run)} loss ${num(data.runs[i].eval_loss, 3)}, ` +
+          status.textContent = `Done in ${data.elapsed_s.toFixed(1)} s (chance level ${num(chance.loss, 3)}). Held-out: ` +
+            runs.map((run, i) => `${runName(run)}${groups.length < runs.length ? `, seed ${run.seed}` : ''} loss ${num(data.runs[i].eval_loss, 3)}, ` +
               `accuracy ${(100 * data.runs[i].eval_accuracy).toFixed(0)}%` +
               (data.runs[i].diverged ? ' (diverged)' : '')).join(' · ');
         } else if (name === 'stopped') {
@@ -209,12 +213,22 @@ export function setUpDeepStacks() {
   return setUpInitGradients();
 }
 
+// How a placement's per-block gradients change from the bottom block to the top one, in words
+// computed from the bars drawn.
+function gradientTrend(name, perBlock) {
+  const ratio = perBlock.at(-1) / perBlock[0];
+  const spread = Math.max(...perBlock) / Math.min(...perBlock);
+  if (ratio >= 1.5) return `${name}'s grow towards the top (top block / bottom block ${num(ratio, 3)})`;
+  if (ratio <= 1 / 1.5) return `${name}'s shrink towards the top (top block / bottom block ${num(ratio, 3)})`;
+  return `${name}'s top and bottom blocks are within a factor 1.5 (top / bottom ${num(ratio, 3)}; ` +
+    `largest / smallest block ${num(spread, 3)})`;
+}
+
 function setUpInitGradients() {
   const section = document.getElementById('deep-stacks');
   const depth = document.getElementById('init-depth');
   const depthValue = document.getElementById('init-depth-value');
-  const post = document.getElementById('init-post-chart');
-  const pre = document.getElementById('init-pre-chart');
+  const chart = document.getElementById('init-chart');
   const readout = document.getElementById('init-readout');
   const errorBox = document.getElementById('init-error');
   const ask = requester();
@@ -237,20 +251,16 @@ function setUpInitGradients() {
       showError(errorBox, null, { depths: depth });
       const stacks = result.data.stacks;
       const perBlock = (stack) => stack.attention_grad_norm.map((a, i) => Math.hypot(a, stack.ffn_grad_norm[i]));
-      const all = stacks.flatMap(perBlock).filter((v) => v > 0);
-      const options = (stack) => ({
-        scale: 'log',
-        min: Math.min(...all),
-        max: Math.max(...all),
-        axis: (v) => sci(v, 1),
-        label: `Gradient norm per block at initialisation, ${NAMES[stack.placement]}`,
-        describe: (item) => `block ${item.block + 1}: ${sci(item.value)}`,
+      const values = stacks.map(perBlock);
+      drawChart(chart, {
+        kind: 'bars',
+        label: `Gradient norm per block at initialisation, ${stacks.map((stack) => NAMES[stack.placement]).join(' and ')}`,
+        x: { label: 'block (bottom to top)', categories: values[0].map((_, block) => String(block + 1)) },
+        y: { label: 'weight gradient norm', format: (v) => sci(v) },
+        series: stacks.map((stack, i) => ({ name: NAMES[stack.placement], values: values[i] })),
       });
-      for (const [stack, chart] of [[stacks[0], post], [stacks[1], pre]]) {
-        drawBars(chart, perBlock(stack).map((value, block) => ({ value, block, tick: String(block + 1) })), options(stack));
-      }
-      readout.textContent = stacks.map((stack) => `${NAMES[stack.placement]}: top block's FFN gradient / ` +
-        `bottom block's = ${num(stack.top_to_bottom_ratio, 3)}`).join('; ') + '.';
+      readout.textContent = `At ${depth.value} blocks, ` +
+        stacks.map((stack, i) => gradientTrend(NAMES[stack.placement], values[i])).join('; ') + '.';
       section.dataset.initMs = result.ms.toFixed(1);
       markUpdated(section, result.ms);
     } catch (error) {

@@ -2,7 +2,7 @@
 // stack, with no norm, LayerNorm, RMSNorm, pre-norm or post-norm (POST /api/activation-growth).
 import { requester, showError, markUpdated } from './api.js';
 import { num } from './format.js';
-import { drawBars } from './bars.js';
+import { drawChart } from './chart.js';
 
 const MODE_NAMES = {
   none: 'no normalization',
@@ -45,18 +45,24 @@ export function setUpNormalization() {
   }
 
   function render(curve) {
-    const label = (i) => (i === 0 ? 'input' : String(i));
-    drawBars(stdChart, curve.std.map((value, i) => ({ value: value ?? Infinity, tick: label(i), layer: i })), {
-      scale: 'log',
+    const layers = curve.std.map((_, i) => (i === 0 ? 'input' : String(i)));
+    const where = (i) => (i === 0 ? 'of the input' : `after layer ${i}`);
+    drawChart(stdChart, {
+      kind: 'bars',
       label: `Standard deviation per layer, ${MODE_NAMES[curve.mode]}`,
-      axis: (v) => num(v, 2),
-      describe: (item) => `σ ${item.layer === 0 ? 'of the input' : `after layer ${item.layer}`}: ${num(item.value, 4)}`,
+      x: { label: 'layer', categories: layers },
+      y: { label: 'σ of the activations', format: (v) => num(v, 4) },
+      series: [{ name: 'σ', values: curve.std.map((v) => v ?? Infinity) }],
+      describe: (_, i) => `σ ${where(i)}: ${num(curve.std[i], 4)}`,
     });
-    drawBars(meanChart, curve.mean.map((value, i) => ({ value: value ?? NaN, tick: label(i), layer: i })), {
-      scale: 'signed',
+    drawChart(meanChart, {
+      kind: 'bars',
+      height: 170,
       label: `Mean per layer, ${MODE_NAMES[curve.mode]}`,
-      axis: (v) => `±${num(v, 2)}`,
-      describe: (item) => `mean ${item.layer === 0 ? 'of the input' : `after layer ${item.layer}`}: ${num(item.value, 4)}`,
+      x: { label: 'layer', categories: layers },
+      y: { label: 'mean', scale: 'linear', format: (v) => num(v, 4) },
+      series: [{ name: 'mean', values: curve.mean.map((v) => v ?? NaN) }],
+      describe: (_, i) => `mean ${where(i)}: ${num(curve.mean[i], 4)}`,
     });
     stdChart.dataset.mode = curve.mode;
     const last = curve.std.length - 1;

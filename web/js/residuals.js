@@ -4,7 +4,7 @@
 // and 24 layers the bars are the page's own stacks and its printed figures.
 import { requester, showError, markUpdated } from './api.js';
 import { sci, num } from './format.js';
-import { drawBars } from './bars.js';
+import { drawChart } from './chart.js';
 
 export function setUpResiduals() {
   const section = document.getElementById('residuals');
@@ -36,6 +36,9 @@ export function setUpResiduals() {
     }
   }
 
+  // Sizes as the tutorial prints them: 3.310, or 8.62e-04 once below a thousandth.
+  const size = (v) => (v >= 1e-3 ? num(v, 3) : sci(v));
+
   function render(data, depth) {
     const stack = data.stacks.find((s) => s.depth === depth);
     const withResidual = mode() === 'with';
@@ -46,26 +49,30 @@ export function setUpResiduals() {
     for (let l = 0; l <= depth; l++) {
       items.push({ value: curve[depth - l], tick: l === 0 ? 'input' : String(l), layer: l });
     }
-    const both = [...stack.with_residual, ...stack.without_residual].filter((v) => v > 0);
-    drawBars(chart, items, {
-      scale: 'log',
-      min: Math.min(...both),
-      max: Math.max(...both),
+    drawChart(chart, {
+      kind: 'bars',
       label: `Gradient size per layer, ${withResidual ? 'with' : 'without'} residuals, ${depth} layers`,
-      axis: (v) => sci(v, 1),
-      describe: (item) => (item.layer === 0
-        ? `gradient reaching the input: ${sci(item.value)}`
-        : `gradient at the output of layer ${item.layer}: ${sci(item.value)}`),
+      x: { label: 'layer (input at the left, the top layer at the right)', categories: items.map((item) => item.tick) },
+      y: { label: 'gradient size |g|', format: size },
+      series: [{ name: withResidual ? 'with residuals' : 'without residuals', values: items.map((item) => item.value) }],
+      describe: (_, l) => (l === 0
+        ? `gradient reaching the input: ${size(items[l].value)}`
+        : `gradient at the output of layer ${l}: ${size(items[l].value)}`),
     });
     chart.dataset.mode = mode();
     chart.dataset.depth = String(depth);
     const bottom = curve[depth];
-    readout.textContent = `${depth} layers, ${withResidual ? 'with' : 'without'} residuals: the ` +
-      `gradient reaching the input has size ${withResidual ? num(bottom, 3) : sci(bottom)} ` +
-      `(it started at ${num(data.top_norm, 3)}; without residuals ${sci(stack.without_residual[depth])}, ` +
-      `with ${num(stack.with_residual[depth], 3)}).`;
+    const ratio = bottom / data.top_norm;
+    const trend = ratio > 1.05 ? 'grew' : ratio < 0.95 ? 'shrank' : 'kept its size';
+    readout.textContent = `${depth} layers, ${withResidual ? 'with' : 'without'} residuals: the gradient ` +
+      `reaching the input has size ${size(bottom)}, ${size(ratio)} times the ${num(data.top_norm, 3)} ` +
+      `it started with at the top: it ${trend} on the way down (without residuals ` +
+      `${sci(stack.without_residual[depth])}, with ${num(stack.with_residual[depth], 3)}).`;
+    readout.dataset.ratio = String(ratio);
+    for (const element of section.querySelectorAll('[data-fill=top-norm]')) element.textContent = num(data.top_norm, 3);
+    for (const element of section.querySelectorAll('[data-fill=width]')) element.textContent = String(data.params.width);
     const [six, twentyFour] = data.stacks;
-    pageFigures.textContent = `The page's run (σ_W = ${data.params.weight_std}): 6 layers: without residual ` +
+    pageFigures.textContent = `"Residual connections and layer normalization" runs (σ_W = ${data.params.weight_std}): 6 layers: without residual ` +
       `${sci(six.without_residual[6])}, with residual ${num(six.with_residual[6], 3)}; 24 layers: ` +
       `without ${sci(twentyFour.without_residual[24])}, with ${num(twentyFour.with_residual[24], 3)}.`;
   }

@@ -3,7 +3,7 @@
 // arrow keys move between them.
 import { requester, showError, markUpdated, ApiError } from './api.js';
 import { fixed, num, signed } from './format.js';
-import { drawBars } from './bars.js';
+import { drawChart } from './chart.js';
 
 const PRESETS = {
   page: { x: '2, -3, 1, 4', gamma: 2, beta: 0.5, eps: '0' },
@@ -93,11 +93,15 @@ export function setUpSteps() {
     if (!last) return;
     const step = last.steps[selected];
     formula.textContent = `step ${selected + 1}: ${FORMULAS[last.params.norm][selected]}`;
-    drawBars(chart, step.values.map((value, i) => ({ value, tick: `x${i + 1}`, index: i })), {
-      scale: 'signed',
-      max: Math.max(1e-12, ...last.steps.flatMap((s) => s.values.map(Math.abs))),
+    // One axis for all four steps, so the tabs compare like with like.
+    const all = last.steps.flatMap((s) => s.values);
+    drawChart(chart, {
+      kind: 'bars',
       label: `Values after step ${selected + 1}`,
-      describe: (item) => `value ${item.index + 1}: ${num(item.value, 4)}`,
+      x: { label: 'feature', categories: step.values.map((_, i) => `x${i + 1}`) },
+      y: { label: 'value', scale: 'linear', include: [Math.min(...all), Math.max(...all)], format: (v) => num(v, 4) },
+      series: [{ name: `step ${selected + 1}`, values: step.values }],
+      describe: (_, i) => `value ${i + 1}: ${num(step.values[i], 4)}`,
     });
     const shown = step.values.length > 16 ? step.values.slice(0, 16) : step.values;
     values.textContent = `[${shown.map((v) => signed(fixed(v, 4))).join(', ')}${step.values.length > 16 ? ', …' : ''}]`;
