@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
-bench_packages=(libdnnl-dev libtorch-dev)
+# libdnnl-dev's CMake package needs the OpenCL headers, which it only Recommends.
+bench_packages=(libdnnl-dev ocl-icd-opencl-dev libtorch-dev)
 missing=()
 for package in "${bench_packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
