@@ -20,6 +20,16 @@ void running_constants(const RunningStats& running, float eps, std::vector<doubl
   }
 }
 
+// The spread that decides whether a channel fits float32 lanes: the batch's variance in
+// training, the running variance (the spread x is assumed to have) in inference.
+std::vector<double> channel_variance(const cpu::ChannelStats* batch, const RunningStats* running,
+                                     size_t channels) {
+  if (batch) return batch->variance;
+  std::vector<double> variance(channels);
+  for (size_t c = 0; c < channels; ++c) variance[c] = running->var.data[c];
+  return variance;
+}
+
 }  // namespace
 
 void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
@@ -29,8 +39,8 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
   const cpu::BatchShape shape{layout.batch, layout.channels, layout.length};
   const auto channels = static_cast<size_t>(layout.channels);
   std::vector<double> mean(channels), rstd(channels);
+  cpu::ChannelStats batch;
   if (options.training) {
-    cpu::ChannelStats batch;
     cpu::batch_statistics(x.data, shape, batch);
     for (int64_t c = 0; c < layout.channels; ++c) {
       mean[c] = batch.mean[c];
@@ -48,7 +58,9 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
   } else {
     running_constants(*running, options.eps, mean, rstd);
   }
-  cpu::batch_normalise(x.data, mean.data(), rstd.data(),
+  const std::vector<double> variance = channel_variance(
+      options.training ? &batch : nullptr, running ? &*running : nullptr, channels);
+  cpu::batch_normalise(x.data, mean.data(), rstd.data(), variance.data(),
                        options.gamma ? options.gamma->data : nullptr,
                        options.beta ? options.beta->data : nullptr, y.data, shape);
 }

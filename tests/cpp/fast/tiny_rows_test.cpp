@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/reference/layer_norm.hpp"
@@ -138,6 +139,47 @@ TEST_P(TinyRows, MatchTheFloat64Reference) {
       for (const bool saved : {false, true}) {
         for (const bool layer : {true, false}) check_tiny_rows({scale, dim, saved}, layer);
       }
+    }
+  }
+}
+
+// BatchNorm channels of tiny values, training (the batch's spread) and inference (running
+// statistics of the same size): y = x_hat * gamma within 2 ulp of the float64 op.
+TEST_P(TinyRows, BatchNormChannelsMatchTheFloat64Op) {
+  ASSERT_EQ(cpu::current_target_name(), cpu::target_name(GetParam()));
+  for (const Shape& shape : {Shape{64, 3}, Shape{16, 5, 7}}) {
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(shape.to_string() + (training ? " training" : " inference"));
+      const int64_t channels = shape[1];
+      const Shape per_channel{channels};
+      auto x = random_floats(static_cast<size_t>(shape.numel()), 54, -2.0f, 3.0f);
+      for (float& v : x) v *= 1e-40f;
+      const auto gamma = random_floats(static_cast<size_t>(channels), 55, 0.5f, 1.5f);
+      // Such a channel's variance (~1e-80) is below float32's range: its running variance is 0,
+      // and eps sets rstd.
+      const std::vector<float> running_mean(static_cast<size_t>(channels), 0.5e-40f);
+      const std::vector<float> running_var(static_cast<size_t>(channels), 0.0f);
+      const auto x64 = widen(x), g64 = widen(gamma);
+      const auto mean64 = widen(running_mean), var64 = widen(running_var);
+      std::vector<float> y(x.size());
+      std::vector<double> want(x.size());
+      BatchNormOptions options{ConstView{gamma.data(), per_channel}, std::nullopt};
+      options.training = training;
+      float64::BatchNormOptions options64{float64::ConstView{g64.data(), per_channel},
+                                          std::nullopt};
+      options64.training = training;
+      std::optional<RunningStats> running;
+      std::optional<float64::RunningStats> running64;
+      std::vector<float> mean_copy = running_mean, var_copy = running_var;
+      std::vector<double> mean64_copy = mean64, var64_copy = var64;
+      if (!training) {
+        running = RunningStats{{mean_copy.data(), per_channel}, {var_copy.data(), per_channel}};
+        running64 = float64::RunningStats{{mean64_copy.data(), per_channel},
+                                          {var64_copy.data(), per_channel}};
+      }
+      batch_norm({x.data(), shape}, {y.data(), shape}, options, running);
+      float64::batch_norm({x64.data(), shape}, {want.data(), shape}, options64, running64);
+      EXPECT_TRUE(within_ulps(y, want, 2));
     }
   }
 }
