@@ -1,5 +1,6 @@
 // The Add & Norm operations: residual add, LayerNorm, RMSNorm, BatchNorm, dropout and the fused
-// pre-norm and post-norm Add&Norm, each forward and backward, on float32 views.
+// pre-norm and post-norm Add&Norm, each forward and backward, on float32 views. The same ops on
+// float64 views, with the same arguments and checks, are in addnorm/float64.hpp.
 //
 // Conventions shared by every function here:
 // - Tensors are C-contiguous views. A "row" is one slice over the normalised (trailing) dims;
@@ -27,32 +28,42 @@ void add(ConstView x, ConstView r, MutableView out);
 
 // ---------------------------------------------------------------------------------------------
 // Per-row statistics saved by a forward for its backward: shape = the leading (row) dims of x.
-struct NormStats {
-  MutableView mean;  // LayerNorm only; ignored (may be empty) for RMSNorm
-  MutableView rstd;  // 1 / sqrt(variance + eps), or 1 / sqrt(mean(x^2) + eps) for RMSNorm
+// Each argument struct below is a template over the element type T, so that the float64 ops
+// (addnorm/float64.hpp) take the same fields; the names without "Basic" are the float32 ones.
+template <class T>
+struct BasicNormStats {
+  TensorView<T> mean;  // LayerNorm only; ignored (may be empty) for RMSNorm
+  TensorView<T> rstd;  // 1 / sqrt(variance + eps), or 1 / sqrt(mean(x^2) + eps) for RMSNorm
 };
-struct SavedStats {
-  ConstView mean;
-  ConstView rstd;
+template <class T>
+struct BasicSavedStats {
+  TensorView<const T> mean;
+  TensorView<const T> rstd;
 };
+using NormStats = BasicNormStats<float>;
+using SavedStats = BasicSavedStats<float>;
 
 // LayerNorm over the trailing dims named by normalized_shape (PyTorch's rule: they must equal
 // x's trailing dims). y = (x - mean) / sqrt(var + eps) * gamma + beta, population variance.
-struct LayerNormOptions {
-  OptionalConst gamma;  // shape normalized_shape, or absent (scale 1)
-  OptionalConst beta;   // shape normalized_shape, or absent (shift 0)
-  float eps = 1e-5f;    // >= 0 and finite; added to the variance inside the square root
+template <class T>
+struct BasicLayerNormOptions {
+  std::optional<TensorView<const T>> gamma;  // shape normalized_shape, or absent (scale 1)
+  std::optional<TensorView<const T>> beta;   // shape normalized_shape, or absent (shift 0)
+  T eps = T(1e-5);  // >= 0 and finite; added to the variance inside the square root
 };
+using LayerNormOptions = BasicLayerNormOptions<float>;
 void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
                 const LayerNormOptions& options = {}, std::optional<NormStats> stats = {});
 
 // Gradients of layer_norm. dgamma/dbeta may only be asked for when gamma/beta exist (dbeta
 // also when beta is absent but gamma is given is refused: it would be a gradient of nothing).
-struct LayerNormGrads {
-  MutableView dx;
-  OptionalMutable dgamma;
-  OptionalMutable dbeta;
+template <class T>
+struct BasicLayerNormGrads {
+  TensorView<T> dx;
+  std::optional<TensorView<T>> dgamma;
+  std::optional<TensorView<T>> dbeta;
 };
+using LayerNormGrads = BasicLayerNormGrads<float>;
 // `saved` (from the forward) lets the backward skip the variance pass; without it the
 // statistics are recomputed from x. Either way the result is the same to within rounding.
 void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
@@ -64,18 +75,22 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis);
 
 // ---------------------------------------------------------------------------------------------
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * gamma, or * (1 + gamma) with zero_centered_gamma.
-struct RmsNormOptions {
-  OptionalConst gamma;               // shape normalized_shape, or absent (scale 1)
+template <class T>
+struct BasicRmsNormOptions {
+  std::optional<TensorView<const T>> gamma;  // shape normalized_shape, or absent (scale 1)
   bool zero_centered_gamma = false;  // scale by (1 + gamma), so gamma = 0 is the identity
-  float eps = 1e-6f;                 // the seed page's RMSNorm default
+  T eps = T(1e-6);                   // the seed page's RMSNorm default
 };
+using RmsNormOptions = BasicRmsNormOptions<float>;
 void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
               const RmsNormOptions& options = {}, OptionalMutable rstd = {});
 
-struct RmsNormGrads {
-  MutableView dx;
-  OptionalMutable dgamma;
+template <class T>
+struct BasicRmsNormGrads {
+  TensorView<T> dx;
+  std::optional<TensorView<T>> dgamma;
 };
+using RmsNormGrads = BasicRmsNormGrads<float>;
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
                        const RmsNormGrads& grads, const RmsNormOptions& options = {},
                        OptionalConst saved_rstd = {});
@@ -89,30 +104,36 @@ enum class MomentumConvention {
   onnx,
 };
 
-struct BatchNormOptions {
-  OptionalConst gamma;  // shape [C] or absent
-  OptionalConst beta;   // shape [C] or absent
+template <class T>
+struct BasicBatchNormOptions {
+  std::optional<TensorView<const T>> gamma;  // shape [C] or absent
+  std::optional<TensorView<const T>> beta;   // shape [C] or absent
   bool training = true;
-  float momentum = 0.1f;  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
+  T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
-  float eps = 1e-5f;
+  T eps = T(1e-5);
 };
+using BatchNormOptions = BasicBatchNormOptions<float>;
 // Running statistics (shape [C]). In training mode they are optional and updated in place; in
-// inference mode they are required and used to normalise.
-struct RunningStats {
-  MutableView mean;
-  MutableView var;
+// inference mode they are required and used to normalise. mean and var must be separate memory.
+template <class T>
+struct BasicRunningStats {
+  TensorView<T> mean;
+  TensorView<T> var;
 };
+using RunningStats = BasicRunningStats<float>;
 // `batch_stats`, when given in training mode, receives the batch mean and rstd per channel.
 void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options = {},
                 std::optional<RunningStats> running = {},
                 std::optional<NormStats> batch_stats = {});
 
-struct BatchNormGrads {
-  MutableView dx;
-  OptionalMutable dgamma;
-  OptionalMutable dbeta;
+template <class T>
+struct BasicBatchNormGrads {
+  TensorView<T> dx;
+  std::optional<TensorView<T>> dgamma;
+  std::optional<TensorView<T>> dbeta;
 };
+using BatchNormGrads = BasicBatchNormGrads<float>;
 // Training mode: the gradient through the batch statistics (recomputed from x). Inference mode:
 // the running statistics are constants, so `running` is required and only scales dy.
 void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
@@ -123,11 +144,14 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
 // Dropout. Masks come from a counter-based generator keyed by (seed, offset): element i of a
 // tensor is kept iff philox_uniform(seed, offset + i) >= p, so a mask never depends on the
 // thread count and is regenerated in the backward rather than stored.
-struct DropoutOptions {
-  float p = 0.0f;         // drop probability in [0, 1); kept values are scaled by 1 / (1 - p)
+template <class T>
+struct BasicDropoutOptions {
+  T p = 0;             // drop probability in [0, 1); kept values are scaled by 1 / (1 - p)
   uint64_t seed = 0;
-  uint64_t offset = 0;    // element offset into the seed's stream, for many tensors per step
+  uint64_t offset = 0;  // element offset into the seed's stream, for many tensors per step;
+                        // offset + element count must fit in 64 bits
 };
+using DropoutOptions = BasicDropoutOptions<float>;
 void dropout(ConstView x, MutableView y, const DropoutOptions& options);
 void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options);
 // Writes the keep mask (1 kept, 0 dropped) for a tensor of the given shape, for callers who
@@ -138,13 +162,15 @@ void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options);
 // Fused Add & Norm.
 enum class NormKind { layer_norm, rms_norm };
 
-struct AddNormOptions {
+template <class T>
+struct BasicAddNormOptions {
   NormKind norm = NormKind::layer_norm;
-  OptionalConst gamma;
-  OptionalConst beta;               // LayerNorm only
-  bool zero_centered_gamma = false; // RMSNorm only
-  float eps = 1e-5f;
+  std::optional<TensorView<const T>> gamma;
+  std::optional<TensorView<const T>> beta;  // LayerNorm only
+  bool zero_centered_gamma = false;         // RMSNorm only
+  T eps = T(1e-5);
 };
+using AddNormOptions = BasicAddNormOptions<float>;
 
 // Pre-norm (GPT-2): h = x + r and y = Norm(h) in one pass. h is what the next residual adds to;
 // y is what the next sub-layer reads. h may be x or r.
@@ -155,11 +181,13 @@ void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, Mutab
 // Backward of add_norm_pre. h's gradient arrives from two places: dh_next from the next
 // residual (optional: absent means zero) and dy through the norm. Because h = x + r, the
 // gradient of x and of r are both dh = dh_next + Norm'(dy); it is written once, to dh.
-struct AddNormPreGrads {
-  MutableView dh;  // = dx = dr
-  OptionalMutable dgamma;
-  OptionalMutable dbeta;
+template <class T>
+struct BasicAddNormPreGrads {
+  TensorView<T> dh;  // = dx = dr
+  std::optional<TensorView<T>> dgamma;
+  std::optional<TensorView<T>> dbeta;
 };
+using AddNormPreGrads = BasicAddNormPreGrads<float>;
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options = {},
@@ -172,12 +200,14 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
 
 // Backward of add_norm_post: dx = Norm'(dy), ds = dx * mask / (1 - p), with the mask regenerated
 // from the same DropoutOptions. x and s are the forward's inputs.
-struct AddNormPostGrads {
-  MutableView dx;
-  MutableView ds;
-  OptionalMutable dgamma;
-  OptionalMutable dbeta;
+template <class T>
+struct BasicAddNormPostGrads {
+  TensorView<T> dx;
+  TensorView<T> ds;
+  std::optional<TensorView<T>> dgamma;
+  std::optional<TensorView<T>> dbeta;
 };
+using AddNormPostGrads = BasicAddNormPostGrads<float>;
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
                             const AddNormOptions& options = {},

@@ -1,7 +1,9 @@
 """Argument checks for the NumPy functions: each raises TypeError (wrong type or dtype) or
 ValueError (wrong shape, layout or value) with a message naming the argument and what was
-expected, before anything is computed or written. The compiled module checks again (so that
-nothing reaches a kernel unchecked); these come first because they can use the Python names.
+expected, before anything is computed or written. The library checks every argument again, for
+float32 and float64 alike (so that nothing reaches a kernel unchecked, and memory overlaps are
+left to it); these come first because they use the Python names (weight, bias) and see scalars
+before they are rounded to float32.
 """
 import math
 import numbers
@@ -138,9 +140,3 @@ def norm_kind(norm, bias, zero_centered_weight):
                          "rms_norm")
     return norm == "rms_norm"
 
-
-def separate(name, value, *others):
-    """value (updated in place) must not share memory with the read-only arguments."""
-    for other_name, other in others:
-        if other is not None and np.may_share_memory(value, other):
-            raise ValueError(f"{name} overlaps {other_name}, expected separate memory")

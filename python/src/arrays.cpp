@@ -70,16 +70,6 @@ Shape shape_of(const py::object& object) {
   return shape_from(dims);
 }
 
-void require_count(const char* name, const py::object& object, int64_t count) {
-  // Not an ndarray: data_of, called next, says so with a TypeError.
-  if (object.is_none() || !py::isinstance<py::array>(object)) return;
-  const auto size = static_cast<int64_t>(py::reinterpret_borrow<py::array>(object).size());
-  if (size != count) {
-    throw py::value_error(std::string(name) + " has " + std::to_string(size) +
-                          " elements, expected " + std::to_string(count));
-  }
-}
-
 Shape shape_from(const std::vector<int64_t>& dims) {
   return Shape(std::span<const int64_t>(dims.data(), dims.size()));
 }

@@ -30,7 +30,7 @@ T* data_of(const char* name, const py::object& object);
 // The array's shape (ValueError beyond addnorm's rank limit).
 Shape shape_of(const py::object& object);
 
-// A float32 view of an array.
+// A view of an array (float32, float64 or uint8 elements).
 template <class T>
 TensorView<T> view_of(const char* name, const py::object& object) {
   return {data_of<T>(name, object), shape_of(object)};
@@ -46,9 +46,6 @@ template <class T>
 T* optional_data_of(const char* name, const py::object& object) {
   return object.is_none() ? nullptr : data_of<T>(name, object);
 }
-
-// ValueError unless the array (when present) holds exactly `count` elements.
-void require_count(const char* name, const py::object& object, int64_t count);
 
 // normalized_shape as a Shape.
 Shape shape_from(const std::vector<int64_t>& dims);

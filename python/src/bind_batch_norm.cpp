@@ -1,10 +1,9 @@
-// batch_norm, forward (with the running statistics updated in place in training) and backward.
+// batch_norm, forward (with the running statistics updated in place in training) and backward,
+// on float32 or float64 arrays.
 #include <pybind11/stl.h>
 
 #include <optional>
 
-#include "addnorm/ops.hpp"
-#include "arrays.hpp"
 #include "bindings.hpp"
 
 namespace addnorm::python {
@@ -22,102 +21,57 @@ struct BatchNormCall {
   bool onnx_convention;
 };
 
-float64::BatchNormArgs float64_args(const py::object& x, const BatchNormCall& call) {
-  const Shape shape = shape_of(x);
-  if (shape.rank() != 2 && shape.rank() != 3) {
-    throw Error("x has shape " + shape.to_string() +
-                ", expected (N, C) or (N, C, L) with channels on axis 1");
-  }
-  const int64_t channels = shape[1];
-  require_count("weight", call.gamma, channels);
-  require_count("bias", call.beta, channels);
-  require_count("running_mean", call.running_mean, channels);
-  require_count("running_var", call.running_var, channels);
-  if (!call.training && (call.running_mean.is_none() || call.running_var.is_none())) {
-    throw Error("running_mean and running_var are absent, expected both in inference mode");
-  }
-  return {shape[0],
-          channels,
-          shape.rank() == 3 ? shape[2] : 1,
-          optional_data_of<const double>("weight", call.gamma),
-          optional_data_of<const double>("bias", call.beta),
-          optional_data_of<double>("running_mean", call.running_mean),
-          optional_data_of<double>("running_var", call.running_var),
+template <class T>
+BasicBatchNormOptions<T> options_of(const BatchNormCall& call) {
+  return {optional_view_of<const T>("weight", call.gamma),
+          optional_view_of<const T>("bias", call.beta),
           call.training,
-          call.momentum,
-          call.onnx_convention,
-          call.eps};
-}
-
-BatchNormOptions float32_options(const BatchNormCall& call) {
-  return {optional_view_of<const float>("weight", call.gamma),
-          optional_view_of<const float>("bias", call.beta),
-          call.training,
-          static_cast<float>(call.momentum),
+          static_cast<T>(call.momentum),
           call.onnx_convention ? MomentumConvention::onnx : MomentumConvention::pytorch,
-          static_cast<float>(call.eps)};
+          static_cast<T>(call.eps)};
 }
 
-std::optional<RunningStats> running_of(const BatchNormCall& call) {
+// Both running statistics, or neither (the library says which mode needs them); one without
+// the other is a TypeError naming the missing one (None is not an array).
+template <class T>
+std::optional<BasicRunningStats<T>> running_of(const BatchNormCall& call) {
   if (call.running_mean.is_none() && call.running_var.is_none()) return std::nullopt;
-  return RunningStats{view_of<float>("running_mean", call.running_mean),
-                      view_of<float>("running_var", call.running_var)};
+  return BasicRunningStats<T>{view_of<T>("running_mean", call.running_mean),
+                              view_of<T>("running_var", call.running_var)};
 }
 
 void batch_norm(const py::object& x, const py::object& y, const BatchNormCall& call,
                 const py::object& batch_mean, const py::object& batch_rstd) {
-  if (is_float64("x", x)) {
-    const float64::BatchNormArgs args = float64_args(x, call);
-    require_count("y", y, args.batch * args.channels * args.length);
-    require_count("mean", batch_mean, args.channels);
-    require_count("rstd", batch_rstd, args.channels);
-    const double* x_data = data_of<const double>("x", x);
-    double* y_data = data_of<double>("y", y);
-    double* mean_data = optional_data_of<double>("mean", batch_mean);
-    double* rstd_data = optional_data_of<double>("rstd", batch_rstd);
+  with_element_type("x", x, [&](auto zero) {
+    using T = decltype(zero);
+    const TensorView<const T> x_view = view_of<const T>("x", x);
+    const TensorView<T> y_view = view_of<T>("y", y);
+    const BasicBatchNormOptions<T> options = options_of<T>(call);
+    const std::optional<BasicRunningStats<T>> running = running_of<T>(call);
+    std::optional<BasicNormStats<T>> stats;
+    if (!batch_rstd.is_none()) {
+      stats = BasicNormStats<T>{view_of<T>("mean", batch_mean), view_of<T>("rstd", batch_rstd)};
+    }
     py::gil_scoped_release release;
-    float64::batch_norm(x_data, y_data, mean_data, rstd_data, args);
-    return;
-  }
-  const ConstView x_view = view_of<const float>("x", x);
-  const MutableView y_view = view_of<float>("y", y);
-  const BatchNormOptions options = float32_options(call);
-  const std::optional<RunningStats> running = running_of(call);
-  std::optional<NormStats> stats;
-  if (!batch_rstd.is_none()) {
-    stats = NormStats{view_of<float>("mean", batch_mean), view_of<float>("rstd", batch_rstd)};
-  }
-  py::gil_scoped_release release;
-  addnorm::batch_norm(x_view, y_view, options, running, stats);
+    library::batch_norm(x_view, y_view, options, running, stats);
+  });
 }
 
 void batch_norm_backward(const py::object& dy, const py::object& x, const py::object& dx,
                          const py::object& dgamma, const py::object& dbeta,
                          const BatchNormCall& call) {
-  if (is_float64("x", x)) {
-    const float64::BatchNormArgs args = float64_args(x, call);
-    const int64_t count = args.batch * args.channels * args.length;
-    require_count("dy", dy, count);
-    require_count("dx", dx, count);
-    require_count("dweight", dgamma, args.channels);
-    require_count("dbias", dbeta, args.channels);
-    const double* dy_data = data_of<const double>("dy", dy);
-    const double* x_data = data_of<const double>("x", x);
-    double* dx_data = data_of<double>("dx", dx);
-    double* dgamma_data = optional_data_of<double>("dweight", dgamma);
-    double* dbeta_data = optional_data_of<double>("dbias", dbeta);
+  with_element_type("x", x, [&](auto zero) {
+    using T = decltype(zero);
+    const TensorView<const T> dy_view = view_of<const T>("dy", dy);
+    const TensorView<const T> x_view = view_of<const T>("x", x);
+    const BasicBatchNormGrads<T> grads{view_of<T>("dx", dx),
+                                       optional_view_of<T>("dweight", dgamma),
+                                       optional_view_of<T>("dbias", dbeta)};
+    const BasicBatchNormOptions<T> options = options_of<T>(call);
+    const std::optional<BasicRunningStats<T>> running = running_of<T>(call);
     py::gil_scoped_release release;
-    float64::batch_norm_backward(dy_data, x_data, dx_data, dgamma_data, dbeta_data, args);
-    return;
-  }
-  const ConstView dy_view = view_of<const float>("dy", dy);
-  const ConstView x_view = view_of<const float>("x", x);
-  const BatchNormGrads grads{view_of<float>("dx", dx), optional_view_of<float>("dweight", dgamma),
-                             optional_view_of<float>("dbias", dbeta)};
-  const BatchNormOptions options = float32_options(call);
-  const std::optional<RunningStats> running = running_of(call);
-  py::gil_scoped_release release;
-  addnorm::batch_norm_backward(dy_view, x_view, grads, options, running);
+    library::batch_norm_backward(dy_view, x_view, grads, options, running);
+  });
 }
 
 }  // namespace

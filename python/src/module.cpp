@@ -10,8 +10,9 @@
 
 PYBIND11_MODULE(_addnorm, module) {
   module.doc() =
-      "addnorm's kernels on NumPy arrays (float32: the library, float64: the "
-      "reference kernels). Use the wrappers in the addnorm package.";
+      "addnorm's ops on NumPy arrays (float32: the fast kernels, float64: the "
+      "reference kernels; both validated by the library). Use the wrappers in the addnorm "
+      "package.";
   pybind11::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);

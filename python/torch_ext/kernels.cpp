@@ -12,11 +12,11 @@
 #include <string>
 
 #include "addnorm/mixed_precision.hpp"
-#include "float64_ops.hpp"
+#include "library.hpp"
 
 namespace addnorm::torch_ops {
 
-namespace float64 = python::float64;
+namespace library = python::library;
 
 namespace {
 
@@ -138,19 +138,40 @@ Shape shape_of(at::IntArrayRef sizes) {
   return Shape(std::span<const int64_t>(sizes.data(), sizes.size()));
 }
 
-ConstView const_view(const at::Tensor& tensor) {
-  return {tensor.data_ptr<float>(), shape_of(tensor.sizes())};
+// T is the element type: float for float32 tensors, double for float64 ones.
+template <class T>
+TensorView<const T> const_view(const at::Tensor& tensor) {
+  return {tensor.data_ptr<T>(), shape_of(tensor.sizes())};
 }
-MutableView mutable_view(const at::Tensor& tensor) {
-  return {tensor.data_ptr<float>(), shape_of(tensor.sizes())};
+template <class T>
+TensorView<T> mutable_view(const at::Tensor& tensor) {
+  return {tensor.data_ptr<T>(), shape_of(tensor.sizes())};
 }
-OptionalConst optional_view(const at::Tensor& tensor) {
+template <class T>
+std::optional<TensorView<const T>> optional_view(const at::Tensor& tensor) {
   if (!tensor.defined()) return std::nullopt;
-  return const_view(tensor);
+  return const_view<T>(tensor);
 }
-OptionalMutable optional_mutable(const at::Tensor& tensor) {
+template <class T>
+std::optional<TensorView<T>> optional_mutable(const at::Tensor& tensor) {
   if (!tensor.defined()) return std::nullopt;
-  return mutable_view(tensor);
+  return mutable_view<T>(tensor);
+}
+
+// Calls body(T{}) with T = double for a float64 tensor, float otherwise (float32): the element
+// type of the library call, whose float32 and float64 ops take the same arguments.
+template <class Body>
+void with_element_type(const at::Tensor& tensor, const Body& body) {
+  if (tensor.scalar_type() == at::kDouble) {
+    body(double{});
+  } else {
+    body(float{});
+  }
+}
+// The dtype the library computes a tensor of this dtype in: float64, or float32 (float32 and
+// the 16-bit types, whose statistics and parameter gradients are float32).
+at::ScalarType compute_type(const at::Tensor& tensor) {
+  return tensor.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
 DType storage_type(at::ScalarType type) {
@@ -169,11 +190,6 @@ std::optional<AnyConstView> optional_any(const at::Tensor& tensor) {
   return any_view(tensor);
 }
 
-template <class T>
-T* data_or_null(const at::Tensor& tensor) {
-  return tensor.defined() ? tensor.data_ptr<T>() : nullptr;
-}
-
 at::Tensor contiguous(const OptionalTensor& tensor) {
   return tensor.has_value() && tensor->defined() ? tensor->contiguous() : at::Tensor();
 }
@@ -181,12 +197,7 @@ at::Tensor to_float32(const at::Tensor& tensor) {
   return tensor.defined() ? tensor.to(at::kFloat).contiguous() : at::Tensor();
 }
 
-// Rows of a norm: the leading dims of x times the product of normalized_shape.
-float64::Rows rows_of(const at::Tensor& x, const NormSpec& spec) {
-  int64_t dim = 1;
-  for (int64_t d : spec.normalized_shape) dim *= d;
-  return {dim == 0 ? 0 : x.numel() / dim, dim};
-}
+// The leading (row) dims of x: the shape of the per-row statistics.
 at::IntArrayRef row_dims(const at::Tensor& x, const NormSpec& spec) {
   return x.sizes().slice(0, x.sizes().size() - spec.normalized_shape.size());
 }
@@ -199,83 +210,73 @@ struct NormTensors {
   at::Tensor mean, rstd;    // outputs (forward) or saved inputs (backward); may be undefined
 };
 
-void float64_norm_forward(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
-                          const NormSpec& spec) {
-  const auto rows = rows_of(x, spec);
-  if (spec.kind == NormKind::rms_norm) {
-    float64::rms_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
-                      spec.zero_centered_weight, y.data_ptr<double>(), data_or_null<double>(t.rstd),
-                      rows, spec.eps);
-  } else {
-    float64::layer_norm(x.data_ptr<double>(), data_or_null<double>(t.weight),
-                        data_or_null<double>(t.bias), y.data_ptr<double>(),
-                        data_or_null<double>(t.mean), data_or_null<double>(t.rstd), rows, spec.eps);
-  }
+template <class T>
+BasicAddNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) {
+  return {spec.kind, optional_view<T>(t.weight), optional_view<T>(t.bias),
+          spec.zero_centered_weight, static_cast<T>(spec.eps)};
 }
-
-void float64_norm_backward(const at::Tensor& dy, const at::Tensor& dh_next, const at::Tensor& x,
-                           const NormTensors& t, const NormSpec& spec, const NormGrads& grads) {
-  const auto rows = rows_of(x, spec);
-  if (spec.kind == NormKind::rms_norm) {
-    float64::rms_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
-                               data_or_null<double>(t.weight), spec.zero_centered_weight,
-                               data_or_null<double>(dh_next), grads.dx.data_ptr<double>(),
-                               data_or_null<double>(grads.dweight), rows, spec.eps);
-  } else {
-    float64::layer_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
-                                 data_or_null<double>(t.weight), data_or_null<double>(dh_next),
-                                 grads.dx.data_ptr<double>(), data_or_null<double>(grads.dweight),
-                                 data_or_null<double>(grads.dbias), rows, spec.eps);
-  }
-}
-
-AddNormOptions float32_options(const NormTensors& t, const NormSpec& spec) {
-  return {spec.kind, optional_view(t.weight), optional_view(t.bias), spec.zero_centered_weight,
-          static_cast<float>(spec.eps)};
+template <class T>
+BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
+  return {static_cast<T>(spec.p), static_cast<uint64_t>(spec.seed),
+          static_cast<uint64_t>(spec.offset)};
 }
 MixedNormOptions mixed_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_any(t.weight), optional_any(t.bias), spec.zero_centered_weight,
           static_cast<float>(spec.eps)};
 }
-std::optional<NormStats> stats_out(const NormTensors& t) {
+// Statistics in the compute type (float32 for 16-bit input, as add_stats makes them).
+template <class T>
+std::optional<BasicNormStats<T>> stats_out(const NormTensors& t) {
   if (!t.rstd.defined()) return std::nullopt;
-  return NormStats{t.mean.defined() ? mutable_view(t.mean) : MutableView{}, mutable_view(t.rstd)};
+  return BasicNormStats<T>{t.mean.defined() ? mutable_view<T>(t.mean) : TensorView<T>{},
+                           mutable_view<T>(t.rstd)};
 }
-std::optional<SavedStats> stats_in(const NormTensors& t) {
+template <class T>
+std::optional<BasicSavedStats<T>> stats_in(const NormTensors& t) {
   if (!t.rstd.defined()) return std::nullopt;
-  return SavedStats{t.mean.defined() ? const_view(t.mean) : ConstView{}, const_view(t.rstd)};
+  return BasicSavedStats<T>{t.mean.defined() ? const_view<T>(t.mean) : TensorView<const T>{},
+                            const_view<T>(t.rstd)};
+}
+// Saved statistics are reused only when they are the ones this extension's forward writes: in
+// x's compute type, with the mean for LayerNorm. Otherwise the backward recomputes them.
+void keep_usable_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
+  if ((t.rstd.defined() && t.rstd.scalar_type() != compute_type(x)) ||
+      (t.mean.defined() && t.mean.scalar_type() != compute_type(x)) ||
+      (spec.kind == NormKind::layer_norm && !t.mean.defined())) {
+    t.mean = t.rstd = at::Tensor();
+  }
 }
 
 void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
                const NormSpec& spec) {
   const Shape shape = shape_of(spec.normalized_shape);
-  switch (x.scalar_type()) {
-    case at::kDouble:
-      return float64_norm_forward(x, y, t, spec);
-    case at::kFloat:
-      return run_library([&] {
-        if (spec.kind == NormKind::rms_norm) {
-          rms_norm(
-              const_view(x), shape, mutable_view(y),
-              {optional_view(t.weight), spec.zero_centered_weight, static_cast<float>(spec.eps)},
-              optional_mutable(t.rstd));
-        } else {
-          layer_norm(const_view(x), shape, mutable_view(y),
-                     {optional_view(t.weight), optional_view(t.bias), static_cast<float>(spec.eps)},
-                     stats_out(t));
-        }
-      });
-    default:
-      return run_library([&] {
-        norm_forward_mixed(any_view(x), shape, any_mutable(y), mixed_options(t, spec),
-                           stats_out(t));
-      });
+  if (is_16_bit(x.scalar_type())) {
+    return run_library([&] {
+      norm_forward_mixed(any_view(x), shape, any_mutable(y), mixed_options(t, spec),
+                         stats_out<float>(t));
+    });
   }
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
+    run_library([&] {
+      if (spec.kind == NormKind::rms_norm) {
+        library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y),
+                          {optional_view<T>(t.weight), spec.zero_centered_weight,
+                           static_cast<T>(spec.eps)},
+                          optional_mutable<T>(t.rstd));
+      } else {
+        library::layer_norm(
+            const_view<T>(x), shape, mutable_view<T>(y),
+            {optional_view<T>(t.weight), optional_view<T>(t.bias), static_cast<T>(spec.eps)},
+            stats_out<T>(t));
+      }
+    });
+  });
 }
 
 // Statistics tensors for a forward that saves them.
 void add_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
-  const auto options = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const auto options = x.options().dtype(compute_type(x));
   t.rstd = at::empty(row_dims(x, spec), options);
   if (spec.kind == NormKind::layer_norm) t.mean = at::empty(row_dims(x, spec), options);
 }
@@ -287,7 +288,7 @@ at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& para
 }
 
 NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
-  const auto wide = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const auto wide = x.options().dtype(compute_type(x));
   NormGrads grads;
   grads.dx = at::empty(x.sizes(), x.options());
   if (t.weight.defined()) grads.dweight = at::empty(t.weight.sizes(), wide);
@@ -340,32 +341,30 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   if (dh_next.defined()) check_like("grad_h", dh_next, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  // Saved statistics are reused only when they are the float32 ones this extension wrote.
-  if (x.scalar_type() == at::kDouble || (t.rstd.defined() && t.rstd.scalar_type() != at::kFloat) ||
-      (spec.kind == NormKind::layer_norm && !t.mean.defined())) {
-    t.mean = t.rstd = at::Tensor();
-  }
+  keep_usable_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   if (x.numel() == 0) {
     if (grads.dweight.defined()) grads.dweight.zero_();
     if (grads.dbias.defined()) grads.dbias.zero_();
-  } else if (x.scalar_type() == at::kDouble) {
-    float64_norm_backward(dy, dh_next, x, t, spec, grads);
-  } else if (x.scalar_type() == at::kFloat) {
+  } else if (is_16_bit(x.scalar_type())) {
     run_library([&] {
-      add_norm_pre_backward(
-          const_view(dy), optional_view(dh_next), const_view(x), shape_of(spec.normalized_shape),
-          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
-          float32_options(t, spec), stats_in(t));
+      norm_backward_mixed(any_view(dy), any_view(x), shape_of(spec.normalized_shape),
+                          {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
+                           optional_mutable<float>(grads.dbias)},
+                          mixed_options(t, spec), optional_any(dh_next),
+                          optional_view<float>(t.rstd));
     });
   } else {
-    run_library([&] {
-      OptionalConst saved_rstd;
-      if (t.rstd.defined()) saved_rstd = const_view(t.rstd);
-      norm_backward_mixed(
-          any_view(dy), any_view(x), shape_of(spec.normalized_shape),
-          {any_mutable(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
-          mixed_options(t, spec), optional_any(dh_next), saved_rstd);
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
+      run_library([&] {
+        library::add_norm_pre_backward(
+            const_view<T>(dy), optional_view<T>(dh_next), const_view<T>(x),
+            shape_of(spec.normalized_shape),
+            {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+             optional_mutable<T>(grads.dbias)},
+            norm_options<T>(t, spec), stats_in<T>(t));
+      });
     });
   }
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
@@ -382,22 +381,19 @@ PreNormOutputs add_norm_pre_forward(const at::Tensor& x_in, const at::Tensor& r_
   const at::Tensor h = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return {h, y, t.mean, t.rstd};
   const Shape shape = shape_of(spec.normalized_shape);
-  switch (x.scalar_type()) {
-    case at::kDouble:
-      float64::add(x.data_ptr<double>(), r.data_ptr<double>(), h.data_ptr<double>(), x.numel());
-      float64_norm_forward(h, y, t, spec);
-      break;
-    case at::kFloat:
+  if (is_16_bit(x.scalar_type())) {
+    run_library([&] {
+      add_norm_pre_mixed(any_view(x), any_view(r), shape, any_mutable(h), any_mutable(y),
+                         mixed_options(t, spec), stats_out<float>(t));
+    });
+  } else {
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
       run_library([&] {
-        add_norm_pre(const_view(x), const_view(r), shape, mutable_view(h), mutable_view(y),
-                     float32_options(t, spec), stats_out(t));
+        library::add_norm_pre(const_view<T>(x), const_view<T>(r), shape, mutable_view<T>(h),
+                              mutable_view<T>(y), norm_options<T>(t, spec), stats_out<T>(t));
       });
-      break;
-    default:
-      run_library([&] {
-        add_norm_pre_mixed(any_view(x), any_view(r), shape, any_mutable(h), any_mutable(y),
-                           mixed_options(t, spec), stats_out(t));
-      });
+    });
   }
   return {h, y, t.mean, t.rstd};
 }
@@ -422,23 +418,14 @@ NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in
   if (save_stats) add_stats(t, x, spec);
   const at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return {y, t.mean, t.rstd};
-  if (x.scalar_type() == at::kDouble) {
-    // h = x + Dropout(s), then the norm: the float64 pieces composed.
-    const at::Tensor h = at::empty(x.sizes(), x.options());
-    float64::dropout(
-        s.data_ptr<double>(), h.data_ptr<double>(), x.numel(),
-        {dropout.p, static_cast<uint64_t>(dropout.seed), static_cast<uint64_t>(dropout.offset)});
-    float64::add(x.data_ptr<double>(), h.data_ptr<double>(), h.data_ptr<double>(), x.numel());
-    float64_norm_forward(h, y, t, spec);
-  } else {
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
     run_library([&] {
-      add_norm_post(const_view(x), const_view(s), shape_of(spec.normalized_shape), mutable_view(y),
-                    float32_options(t, spec),
-                    {static_cast<float>(dropout.p), static_cast<uint64_t>(dropout.seed),
-                     static_cast<uint64_t>(dropout.offset)},
-                    stats_out(t));
+      library::add_norm_post(const_view<T>(x), const_view<T>(s), shape_of(spec.normalized_shape),
+                             mutable_view<T>(y), norm_options<T>(t, spec),
+                             dropout_options<T>(dropout), stats_out<T>(t));
     });
-  }
+  });
   return {y, t.mean, t.rstd};
 }
 
@@ -451,15 +438,14 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   check_like("s", s_in, x_in);
   check_like("grad_y", grad_y, x_in);
   check_dropout(dropout);
-  if (x_in.scalar_type() != at::kFloat) {
-    // float64: the norm's backward at h = x + Dropout(s), then ds = Dropout(dx) (dropout is
-    // linear with a fixed mask). 16-bit: the same in float32, each gradient rounded once.
-    const bool narrow = is_16_bit(x_in.scalar_type());
-    const auto wide = [&](const at::Tensor& t) { return narrow ? to_float32(t) : t; };
-    const at::Tensor x = wide(x_in), s = wide(s_in);
+  if (is_16_bit(x_in.scalar_type())) {
+    // The library has no 16-bit post-norm: in float32, the norm's backward at
+    // h = x + Dropout(s), then ds = Dropout(dx) (dropout is linear with a fixed mask), each
+    // gradient rounded once.
+    const at::Tensor x = to_float32(x_in), s = to_float32(s_in);
     const at::Tensor h = at::add(x, dropout_forward(s, dropout));
-    NormGrads grads = norm_backward(wide(grad_y), {}, h, wide(contiguous(weight)),
-                                    wide(contiguous(bias)), spec, {}, {});
+    NormGrads grads = norm_backward(to_float32(grad_y), {}, h, to_float32(contiguous(weight)),
+                                    to_float32(contiguous(bias)), spec, {}, {});
     at::Tensor ds = dropout_forward(grads.dx, dropout);
     const auto type = x_in.scalar_type();
     return {grads.dx.to(type), ds.to(type), like_parameter(grads.dweight, weight),
@@ -467,19 +453,20 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   }
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  if (spec.kind == NormKind::layer_norm && !t.mean.defined()) t.rstd = at::Tensor();
+  keep_usable_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
   if (x.numel() > 0) {
-    run_library([&] {
-      add_norm_post_backward(const_view(dy), const_view(x), const_view(s),
-                             shape_of(spec.normalized_shape),
-                             {mutable_view(grads.dx), mutable_view(ds),
-                              optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
-                             float32_options(t, spec),
-                             {static_cast<float>(dropout.p), static_cast<uint64_t>(dropout.seed),
-                              static_cast<uint64_t>(dropout.offset)},
-                             stats_in(t));
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
+      run_library([&] {
+        library::add_norm_post_backward(
+            const_view<T>(dy), const_view<T>(x), const_view<T>(s),
+            shape_of(spec.normalized_shape),
+            {mutable_view<T>(grads.dx), mutable_view<T>(ds), optional_mutable<T>(grads.dweight),
+             optional_mutable<T>(grads.dbias)},
+            norm_options<T>(t, spec), dropout_options<T>(dropout), stats_in<T>(t));
+      });
     });
   } else {
     if (grads.dweight.defined()) grads.dweight.zero_();
@@ -539,34 +526,20 @@ RunningBuffers running_for(const OptionalTensor& mean, const OptionalTensor& var
   return stats;
 }
 
-float64::BatchNormArgs float64_batch_args(const at::Tensor& x, const at::Tensor& weight,
-                                          const at::Tensor& bias, const RunningBuffers& running,
-                                          const BatchNormSpec& spec) {
-  return {x.size(0),
-          x.size(1),
-          x.dim() == 3 ? x.size(2) : 1,
-          data_or_null<double>(weight),
-          data_or_null<double>(bias),
-          data_or_null<double>(running.mean),
-          data_or_null<double>(running.var),
-          spec.training,
-          spec.momentum,
-          false,
-          spec.eps};
-}
-
-BatchNormOptions float32_batch_options(const at::Tensor& weight, const at::Tensor& bias,
+template <class T>
+BasicBatchNormOptions<T> batch_options(const at::Tensor& weight, const at::Tensor& bias,
                                        const BatchNormSpec& spec) {
-  return {optional_view(weight),
-          optional_view(bias),
+  return {optional_view<T>(weight),
+          optional_view<T>(bias),
           spec.training,
-          static_cast<float>(spec.momentum),
+          static_cast<T>(spec.momentum),
           MomentumConvention::pytorch,
-          static_cast<float>(spec.eps)};
+          static_cast<T>(spec.eps)};
 }
-std::optional<RunningStats> float32_running(const RunningBuffers& running) {
+template <class T>
+std::optional<BasicRunningStats<T>> running_views(const RunningBuffers& running) {
   if (!running.mean.defined()) return std::nullopt;
-  return RunningStats{mutable_view(running.mean), mutable_view(running.var)};
+  return BasicRunningStats<T>{mutable_view<T>(running.mean), mutable_view<T>(running.var)};
 }
 
 }  // namespace
@@ -583,15 +556,13 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
   const RunningBuffers running = running_for(running_mean, running_var, x.scalar_type());
   const at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() > 0) {
-    if (x.scalar_type() == at::kDouble) {
-      float64::batch_norm(x.data_ptr<double>(), y.data_ptr<double>(), nullptr, nullptr,
-                          float64_batch_args(x, w, b, running, spec));
-    } else {
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
       run_library([&] {
-        batch_norm(const_view(x), mutable_view(y), float32_batch_options(w, b, spec),
-                   float32_running(running));
+        library::batch_norm(const_view<T>(x), mutable_view<T>(y), batch_options<T>(w, b, spec),
+                            running_views<T>(running));
       });
-    }
+    });
     running.write_back();
   }
   return narrow ? y.to(input.scalar_type()) : y;
@@ -616,17 +587,15 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   if (x.numel() == 0) {
     if (grads.dweight.defined()) grads.dweight.zero_();
     if (grads.dbias.defined()) grads.dbias.zero_();
-  } else if (x.scalar_type() == at::kDouble) {
-    float64::batch_norm_backward(dy.data_ptr<double>(), x.data_ptr<double>(),
-                                 grads.dx.data_ptr<double>(), data_or_null<double>(grads.dweight),
-                                 data_or_null<double>(grads.dbias),
-                                 float64_batch_args(x, w, b, running, spec));
   } else {
-    run_library([&] {
-      batch_norm_backward(
-          const_view(dy), const_view(x),
-          {mutable_view(grads.dx), optional_mutable(grads.dweight), optional_mutable(grads.dbias)},
-          float32_batch_options(w, b, spec), float32_running(running));
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
+      run_library([&] {
+        library::batch_norm_backward(const_view<T>(dy), const_view<T>(x),
+                                     {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+                                      optional_mutable<T>(grads.dbias)},
+                                     batch_options<T>(w, b, spec), running_views<T>(running));
+      });
     });
   }
   return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
@@ -643,15 +612,12 @@ at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
   const at::Tensor x = input.contiguous();
   const at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return y;
-  const auto seed = static_cast<uint64_t>(spec.seed);
-  const auto offset = static_cast<uint64_t>(spec.offset);
-  if (x.scalar_type() == at::kDouble) {
-    float64::dropout(x.data_ptr<double>(), y.data_ptr<double>(), x.numel(), {spec.p, seed, offset});
-  } else {
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
     run_library([&] {
-      dropout(const_view(x), mutable_view(y), {static_cast<float>(spec.p), seed, offset});
+      library::dropout(const_view<T>(x), mutable_view<T>(y), dropout_options<T>(spec));
     });
-  }
+  });
   return y;
 }
 

@@ -3,7 +3,7 @@
 // memory. float32 runs the fast kernels (addnorm/ops.hpp); bfloat16 and float16 run the 16-bit
 // kernels (addnorm/mixed_precision.hpp) where the library has them (LayerNorm, RMSNorm,
 // pre-norm Add & Norm) and otherwise (post-norm, BatchNorm, dropout) widen to float32 here and
-// round the result once; float64 runs the reference kernels (python/src/float64_ops.hpp).
+// round the result once; float64 runs the library's float64 ops (addnorm/float64.hpp).
 //
 // ops.cpp registers these as the operators' CPU kernels; autograd.cpp calls them from the
 // autograd kernels (to keep the statistics a backward reuses).

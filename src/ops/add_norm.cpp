@@ -11,56 +11,11 @@
 #include "ops/cpu/dropout.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
-#include "ops/validate.hpp"
+#include "ops/op_checks.hpp"
 
 namespace addnorm {
 
-using detail::region;
-
 namespace {
-
-detail::RowLayout check_add_norm(const char* x_name, const ConstView& x, const char* other_name,
-                                 const ConstView& other, const Shape& normalized_shape,
-                                 const AddNormOptions& options) {
-  detail::check_tensor(x_name, x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape, x_name);
-  detail::check_shape(other_name, other, x.shape);
-  detail::check_affine(options.gamma, options.beta, normalized_shape);
-  if (options.norm == NormKind::rms_norm && options.beta) {
-    throw Error("beta was given for rms_norm, expected no beta (RMSNorm has no shift)");
-  }
-  if (options.norm == NormKind::layer_norm && options.zero_centered_gamma) {
-    throw Error("zero_centered_gamma was set for layer_norm, expected it only with rms_norm");
-  }
-  detail::check_eps(options.eps);
-  return layout;
-}
-
-void check_stats(const std::optional<NormStats>& stats, const AddNormOptions& options,
-                 int64_t rows) {
-  if (!stats) return;
-  if (options.norm == NormKind::layer_norm) detail::check_count("mean", stats->mean, rows, "per row");
-  detail::check_count("rstd", stats->rstd, rows, "per row");
-}
-
-// Saved statistics of a backward: rstd always, mean too for LayerNorm (unused there beyond its
-// shape, but a wrong one means the caller mixed up its tensors).
-void check_saved(const std::optional<SavedStats>& saved, const AddNormOptions& options,
-                 int64_t rows) {
-  if (!saved) return;
-  if (options.norm == NormKind::layer_norm) detail::check_count("mean", saved->mean, rows, "per row");
-  detail::check_count("rstd", saved->rstd, rows, "per row");
-}
-
-const ConstView* saved_mean(const std::optional<SavedStats>& saved, const AddNormOptions& options) {
-  return saved && options.norm == NormKind::layer_norm ? &saved->mean : nullptr;
-}
-
-void check_grads(const OptionalMutable& dgamma, const OptionalMutable& dbeta,
-                 const AddNormOptions& options, const Shape& normalized_shape) {
-  detail::check_parameter_grad("dgamma", dgamma, "gamma", options.gamma, normalized_shape);
-  detail::check_parameter_grad("dbeta", dbeta, "beta", options.beta, normalized_shape);
-}
 
 const float* data_or_null(const OptionalConst& view) { return view ? view->data : nullptr; }
 float* data_or_null(const OptionalMutable& view) { return view ? view->data : nullptr; }
@@ -134,17 +89,8 @@ PostScratch& post_scratch(int64_t block_elements, bool with_keep) {
 
 void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
                   MutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
-  const detail::RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
-  detail::check_shape("h", h, x.shape);
-  detail::check_shape("y", y, x.shape);
-  check_stats(stats, options, layout.rows);
-  const bool with_mean = stats && options.norm == NormKind::layer_norm;
-  detail::check_disjoint({region("h", h), region("y", y),
-                          region("mean", with_mean ? &stats->mean : nullptr),
-                          region("rstd", stats ? &stats->rstd : nullptr)},
-                         {region("x", x), region("r", r), region("gamma", options.gamma),
-                          region("beta", options.beta)},
-                         {{"h", "x"}, {"h", "r"}});
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
   // One pass: each row's h = x + r is written, then normalised while it is still in cache.
   cpu::norm_forward(forward_args(x.data, r.data, h.data, y.data, options, stats, layout));
 }
@@ -152,18 +98,8 @@ void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, Mutab
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options, std::optional<SavedStats> saved) {
-  const detail::RowLayout layout = check_add_norm("h", h, "dy", dy, normalized_shape, options);
-  if (dh_next) detail::check_shape("dh_next", *dh_next, h.shape);
-  detail::check_shape("dh", grads.dh, h.shape);
-  check_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
-  check_saved(saved, options, layout.rows);
-  detail::check_disjoint(
-      {region("dh", grads.dh), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-      {region("dy", dy), region("dh_next", dh_next), region("h", h),
-       region("gamma", options.gamma), region("beta", options.beta),
-       region("mean", saved_mean(saved, options)),
-       region("rstd", saved ? &saved->rstd : nullptr)},
-      {{"dh", "dy"}, {"dh", "dh_next"}, {"dh", "h"}});
+  const detail::RowLayout layout = detail::check_add_norm_pre_backward(
+      dy, dh_next, h, normalized_shape, grads, options, saved);
   norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data, grads.dgamma, grads.dbeta,
                 options, saved, layout);
 }
@@ -171,17 +107,9 @@ void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
 void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
                    const AddNormOptions& options, const DropoutOptions& dropout,
                    std::optional<NormStats> stats) {
-  const detail::RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
-  detail::check_shape("y", y, x.shape);
+  const detail::RowLayout layout =
+      detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
   const int64_t count = layout.rows * layout.dim;
-  detail::check_dropout(dropout, count);
-  check_stats(stats, options, layout.rows);
-  const bool with_mean = stats && options.norm == NormKind::layer_norm;
-  detail::check_disjoint({region("y", y), region("mean", with_mean ? &stats->mean : nullptr),
-                          region("rstd", stats ? &stats->rstd : nullptr)},
-                         {region("x", x), region("s", s), region("gamma", options.gamma),
-                          region("beta", options.beta)},
-                         {{"y", "x"}, {"y", "s"}});
   // Per block of rows: h = x + Dropout(s) is built in a per-thread buffer (in cache), then
   // normalised into y. y is written once, with streaming stores when it is too large to stay
   // in cache (so its lines are not read first); y may be x or s, whose block is read first.
@@ -209,21 +137,9 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
                             const AddNormPostGrads& grads, const AddNormOptions& options,
                             const DropoutOptions& dropout, std::optional<SavedStats> saved) {
-  const detail::RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
-  detail::check_shape("dy", dy, x.shape);
-  detail::check_shape("dx", grads.dx, x.shape);
-  detail::check_shape("ds", grads.ds, x.shape);
+  const detail::RowLayout layout = detail::check_add_norm_post_backward(
+      dy, x, s, normalized_shape, grads, options, dropout, saved);
   const int64_t count = layout.rows * layout.dim;
-  detail::check_dropout(dropout, count);
-  check_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
-  check_saved(saved, options, layout.rows);
-  detail::check_disjoint({region("dx", grads.dx), region("ds", grads.ds),
-                          region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-                         {region("dy", dy), region("x", x), region("s", s),
-                          region("gamma", options.gamma), region("beta", options.beta),
-                          region("mean", saved_mean(saved, options)),
-                          region("rstd", saved ? &saved->rstd : nullptr)},
-                         {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
   // buffer, generating the Philox bits once and keeping the mask (a byte per element); the
   // norm's backward turns h into dh = dx in place; then one pass writes dx and

@@ -8,21 +8,11 @@
 #include "ops/cpu/threading.hpp"
 #include "ops/dropout_detail.hpp"
 #include "ops/reference/philox.hpp"
-#include "ops/validate.hpp"
+#include "ops/op_checks.hpp"
 
 namespace addnorm {
 
-using detail::region;
-
 namespace detail {
-
-void check_dropout(const DropoutOptions& options, int64_t count) {
-  check_dropout_p(options.p);
-  if (options.offset > UINT64_MAX - static_cast<uint64_t>(count)) {
-    throw Error("offset is " + std::to_string(options.offset) +
-                ", expected offset + element count to fit in 64 bits");
-  }
-}
 
 void dropout_elements(const float* input, float* output, int64_t count,
                       const DropoutOptions& options) {
@@ -36,19 +26,13 @@ void dropout_elements(const float* input, float* output, int64_t count,
 }  // namespace detail
 
 void dropout(ConstView x, MutableView y, const DropoutOptions& options) {
-  const int64_t count = detail::check_tensor("x", x);
-  detail::check_shape("y", y, x.shape);
-  detail::check_dropout(options, count);
-  detail::check_disjoint({region("y", y)}, {region("x", x)}, {{"y", "x"}});
+  const int64_t count = detail::check_dropout_op("x", x, "y", y, options);
   detail::dropout_elements(x.data, y.data, count, options);
 }
 
 // The same mask and scale as the forward: the derivative of a kept element is 1 / (1 - p).
 void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options) {
-  const int64_t count = detail::check_tensor("dy", dy);
-  detail::check_shape("dx", dx, dy.shape);
-  detail::check_dropout(options, count);
-  detail::check_disjoint({region("dx", dx)}, {region("dy", dy)}, {{"dx", "dy"}});
+  const int64_t count = detail::check_dropout_op("dy", dy, "dx", dx, options);
   detail::dropout_elements(dy.data, dx.data, count, options);
 }
 

@@ -7,9 +7,6 @@
 
 namespace addnorm::detail {
 
-// p in [0, 1) and offset + count within 64 bits.
-void check_dropout(const DropoutOptions& options, int64_t count);
-
 // output = dropout(input) for a whole tensor of `count` elements (threads over ranges); output
 // may be input. A kept value is input / (1 - p) in float64 rounded once; p = 0 copies.
 void dropout_elements(const float* input, float* output, int64_t count,

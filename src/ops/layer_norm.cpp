@@ -2,11 +2,9 @@
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/validate.hpp"
+#include "ops/op_checks.hpp"
 
 namespace addnorm {
-
-using detail::region;
 
 Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
   const int64_t rank = x_shape.rank();
@@ -21,20 +19,8 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
 
 void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
                 const LayerNormOptions& options, std::optional<NormStats> stats) {
-  detail::check_tensor("x", x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
-  detail::check_shape("y", y, x.shape);
-  detail::check_affine(options.gamma, options.beta, normalized_shape);
-  detail::check_eps(options.eps);
-  if (stats) {
-    detail::check_count("mean", stats->mean, layout.rows, "per row");
-    detail::check_count("rstd", stats->rstd, layout.rows, "per row");
-  }
-  detail::check_disjoint(
-      {region("y", y), region("mean", stats ? &stats->mean : nullptr),
-       region("rstd", stats ? &stats->rstd : nullptr)},
-      {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
-      {{"y", "x"}});
+  const detail::RowLayout layout =
+      detail::check_layer_norm(x, normalized_shape, y, options, stats);
   cpu::NormForward args;
   args.x = x.data;
   args.gamma = options.gamma ? options.gamma->data : nullptr;
@@ -51,24 +37,8 @@ void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
 void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
                          const LayerNormGrads& grads, const LayerNormOptions& options,
                          std::optional<SavedStats> saved) {
-  detail::check_tensor("x", x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
-  detail::check_shape("dy", dy, x.shape);
-  detail::check_shape("dx", grads.dx, x.shape);
-  detail::check_affine(options.gamma, options.beta, normalized_shape);
-  detail::check_eps(options.eps);
-  detail::check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
-  detail::check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, normalized_shape);
-  if (saved) {
-    detail::check_count("mean", saved->mean, layout.rows, "per row");
-    detail::check_count("rstd", saved->rstd, layout.rows, "per row");
-  }
-  detail::check_disjoint(
-      {region("dx", grads.dx), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-      {region("dy", dy), region("x", x), region("gamma", options.gamma),
-       region("beta", options.beta), region("mean", saved ? &saved->mean : nullptr),
-       region("rstd", saved ? &saved->rstd : nullptr)},
-      {{"dx", "dy"}, {"dx", "x"}});
+  const detail::RowLayout layout =
+      detail::check_layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
   cpu::NormBackward args;
   args.dy = dy.data;
   args.x = x.data;

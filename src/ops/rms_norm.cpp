@@ -1,22 +1,14 @@
 // RMSNorm's public entry points: validate every argument, then run the kernel.
 #include "addnorm/ops.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/validate.hpp"
+#include "ops/op_checks.hpp"
 
 namespace addnorm {
 
-using detail::region;
-
 void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
               const RmsNormOptions& options, OptionalMutable rstd) {
-  detail::check_tensor("x", x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
-  detail::check_shape("y", y, x.shape);
-  detail::check_affine(options.gamma, std::nullopt, normalized_shape);
-  detail::check_eps(options.eps);
-  if (rstd) detail::check_count("rstd", *rstd, layout.rows, "per row");
-  detail::check_disjoint({region("y", y), region("rstd", rstd)},
-                         {region("x", x), region("gamma", options.gamma)}, {{"y", "x"}});
+  const detail::RowLayout layout =
+      detail::check_rms_norm(x, normalized_shape, y, options, rstd);
   cpu::NormForward args;
   args.x = x.data;
   args.gamma = options.gamma ? options.gamma->data : nullptr;
@@ -33,19 +25,8 @@ void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
                        const RmsNormGrads& grads, const RmsNormOptions& options,
                        OptionalConst saved_rstd) {
-  detail::check_tensor("x", x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
-  detail::check_shape("dy", dy, x.shape);
-  detail::check_shape("dx", grads.dx, x.shape);
-  detail::check_affine(options.gamma, std::nullopt, normalized_shape);
-  detail::check_eps(options.eps);
-  detail::check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
-  if (saved_rstd) detail::check_count("rstd", *saved_rstd, layout.rows, "per row");
-  detail::check_disjoint(
-      {region("dx", grads.dx), region("dgamma", grads.dgamma)},
-      {region("dy", dy), region("x", x), region("gamma", options.gamma),
-       region("rstd", saved_rstd)},
-      {{"dx", "dy"}, {"dx", "x"}});
+  const detail::RowLayout layout =
+      detail::check_rms_norm_backward(dy, x, normalized_shape, grads, options, saved_rstd);
   cpu::NormBackward args;
   args.dy = dy.data;
   args.x = x.data;

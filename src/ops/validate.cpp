@@ -45,13 +45,20 @@ void check_count(const char* name, const TensorView<T>& view, int64_t count, con
   }
 }
 
+// The element types of the ops' tensors: float32 and float64 data, uint8 dropout masks.
 template int64_t check_tensor(const char*, const TensorView<const float>&);
 template int64_t check_tensor(const char*, const TensorView<float>&);
+template int64_t check_tensor(const char*, const TensorView<const double>&);
+template int64_t check_tensor(const char*, const TensorView<double>&);
 template int64_t check_tensor(const char*, const TensorView<uint8_t>&);
 template void check_shape(const char*, const TensorView<const float>&, const Shape&);
 template void check_shape(const char*, const TensorView<float>&, const Shape&);
+template void check_shape(const char*, const TensorView<const double>&, const Shape&);
+template void check_shape(const char*, const TensorView<double>&, const Shape&);
 template void check_count(const char*, const TensorView<const float>&, int64_t, const char*);
 template void check_count(const char*, const TensorView<float>&, int64_t, const char*);
+template void check_count(const char*, const TensorView<const double>&, int64_t, const char*);
+template void check_count(const char*, const TensorView<double>&, int64_t, const char*);
 
 RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name) {
   if (normalized_shape.rank() == 0) {
@@ -66,46 +73,52 @@ RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const 
   return {x_shape.product(0, x_shape.rank() - count), normalized_shape.product(0, count)};
 }
 
-std::string format_value(float value) {
-  // The shortest text that reads back as the same float: -1e-09, not -0.000000.
+namespace {
+
+// The shortest text that reads back as the same value: -1e-09, not -0.000000.
+template <class T>
+std::string shortest_text(T value) {
   std::array<char, 32> text{};
   const auto result = std::to_chars(text.data(), text.data() + text.size(), value);
   return std::string(text.data(), result.ptr);
 }
 
-void check_eps(float eps) {
-  if (!std::isfinite(eps) || eps < 0.0f) {
-    throw Error("eps is " + format_value(eps) + ", expected a finite value >= 0");
+template <class T>
+void check_eps_as(T eps) {
+  if (!std::isfinite(eps) || eps < T(0)) {
+    throw Error("eps is " + shortest_text(eps) + ", expected a finite value >= 0");
   }
 }
 
-void check_momentum(float momentum) {
-  if (!(momentum >= 0.0f && momentum <= 1.0f)) {
-    throw Error("momentum is " + format_value(momentum) + ", expected a value in [0, 1]");
+template <class T>
+void check_momentum_as(T momentum) {
+  if (!(momentum >= T(0) && momentum <= T(1))) {
+    throw Error("momentum is " + shortest_text(momentum) + ", expected a value in [0, 1]");
   }
 }
 
-void check_dropout_p(float p) {
-  if (!(p >= 0.0f && p < 1.0f)) {
-    throw Error("p is " + format_value(p) + ", expected a dropout probability in [0, 1)");
+template <class T>
+void check_dropout_p_as(T p) {
+  if (!(p >= T(0) && p < T(1))) {
+    throw Error("p is " + shortest_text(p) + ", expected a dropout probability in [0, 1)");
   }
 }
 
-void check_affine(const OptionalConst& gamma, const OptionalConst& beta,
-                  const Shape& normalized_shape) {
-  if (gamma) check_shape("gamma", *gamma, normalized_shape);
-  if (beta) check_shape("beta", *beta, normalized_shape);
-}
+}  // namespace
 
-void check_parameter_grad(const char* grad_name, const OptionalMutable& grad,
-                          const char* param_name, const OptionalConst& param,
-                          const Shape& param_shape) {
-  if (!grad) return;
-  if (!param) {
-    throw Error(std::string(grad_name) + " was requested but " + param_name +
-                " is absent, expected no " + grad_name + " without " + param_name);
-  }
-  check_shape(grad_name, *grad, param_shape);
+std::string format_value(float value) { return shortest_text(value); }
+std::string format_value(double value) { return shortest_text(value); }
+
+void check_eps(float eps) { check_eps_as(eps); }
+void check_eps(double eps) { check_eps_as(eps); }
+void check_momentum(float momentum) { check_momentum_as(momentum); }
+void check_momentum(double momentum) { check_momentum_as(momentum); }
+void check_dropout_p(float p) { check_dropout_p_as(p); }
+void check_dropout_p(double p) { check_dropout_p_as(p); }
+
+void refuse_gradient_without_parameter(const char* grad_name, const char* param_name) {
+  throw Error(std::string(grad_name) + " was requested but " + param_name +
+              " is absent, expected no " + grad_name + " without " + param_name);
 }
 
 namespace {

@@ -37,18 +37,33 @@ RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape,
 // A float for an error message, with enough digits that a value just outside a range never
 // prints as one inside it.
 std::string format_value(float value);
+std::string format_value(double value);
 
+// The scalar options, float32 or float64 as the op's data.
 void check_eps(float eps);
+void check_eps(double eps);
 void check_momentum(float momentum);
+void check_momentum(double momentum);
 void check_dropout_p(float p);
+void check_dropout_p(double p);
 
 // gamma and beta (each optional) must have normalized_shape.
-void check_affine(const OptionalConst& gamma, const OptionalConst& beta,
-                  const Shape& normalized_shape);
+template <class T>
+void check_affine(const std::optional<TensorView<const T>>& gamma,
+                  const std::optional<TensorView<const T>>& beta, const Shape& normalized_shape) {
+  if (gamma) check_shape("gamma", *gamma, normalized_shape);
+  if (beta) check_shape("beta", *beta, normalized_shape);
+}
 // A parameter's gradient may only be asked for when the parameter exists, and has its shape.
-void check_parameter_grad(const char* grad_name, const OptionalMutable& grad,
-                          const char* param_name, const OptionalConst& param,
-                          const Shape& param_shape);
+void refuse_gradient_without_parameter(const char* grad_name, const char* param_name);
+template <class T>
+void check_parameter_grad(const char* grad_name, const std::optional<TensorView<T>>& grad,
+                          const char* param_name, const std::optional<TensorView<const T>>& param,
+                          const Shape& param_shape) {
+  if (!grad) return;
+  if (!param) refuse_gradient_without_parameter(grad_name, param_name);
+  check_shape(grad_name, *grad, param_shape);
+}
 
 // The byte range an argument occupies, for overlap checks; absent arguments occupy nothing.
 struct Region {

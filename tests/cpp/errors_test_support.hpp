@@ -25,21 +25,24 @@ namespace addnorm::testing {
 
 // Outputs start as a quiet NaN whose payload no op computes, so any write to them shows.
 inline const float kSentinel = std::bit_cast<float>(0x7fc0beefu);
+inline const double kSentinel64 = std::bit_cast<double>(0x7ff80000deadbeefull);
 
-// Owns every buffer a test passes to an op. Each buffer has kSlack spare elements past its end,
-// so that a view shifted a few elements into it (for the overlap tests) stays inside it.
-class Arena {
+// Owns every buffer a test passes to an op, of element type T (float for the float32 ops,
+// double for the float64 ones). Each buffer has kSlack spare elements past its end, so that a
+// view shifted a few elements into it (for the overlap tests) stays inside it.
+template <class T>
+class BasicArena {
  public:
   static constexpr int64_t kSlack = 8;
 
   // Seeded values in [0.5, 2): valid as data, gamma or a running variance alike.
-  ConstView input(const Shape& shape) { return {add(shape, false), shape}; }
-  // Filled with kSentinel.
-  MutableView output(const Shape& shape) { return {add(shape, true), shape}; }
+  TensorView<const T> input(const Shape& shape) { return {add(shape, false), shape}; }
+  // Filled with the sentinel.
+  TensorView<T> output(const Shape& shape) { return {add(shape, true), shape}; }
 
   template <class View>
   View make(const Shape& shape) {
-    if constexpr (std::is_same_v<View, ConstView>) {
+    if constexpr (std::is_same_v<View, TensorView<const T>>) {
       return input(shape);
     } else {
       return output(shape);
@@ -51,7 +54,7 @@ class Arena {
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const auto& [now, before] = buffers_[b];
       for (size_t i = 0; i < now.size(); ++i) {
-        if (std::memcmp(&now[i], &before[i], sizeof(float)) != 0) {
+        if (std::memcmp(&now[i], &before[i], sizeof(T)) != 0) {
           return ::testing::AssertionFailure() << "buffer " << b << " element " << i
                                                << " was written: " << before[i] << " -> " << now[i];
         }
@@ -61,26 +64,52 @@ class Arena {
   }
 
  private:
-  float* add(const Shape& shape, bool sentinel) {
+  T* add(const Shape& shape, bool sentinel) {
     const size_t count = static_cast<size_t>(shape.numel() + kSlack);
-    std::vector<float> values = sentinel ? std::vector<float>(count, kSentinel)
-                                         : random_floats(count, next_seed_++, 0.5f, 2.0f);
+    std::vector<T> values(count);
+    if (sentinel) {
+      if constexpr (std::is_same_v<T, float>) {
+        values.assign(count, kSentinel);
+      } else {
+        values.assign(count, kSentinel64);
+      }
+    } else {
+      const std::vector<float> random = random_floats(count, next_seed_++, 0.5f, 2.0f);
+      values.assign(random.begin(), random.end());
+    }
     buffers_.emplace_back(values, values);
     return buffers_.back().first.data();
   }
 
-  std::deque<std::pair<std::vector<float>, std::vector<float>>> buffers_;  // (now, at creation)
+  std::deque<std::pair<std::vector<T>, std::vector<T>>> buffers_;  // (now, at creation)
   uint32_t next_seed_ = 1;
 };
+using Arena = BasicArena<float>;
+
+// The element type of a call's tensors: a call struct may say `using Element = double;`, and is
+// a float32 call otherwise. Its arena and scalar options have that type.
+template <class Call, class = void>
+struct ElementOfCall {
+  using type = float;
+};
+template <class Call>
+struct ElementOfCall<Call, std::void_t<typename Call::Element>> {
+  using type = typename Call::Element;
+};
+template <class Call>
+using ElementOf = typename ElementOfCall<Call>::type;
+template <class Call>
+using ArenaOf = BasicArena<ElementOf<Call>>;
 
 // A view of `shape` starting `shift` elements into `view`'s memory, for the overlap tests. The
 // memory belongs to an Arena, so writing through it is defined (and would be caught).
 template <class T>
-MutableView inside(const TensorView<T>& view, int64_t shift, const Shape& shape) {
-  return {const_cast<float*>(view.data) + shift, shape};
+TensorView<std::remove_const_t<T>> inside(const TensorView<T>& view, int64_t shift,
+                                          const Shape& shape) {
+  return {const_cast<std::remove_const_t<T>*>(view.data) + shift, shape};
 }
 template <class T>
-MutableView inside(const TensorView<T>& view, int64_t shift) {
+TensorView<std::remove_const_t<T>> inside(const TensorView<T>& view, int64_t shift) {
   return inside(view, shift, view.shape);
 }
 
@@ -89,14 +118,14 @@ MutableView inside(const TensorView<T>& view, int64_t shift) {
 template <class Call>
 struct Rejection {
   std::string what;
-  std::function<void(Call&, Arena&)> spoil;
+  std::function<void(Call&, ArenaOf<Call>&)> spoil;
   std::vector<std::string> message_parts;
 };
 
 // Checks that call() throws addnorm::Error whose message contains every part ("^part": starts
 // with it), and that no buffer in the arena was written.
 template <class Call>
-void expect_rejected(const Call& call, const Arena& arena,
+void expect_rejected(const Call& call, const ArenaOf<Call>& arena,
                      const std::vector<std::string>& message_parts) {
   try {
     call();
@@ -121,16 +150,16 @@ void expect_rejected(const Call& call, const Arena& arena,
 // Checks first that make_valid's call is accepted (so each rejection is due to its one spoiled
 // argument), then every rejection against a fresh arena.
 template <class Call>
-void expect_all_rejected(Call (*make_valid)(Arena&),
+void expect_all_rejected(Call (*make_valid)(ArenaOf<Call>&),
                          const std::vector<Rejection<Call>>& rejections) {
   {
-    Arena arena;
+    ArenaOf<Call> arena;
     const Call valid = make_valid(arena);
     ASSERT_NO_THROW(valid()) << "the unspoiled call must be valid";
   }
   for (const Rejection<Call>& rejection : rejections) {
     SCOPED_TRACE(rejection.what);
-    Arena arena;
+    ArenaOf<Call> arena;
     Call call = make_valid(arena);
     rejection.spoil(call, arena);
     expect_rejected(call, arena, rejection.message_parts);
@@ -144,11 +173,13 @@ void add_tensor_rejections(std::vector<Rejection<Call>>& rejections, const std::
                            Access access, const Shape& expected, const Shape& wrong) {
   using View = std::remove_reference_t<decltype(access(std::declval<Call&>()))>;
   rejections.push_back({name + " without data",
-                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        [access](Call& call, ArenaOf<Call>&) { access(call).data = nullptr; },
                         {"^" + name + " ", "null"}});
   rejections.push_back(
       {name + " shaped " + wrong.to_string(),
-       [access, wrong](Call& call, Arena& arena) { access(call) = arena.make<View>(wrong); },
+       [access, wrong](Call& call, ArenaOf<Call>& arena) {
+         access(call) = arena.template make<View>(wrong);
+       },
        {name + " has shape " + wrong.to_string() + ", expected " + expected.to_string()}});
 }
 
@@ -158,10 +189,10 @@ template <class Call, class Access>
 void add_leading_tensor_rejections(std::vector<Rejection<Call>>& rejections,
                                    const std::string& name, Access access) {
   rejections.push_back({name + " without data",
-                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        [access](Call& call, ArenaOf<Call>&) { access(call).data = nullptr; },
                         {"^" + name + " ", "null"}});
   const auto reshaped = [access](Shape shape) {
-    return [access, shape](Call& call, Arena&) { access(call).shape = shape; };
+    return [access, shape](Call& call, ArenaOf<Call>&) { access(call).shape = shape; };
   };
   // Only the shape changes: validation must throw before anything reads these dimensions.
   rejections.push_back({name + " with a zero dimension",
@@ -178,12 +209,12 @@ void add_leading_tensor_rejections(std::vector<Rejection<Call>>& rejections,
 // Rejections of eps: negative, NaN, +Inf and -Inf.
 template <class Call>
 void add_eps_rejections(std::vector<Rejection<Call>>& rejections,
-                        std::function<float&(Call&)> eps) {
-  for (float bad :
-       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-        -std::numeric_limits<float>::infinity()}) {
+                        std::function<ElementOf<Call>&(Call&)> eps) {
+  using T = ElementOf<Call>;
+  for (T bad : {T(-1), std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                -std::numeric_limits<T>::infinity()}) {
     rejections.push_back({"eps = " + std::to_string(bad),
-                          [eps, bad](Call& call, Arena&) { eps(call) = bad; },
+                          [eps, bad](Call& call, ArenaOf<Call>&) { eps(call) = bad; },
                           {"eps is", "expected a finite value >= 0"}});
   }
 }
@@ -192,15 +223,16 @@ void add_eps_rejections(std::vector<Rejection<Call>>& rejections,
 // would run past 2^64.
 template <class Call>
 void add_dropout_rejections(std::vector<Rejection<Call>>& rejections,
-                            std::function<DropoutOptions&(Call&)> dropout) {
-  for (float bad : {-0.1f, 1.0f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+                            std::function<BasicDropoutOptions<ElementOf<Call>>&(Call&)> dropout) {
+  using T = ElementOf<Call>;
+  for (T bad : {T(-0.1), T(1), T(1.5), std::numeric_limits<T>::quiet_NaN()}) {
     rejections.push_back({"dropout p = " + std::to_string(bad),
-                          [dropout, bad](Call& call, Arena&) { dropout(call).p = bad; },
+                          [dropout, bad](Call& call, ArenaOf<Call>&) { dropout(call).p = bad; },
                           {"p is", "expected a dropout probability in [0, 1)"}});
   }
   rejections.push_back(
       {"dropout offset overflowing",
-       [dropout](Call& call, Arena&) { dropout(call).offset = UINT64_MAX - 5; },
+       [dropout](Call& call, ArenaOf<Call>&) { dropout(call).offset = UINT64_MAX - 5; },
        {"offset is 18446744073709551610", "expected offset + element count to fit in 64 bits"}});
 }
 
@@ -210,7 +242,7 @@ template <class Call>
 void add_normalized_shape_rejections(std::vector<Rejection<Call>>& rejections,
                                      const std::string& leading) {
   const auto normalized = [](Shape shape) {
-    return [shape](Call& call, Arena&) { call.normalized_shape = shape; };
+    return [shape](Call& call, ArenaOf<Call>&) { call.normalized_shape = shape; };
   };
   rejections.push_back({"normalized_shape empty",
                         normalized({}),
@@ -234,13 +266,15 @@ void add_per_row_rejections(std::vector<Rejection<Call>>& rejections, const std:
   for (const Shape& wrong : {Shape{2}, Shape{4}, Shape{3, 8}}) {
     rejections.push_back(
         {name + " shaped " + wrong.to_string(),
-         [access, wrong](Call& call, Arena& arena) { access(call) = arena.make<View>(wrong); },
+         [access, wrong](Call& call, ArenaOf<Call>& arena) {
+         access(call) = arena.template make<View>(wrong);
+       },
          {name + " has " + std::to_string(wrong.numel()) + " elements (shape " + wrong.to_string() +
               ")",
           "expected 3 (one per row)"}});
   }
   rejections.push_back({name + " without data",
-                        [access](Call& call, Arena&) { access(call).data = nullptr; },
+                        [access](Call& call, ArenaOf<Call>&) { access(call).data = nullptr; },
                         {"^" + name + " ", "null"}});
 }
 

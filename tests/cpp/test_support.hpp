@@ -69,6 +69,30 @@ inline ::testing::AssertionResult within_ulps(const std::vector<float>& got,
   return ::testing::AssertionSuccess() << "worst " << worst << " ulp at " << worst_at;
 }
 
+// The same with a scale per element: scales[i] is the size of the terms that cancelled to make
+// want[i] (for a sum over rows such as dgamma, the sum of the terms' magnitudes).
+inline ::testing::AssertionResult within_ulps_each(const std::vector<float>& got,
+                                                   const std::vector<double>& want, double ulps,
+                                                   const std::vector<double>& scales) {
+  if (got.size() != want.size() || scales.size() != want.size()) {
+    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << ", " << want.size()
+                                         << ", " << scales.size();
+  }
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const ::testing::AssertionResult one = within_ulps({got[i]}, {want[i]}, ulps, scales[i]);
+    if (!one) return ::testing::AssertionFailure() << "element " << i << ": " << one.message();
+    const double unit = float_ulp(want[i]) + float_ulp(scales[i]);
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]) / unit;
+    if (error > worst) {
+      worst = error;
+      worst_at = i;
+    }
+  }
+  return ::testing::AssertionSuccess() << "worst " << worst << " ulp at " << worst_at;
+}
+
 inline double max_abs(const std::vector<double>& values) {
   double largest = 0;
   for (double v : values) largest = std::max(largest, std::fabs(v));

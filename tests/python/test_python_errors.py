@@ -110,6 +110,148 @@ def test_compiled_module_checks_on_its_own():
     with pytest.raises(ValueError, match=r"eps is -1, expected a finite value >= 0"):
         _addnorm.layer_norm(X32, [4], None, None, y, None, None, -1.0)
     np.testing.assert_array_equal(y, 0)  # nothing written by a rejected call
-    with pytest.raises(ValueError, match=r"y has 4 elements, expected 8"):
+    with pytest.raises(ValueError, match=r"y has shape \[4\], expected \[2, 4\]"):
         _addnorm.layer_norm(X32.astype(np.float64), [4], None, None, np.zeros(4), None, None,
                             1e-5)
+
+
+# float64 arrays go through the library's float64 ops, which share the float32 ops' checks: each
+# bad argument below was once accepted by the compiled module on float64 (issue 14, item 10) and
+# returned NaN, inf or garbage. Each is refused with a ValueError naming the argument, and the
+# outputs (including running statistics) are left exactly as they were.
+X64 = np.arange(8, dtype=np.float64).reshape(2, 4)
+
+
+def _untouched(*arrays):
+    """Copies to compare with after a rejected call."""
+    return [a.copy() for a in arrays]
+
+
+def _assert_untouched(arrays, before):
+    for array, copy in zip(arrays, before):
+        np.testing.assert_array_equal(array, copy)
+
+
+@pytest.mark.parametrize("eps", [-1.0, float("nan"), float("inf")])
+def test_float64_bad_eps_is_refused(eps):
+    y, mean, rstd = np.full((2, 4), 7.0), np.full(2, 7.0), np.full(2, 7.0)
+    before = _untouched(y, mean, rstd)
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+        _addnorm.layer_norm(X64, [4], None, None, y, mean, rstd, eps)
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+        _addnorm.rms_norm(X64, [4], None, False, y, rstd, eps)
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+        _addnorm.add_norm_post(X64, X64, [4], y, False, None, None, False, eps, 0.1, 0, 0, mean,
+                               rstd)
+    _assert_untouched([y, mean, rstd], before)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, -0.1, float("nan")])
+def test_float64_bad_dropout_p_is_refused(p):
+    y = np.full((2, 4), 7.0)
+    with pytest.raises(ValueError, match=r"p is .*, expected a dropout probability in \[0, 1\)"):
+        _addnorm.dropout(X64, y, p, 0, 0)
+    with pytest.raises(ValueError, match=r"p is .*, expected a dropout probability in \[0, 1\)"):
+        _addnorm.add_norm_post(X64, X64, [4], y, False, None, None, False, 1e-5, p, 0, 0, None,
+                               None)
+    np.testing.assert_array_equal(y, 7.0)
+
+
+def test_float64_dropout_p_just_below_one_is_a_valid_probability():
+    """p = 1 - 1e-11 is below 1 in float64 (it rounds to 1 in float32): nearly every element is
+    dropped and the kept ones (if any) are scaled by 1 / (1 - p), never inf."""
+    x = np.ones((64, 64))
+    y = np.full_like(x, 7.0)
+    _addnorm.dropout(x, y, 1 - 1e-11, 3, 0)
+    assert np.all(np.isfinite(y))
+    assert np.count_nonzero(y) <= 1
+
+
+def test_float64_dropout_offset_overflow_is_refused():
+    y = np.full((2, 4), 7.0)
+    with pytest.raises(ValueError, match=r"offset is 18446744073709551615 for 8 elements, "
+                                         r"expected offset \+ element count to fit in 64 bits"):
+        _addnorm.dropout(X64, y, 0.5, 0, 2**64 - 1)
+    with pytest.raises(ValueError, match=r"offset is 18446744073709551610 .* fit in 64 bits"):
+        _addnorm.add_norm_post_backward(X64, X64, X64, [4], np.zeros((2, 4)), y, None, None,
+                                        False, None, None, False, 1e-5, 0.5, 0, 2**64 - 6)
+    np.testing.assert_array_equal(y, 7.0)
+
+
+def test_float64_batch_norm_bad_arguments_are_refused():
+    y = np.full((2, 4), 7.0)
+    mean, var = np.zeros(4), np.ones(4)
+    before = _untouched(y, mean, var)
+    with pytest.raises(ValueError, match=r"momentum is 5, expected a value in \[0, 1\]"):
+        _addnorm.batch_norm(X64, y, None, None, mean, var, True, 5.0, 1e-5, False, None, None)
+    with pytest.raises(ValueError, match=r"1 value per channel, expected more than 1 in training"):
+        _addnorm.batch_norm(X64[:1], y[:1], None, None, mean, var, True, 0.1, 1e-5, False, None,
+                            None)
+    with pytest.raises(ValueError, match=r"running_mean overlaps running_var, expected separate"):
+        _addnorm.batch_norm(X64, y, None, None, mean, mean, True, 0.1, 1e-5, False, None, None)
+    with pytest.raises(ValueError, match=r"running_var overlaps x, expected separate memory"):
+        shared = np.arange(8, dtype=np.float64)
+        _addnorm.batch_norm(shared.reshape(2, 4), y, None, None, mean, shared[4:], True, 0.1,
+                            1e-5, False, None, None)
+    with pytest.raises(ValueError, match=r"running_mean and running_var are absent"):
+        _addnorm.batch_norm(X64, y, None, None, None, None, False, 0.1, 1e-5, False, None, None)
+    _assert_untouched([y, mean, var], before)
+
+
+def test_float64_outputs_overlapping_inputs_are_refused():
+    weights = np.arange(8, dtype=np.float64)
+    dx = np.full((2, 4), 7.0)
+    before = _untouched(weights, dx)
+    # dweight shares memory with weight (half of it).
+    with pytest.raises(ValueError, match=r"dgamma overlaps gamma, expected separate memory"):
+        _addnorm.layer_norm_backward(X64, X64, [4], weights[:4], None, dx, weights[2:6], None,
+                                     1e-5)
+    # y overlaps x partially (not exactly the same memory, which is allowed).
+    buffer = np.arange(12, dtype=np.float64)
+    with pytest.raises(ValueError, match=r"y overlaps x, expected exactly the same memory"):
+        _addnorm.layer_norm(buffer[:8].reshape(2, 4), [4], None, None, buffer[4:].reshape(2, 4),
+                            None, None, 1e-5)
+    # dh (output) overlaps gamma of the fused pre-norm backward.
+    with pytest.raises(ValueError, match=r"dh overlaps gamma, expected separate memory"):
+        row = X64.reshape(1, 8)
+        _addnorm.add_norm_pre_backward(row, None, row, [8], weights.reshape(1, 8), None, None,
+                                       False, weights, None, False, 1e-5)
+    _assert_untouched([weights, dx], before)
+    np.testing.assert_array_equal(buffer, np.arange(12))
+
+
+def test_float64_shapes_are_checked_by_the_library():
+    with pytest.raises(ValueError, match=r"gamma has shape \[3\], expected \[4\]"):
+        _addnorm.layer_norm(X64, [4], np.ones(3), None, np.zeros((2, 4)), None, None, 1e-5)
+    with pytest.raises(ValueError, match=r"rstd has 3 elements \(shape \[3\]\), expected 2"):
+        _addnorm.rms_norm(X64, [4], None, False, np.zeros((2, 4)), np.zeros(3), 1e-5)
+    with pytest.raises(ValueError, match=r"dbeta was requested but beta is absent"):
+        _addnorm.layer_norm_backward(X64, X64, [4], None, None, np.zeros((2, 4)), None,
+                                     np.zeros(4), 1e-5)
+    with pytest.raises(ValueError, match=r"beta was given for rms_norm"):
+        _addnorm.add_norm_pre(X64, X64, [4], np.zeros((2, 4)), np.zeros((2, 4)), True, None,
+                              np.zeros(4), False, 1e-5, None, None)
+
+
+def test_float64_and_float32_are_refused_alike():
+    """The same bad call on either dtype gives the same message: one set of checks."""
+    for dtype in (np.float32, np.float64):
+        x = X64.astype(dtype)
+        with pytest.raises(ValueError) as error:
+            _addnorm.batch_norm(x, np.zeros_like(x), None, None, np.zeros(4, dtype),
+                                np.ones(4, dtype), True, 1.5, 1e-5, False, None, None)
+        assert str(error.value) == "momentum is 1.5, expected a value in [0, 1]"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_running_statistics_sharing_memory_are_refused(dtype):
+    """The library (not the Python layer) refuses running_mean is running_var, for both dtypes,
+    and updates nothing."""
+    x = np.arange(8, dtype=dtype).reshape(2, 4)
+    stats = np.ones(4, dtype)
+    with pytest.raises(ValueError, match=r"running_mean overlaps running_var, expected separate"):
+        addnorm.batch_norm(x, stats, stats, training=True)
+    np.testing.assert_array_equal(stats, 1)
+    with pytest.raises(ValueError, match=r"running_mean overlaps x, expected separate memory"):
+        addnorm.batch_norm(x, x[0], np.ones(4, dtype), training=True)
+    np.testing.assert_array_equal(x, np.arange(8).reshape(2, 4))

@@ -750,7 +750,8 @@ struct NormaliseStorage {
 // The per-channel constants: a channel with a non-finite mean or a NaN rstd gets a NaN centre
 // (its outputs become NaN), and an infinite rstd from a zero-variance channel with eps = 0
 // becomes 0 (its centred values are all exactly 0, and so is x_hat).
-NormaliseStorage normalise_constants(const double* mean, const double* rstd, const float* gamma,
+NormaliseStorage normalise_constants(const double* mean, const double* rstd,
+                                     const double* variance, const float* gamma,
                                      const float* beta, int64_t channels) {
   const auto count = static_cast<size_t>(channels);
   const auto extended = static_cast<size_t>(channels + kTablePadding);
@@ -770,10 +771,12 @@ NormaliseStorage normalise_constants(const double* mean, const double* rstd, con
     const double scale = std::isinf(rstd[c]) ? 0.0 : rstd[c];
     s.centre[c] = centre;
     s.scale[c] = scale;
-    // float32 lanes need rstd a normal float32 (with room for its low part) and x - mean
-    // unable to overflow; a zero spread (scale 0) makes every x_hat 0 either way.
+    // float32 lanes need rstd a normal float32 (with room for its low part), x - mean unable
+    // to overflow, and a spread clear of float32's denormal grid (kFloat32LanesMinVariance);
+    // a zero spread with eps = 0 (scale 0) makes every x_hat 0 either way.
     s.wide[c] = finite && (scale >= 0x1p64 || (scale != 0.0 && scale < 0x1p-100) ||
-                           std::fabs(centre) >= 0x1p100)
+                           std::fabs(centre) >= 0x1p100 ||
+                           (scale != 0.0 && !(variance[c] >= kFloat32LanesMinVariance)))
                     ? 1
                     : 0;
     // The split of a wide channel is unused (and rstd might not fit in a float32).
@@ -816,9 +819,11 @@ void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& sta
   }
 }
 
-void batch_normalise(const float* x, const double* mean, const double* rstd, const float* gamma,
-                     const float* beta, float* y, const BatchShape& shape) {
-  const NormaliseStorage storage = normalise_constants(mean, rstd, gamma, beta, shape.channels);
+void batch_normalise(const float* x, const double* mean, const double* rstd,
+                     const double* variance, const float* gamma, const float* beta, float* y,
+                     const BatchShape& shape) {
+  const NormaliseStorage storage =
+      normalise_constants(mean, rstd, variance, gamma, beta, shape.channels);
   const NormaliseTables tables = storage.tables();
   const int64_t sample_size = shape.channels * shape.length;
   const bool stream = streams_output(shape.batch * sample_size * int64_t{sizeof(float)});

@@ -23,9 +23,12 @@ struct ChannelStats {
 void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& stats);
 
 // y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
-// mean or rstd is not finite becomes NaN. y may be x.
-void batch_normalise(const float* x, const double* mean, const double* rstd, const float* gamma,
-                     const float* beta, float* y, const BatchShape& shape);
+// mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the
+// batch's variance, or the running variance in inference): a channel below
+// kFloat32LanesMinVariance (kernels.hpp) is normalised in float64 lanes.
+void batch_normalise(const float* x, const double* mean, const double* rstd,
+                     const double* variance, const float* gamma, const float* beta, float* y,
+                     const BatchShape& shape);
 
 // Training-mode backward (statistics recomputed from x) and inference-mode backward (running
 // statistics as constants). dx may be dy or x; dgamma, dbeta nullable.

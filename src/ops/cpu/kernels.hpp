@@ -22,6 +22,14 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
+// The float32-lanes passes of the norms round centred values x - mean to float32 before scaling
+// them by rstd. Below a spread of 2^-100 those values lie near or inside float32's denormal
+// range, where rounding is absolute (to multiples of 2^-149), not relative: with eps > 0, rstd
+// stays ordinary (~316 at eps = 1e-5) and would magnify that rounding to hundreds of ulp of
+// x_hat (and of dgamma). Rows whose variance (mean square for RMSNorm) is below this bound take
+// the float64 lanes instead; ordinary rows never come near it.
+inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
+
 // LayerNorm (centre = true) or RMSNorm (centre = false) over rows of x, with an optional fused
 // residual add: when `residual` is given, h = x + residual is written to `h` (rounded to
 // float32) and normalised instead of x.

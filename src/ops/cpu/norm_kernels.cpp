@@ -211,9 +211,10 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
   });
 }
 
-// The same in float64 lanes, for rows whose spread is so small (rstd >= 2^64: denormal-range
-// inputs with eps = 0) that rstd or the centre's low part would not survive float32, or whose
-// mean is so large that x - mean could overflow float32.
+// The same in float64 lanes, for rows whose spread is so small (below 2^-100: denormal-range
+// inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
+// the centre's low part would not survive float32, or whose mean is so large that x - mean
+// could overflow float32.
 template <Affine kAffine>
 void normalise_row_float64(const float* x, double centre, double rstd,
                            const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
@@ -273,10 +274,12 @@ void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) 
   const float* residual = a.residual ? a.residual + offset : nullptr;
   float* h = a.residual ? a.h + offset : nullptr;
   float* y = a.y + offset;
-  // float32 lanes need rstd and its low part in float32's range, and v - mean not to overflow
-  // (|mean| < 2^100 guarantees it); a zero-spread row (rstd infinite) has v - mean = 0.
-  const bool fits_float32 =
-      r.rstd < 0x1p64 && r.rstd >= 0x1p-100 && std::fabs(r.moments.mean) < 0x1p100;
+  // float32 lanes need rstd and its low part in float32's range, v - mean not to overflow
+  // (|mean| < 2^100 guarantees it) and the row's spread clear of float32's denormal grid
+  // (kFloat32LanesMinVariance); a zero-spread row with eps = 0 (rstd infinite) has v - mean = 0.
+  const bool fits_float32 = r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
+                            std::fabs(r.moments.mean) < 0x1p100 &&
+                            r.moments.variance >= kFloat32LanesMinVariance;
   if (r.finite && (std::isinf(r.rstd) || fits_float32)) {
     // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
     normalise_row(x, residual, h, r.moments.mean, std::isinf(r.rstd) ? 0.0 : r.rstd, a, y);
@@ -403,9 +406,9 @@ struct BackwardSums {
   double max_g = 0;  // max |g|: whether g and its sums fit the float32 pass
 };
 
-// Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed); kVariance: no saved rstd
-// (sum(d^2) is needed).
-template <class S, Scale kScale, bool kCentre, bool kVariance>
+// Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is
+// saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
+template <class S, Scale kScale, bool kCentre>
 BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
                            const typename S::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
@@ -435,7 +438,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
     const auto g = scaled(hn::PromoteTo(dd, load<S>(df, dy + i)), i);
     if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
-    if constexpr (kVariance) sum_d2 = hn::MulAdd(d, d, sum_d2);
+    sum_d2 = hn::MulAdd(d, d, sum_d2);
     if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
     sum_gd = hn::MulAdd(g, d, sum_gd);
     max_g = hn::Max(max_g, hn::Abs(g));
@@ -460,14 +463,16 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
 // What pass 2 needs of a row, from pass 1.
 struct BackwardRow {
   double mean;         // of x (0 for RMSNorm)
+  double variance;     // of x (mean(x^2) for RMSNorm), whether or not rstd is saved
   double rstd;         // as given or computed; may be +inf with eps = 0
   double mean_g;       // mean(g), 0 for RMSNorm
   double mean_g_xhat;  // mean(g * x_hat)
   double max_g;        // max |g|
 };
 
-// Pass 2 in float64 lanes, each dx rounded once from float64: for rows whose rstd does not fit
-// the float32 pass (rstd >= 2^64 or infinite, or non-finite statistics).
+// Pass 2 in float64 lanes, each dx rounded once from float64: for rows that do not fit the
+// float32 pass (fits_float32: rstd >= 2^64 or infinite, a spread below 2^-100, non-finite
+// statistics).
 template <class S, Scale kScale>
 void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
                          const typename S::Elem* dy, const typename S::Elem* dh_next,
@@ -681,20 +686,15 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
                           static_cast<Elem*>(a.dx) + offset, {}};
   const double count = static_cast<double>(dim);
   const double shift = a.centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
-  const bool variance = a.saved_rstd == nullptr;
-  BackwardSums sums;
-  if (a.centre) {
-    sums = variance ? backward_sums<S, kScale, true, true>(data.x, data.dy, a.gamma, dim, shift)
-                    : backward_sums<S, kScale, true, false>(data.x, data.dy, a.gamma, dim, shift);
-  } else {
-    sums = variance ? backward_sums<S, kScale, false, true>(data.x, data.dy, a.gamma, dim, shift)
-                    : backward_sums<S, kScale, false, false>(data.x, data.dy, a.gamma, dim, shift);
-  }
+  const BackwardSums sums =
+      a.centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
+               : backward_sums<S, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
   const RowMoments moments = moments_from(sums.x, shift, dim, a.centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
-  r.rstd = variance ? 1.0 / std::sqrt(moments.variance + a.eps)
-                    : static_cast<double>(a.saved_rstd[row]);
+  r.variance = moments.variance;
+  r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
+                        : 1.0 / std::sqrt(moments.variance + a.eps);
   const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
   r.mean_g = a.centre ? sums.g / count : 0.0;
   r.mean_g_xhat = xhat_scale * (sums.gd - (moments.mean - shift) * sums.g) / count;
@@ -705,9 +705,11 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
 // Whether the float32 pass 2 can take this row: rstd and its low part are normal float32
 // numbers, x - mean cannot overflow (|mean| < 2^100), and neither can g, g - mean(g) or
 // x_hat * mean(g x_hat) (each below 2^64, with |x_hat| <= sqrt(D) <= 2^32), so a finite dx is
-// never lost to an overflow in between. NaNs fail the tests too.
+// never lost to an overflow in between; and the row's spread is clear of float32's denormal grid
+// (kFloat32LanesMinVariance), so x_hat and dgamma keep their precision. NaNs fail the tests too.
 bool fits_float32(const BackwardRow& r) {
-  return std::fabs(r.mean) < 0x1p100 && r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
+  return r.variance >= kFloat32LanesMinVariance && std::fabs(r.mean) < 0x1p100 &&
+         r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
          r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "addnorm/ops.hpp"
 #include "ops/reference/accumulate.hpp"
 
 namespace addnorm::reference {
@@ -38,6 +39,24 @@ ChannelMoments<T> channel_moments(const T* x, const BatchLayout& layout, int64_t
     }
   }
   return {mean, squares / count};
+}
+
+// The running-statistics update after a training batch of `count` values per channel, in the
+// accumulation type, rounded once into the statistics' own type.
+template <class T>
+void update_running(T& running_mean, T& running_var, Acc<T> batch_mean, Acc<T> batch_var,
+                    int64_t count, Acc<T> momentum, MomentumConvention convention) {
+  using A = Acc<T>;
+  if (convention == MomentumConvention::pytorch) {
+    // PyTorch: momentum weights the new batch; the stored variance is unbiased (n / (n - 1)).
+    const A unbiased = batch_var * A(count) / A(count - 1);
+    running_mean = T((1 - momentum) * A(running_mean) + momentum * batch_mean);
+    running_var = T((1 - momentum) * A(running_var) + momentum * unbiased);
+  } else {
+    // ONNX: momentum weights the old value; the stored variance is the biased batch variance.
+    running_mean = T(momentum * A(running_mean) + (1 - momentum) * batch_mean);
+    running_var = T(momentum * A(running_var) + (1 - momentum) * batch_var);
+  }
 }
 
 // Normalises channel c with the given statistics: y = (x - mean) * rstd * gamma + beta.

@@ -36,8 +36,11 @@ inline uint32_t philox_bits(uint64_t seed, uint64_t element) {
 }
 
 // Elements whose 32 bits fall below floor(p * 2^32) are dropped: probability p to within 2^-32.
+// (Saturates at 2^32 - 1, which no float p < 1 reaches: a float64 p just below 1 rounds to a
+// float p of 1.)
 inline uint32_t dropout_threshold(float p) {
-  return static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
+  const double scaled = static_cast<double>(p) * 4294967296.0;
+  return scaled >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(scaled);
 }
 
 inline bool dropout_keeps(uint64_t seed, uint64_t element, uint32_t threshold) {

@@ -1,0 +1,138 @@
+// The residual side on float64 views (addnorm/float64.hpp): add, dropout and the fused pre-norm
+// and post-norm Add & Norm. The float32 ops' checks (op_checks.hpp), then the reference kernels.
+#include <algorithm>
+#include <vector>
+
+#include "addnorm/float64.hpp"
+#include "ops/op_checks.hpp"
+#include "ops/reference/layer_norm.hpp"
+#include "ops/reference/philox.hpp"
+#include "ops/reference/rms_norm.hpp"
+
+namespace addnorm::float64 {
+
+namespace {
+
+template <class View>
+auto data_or_null(const std::optional<View>& view) {
+  return view ? view->data : nullptr;
+}
+
+// output = Dropout(input) for `count` elements from stream element options.offset; output may
+// be input. Element i is kept iff its bits reach the threshold of p rounded to float32, as the
+// float32 op decides (so both dtypes drop the same elements); kept values are input / (1 - p)
+// in float64.
+void drop_elements(const double* input, double* output, int64_t count,
+                   const DropoutOptions& options) {
+  if (options.p == 0.0) {
+    std::copy(input, input + count, output);
+    return;
+  }
+  const uint32_t threshold = reference::dropout_threshold(static_cast<float>(options.p));
+  const double keep = 1.0 - options.p;
+  for (int64_t i = 0; i < count; ++i) {
+    const bool kept = reference::dropout_keeps(
+        options.seed, options.offset + static_cast<uint64_t>(i), threshold);
+    output[i] = kept ? input[i] / keep : 0.0;
+  }
+}
+
+// y = Norm(h) for the fused ops, with the optional statistics.
+void norm_forward(const double* h, double* y, const AddNormOptions& options,
+                  const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
+  double* rstd = stats ? stats->rstd.data : nullptr;
+  if (options.norm == NormKind::layer_norm) {
+    reference::layer_norm_forward<double>(h, data_or_null(options.gamma),
+                                          data_or_null(options.beta), y,
+                                          stats ? stats->mean.data : nullptr, rstd, layout.rows,
+                                          layout.dim, options.eps);
+  } else {
+    reference::rms_norm_forward<double>(h, data_or_null(options.gamma),
+                                        options.zero_centered_gamma, y, rstd, layout.rows,
+                                        layout.dim, options.eps);
+  }
+}
+
+// dh = dh_next + Norm'(dy) at h; dh may be dy, h or dh_next.
+void norm_backward(const double* dy, const double* h, const double* dh_next, double* dh,
+                   double* dgamma, double* dbeta, const AddNormOptions& options,
+                   const std::optional<SavedStats>& saved, const detail::RowLayout& layout) {
+  const double* saved_rstd = saved ? saved->rstd.data : nullptr;
+  if (options.norm == NormKind::layer_norm) {
+    reference::layer_norm_backward<double>(dy, h, data_or_null(options.gamma), saved_rstd,
+                                           dh_next, dh, dgamma, dbeta, layout.rows, layout.dim,
+                                           options.eps);
+  } else {
+    reference::rms_norm_backward<double>(dy, h, data_or_null(options.gamma),
+                                         options.zero_centered_gamma, saved_rstd, dh_next, dh,
+                                         dgamma, layout.rows, layout.dim, options.eps);
+  }
+}
+
+// The forward's h = x + Dropout(s), rebuilt from its inputs.
+std::vector<double> post_norm_sum(const ConstView& x, const ConstView& s, int64_t count,
+                                  const DropoutOptions& dropout) {
+  std::vector<double> h(static_cast<size_t>(count));
+  drop_elements(s.data, h.data(), count, dropout);
+  for (int64_t i = 0; i < count; ++i) h[static_cast<size_t>(i)] += x.data[i];
+  return h;
+}
+
+}  // namespace
+
+void add(ConstView x, ConstView r, MutableView out) {
+  const int64_t count = detail::check_add(x, r, out);
+  for (int64_t i = 0; i < count; ++i) out.data[i] = x.data[i] + r.data[i];
+}
+
+void dropout(ConstView x, MutableView y, const DropoutOptions& options) {
+  drop_elements(x.data, y.data, detail::check_dropout_op("x", x, "y", y, options), options);
+}
+
+// The same mask and scale as the forward: the derivative of a kept element is 1 / (1 - p).
+void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options) {
+  drop_elements(dy.data, dx.data, detail::check_dropout_op("dy", dy, "dx", dx, options), options);
+}
+
+void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
+                  MutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
+  for (int64_t i = 0; i < layout.rows * layout.dim; ++i) h.data[i] = x.data[i] + r.data[i];
+  norm_forward(h.data, y.data, options, stats, layout);
+}
+
+void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
+                           const Shape& normalized_shape, const AddNormPreGrads& grads,
+                           const AddNormOptions& options, std::optional<SavedStats> saved) {
+  const detail::RowLayout layout = detail::check_add_norm_pre_backward(
+      dy, dh_next, h, normalized_shape, grads, options, saved);
+  norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data,
+                data_or_null(grads.dgamma), data_or_null(grads.dbeta), options, saved, layout);
+}
+
+void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
+                   const AddNormOptions& options, const DropoutOptions& dropout,
+                   std::optional<NormStats> stats) {
+  const detail::RowLayout layout =
+      detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
+  // h is built apart from y, which may be x or s.
+  const std::vector<double> h = post_norm_sum(x, s, layout.rows * layout.dim, dropout);
+  norm_forward(h.data(), y.data, options, stats, layout);
+}
+
+// dx = Norm'(dy) at h, and ds = Dropout'(dx) with the forward's mask, regenerated.
+void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
+                            const AddNormPostGrads& grads, const AddNormOptions& options,
+                            const DropoutOptions& dropout, std::optional<SavedStats> saved) {
+  const detail::RowLayout layout = detail::check_add_norm_post_backward(
+      dy, x, s, normalized_shape, grads, options, dropout, saved);
+  const int64_t count = layout.rows * layout.dim;
+  // h first: dx may be x, and ds may be s.
+  const std::vector<double> h = post_norm_sum(x, s, count, dropout);
+  norm_backward(dy.data, h.data(), nullptr, grads.dx.data, data_or_null(grads.dgamma),
+                data_or_null(grads.dbeta), options, saved, layout);
+  drop_elements(grads.dx.data, grads.ds.data, count, dropout);
+}
+
+}  // namespace addnorm::float64

@@ -1,0 +1,347 @@
+// The checks of every public op, written once for both element types: the float32 ops (ops.hpp,
+// run by the fast kernels) and the float64 ops (float64.hpp, run by the reference kernels) call
+// the same function before they touch memory, so both refuse exactly the same arguments with
+// the same messages. Each returns the layout the kernels need.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "addnorm/error.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/reference/batch_norm.hpp"
+#include "ops/validate.hpp"
+
+namespace addnorm::detail {
+
+template <class T>
+using Const = TensorView<const T>;
+template <class T>
+using Mutable = TensorView<T>;
+template <class T>
+using MaybeConst = std::optional<TensorView<const T>>;
+
+// ---- residual add and dropout --------------------------------------------------------------
+
+template <class T>
+int64_t check_add(const Const<T>& x, const Const<T>& r, const Mutable<T>& out) {
+  const int64_t count = check_tensor("x", x);
+  check_shape("r", r, x.shape);
+  check_shape("out", out, x.shape);
+  check_disjoint({region("out", out)}, {region("x", x), region("r", r)},
+                 {{"out", "x"}, {"out", "r"}});
+  return count;
+}
+
+// p in [0, 1) and offset + count within 64 bits (the stream's element index must not wrap).
+template <class T>
+void check_dropout(const BasicDropoutOptions<T>& options, int64_t count) {
+  check_dropout_p(options.p);
+  if (options.offset > UINT64_MAX - static_cast<uint64_t>(count)) {
+    throw Error("offset is " + std::to_string(options.offset) + " for " + std::to_string(count) +
+                " elements, expected offset + element count to fit in 64 bits");
+  }
+}
+
+// dropout (input "x", output "y") and its backward (input "dy", output "dx").
+template <class T>
+int64_t check_dropout_op(const char* input_name, const Const<T>& input, const char* output_name,
+                         const Mutable<T>& output, const BasicDropoutOptions<T>& options) {
+  const int64_t count = check_tensor(input_name, input);
+  check_shape(output_name, output, input.shape);
+  check_dropout(options, count);
+  check_disjoint({region(output_name, output)}, {region(input_name, input)},
+                 {{output_name, input_name}});
+  return count;
+}
+
+// ---- LayerNorm and RMSNorm -----------------------------------------------------------------
+
+template <class T>
+RowLayout check_layer_norm(const Const<T>& x, const Shape& normalized_shape, const Mutable<T>& y,
+                           const BasicLayerNormOptions<T>& options,
+                           const std::optional<BasicNormStats<T>>& stats) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("y", y, x.shape);
+  check_affine(options.gamma, options.beta, normalized_shape);
+  check_eps(options.eps);
+  if (stats) {
+    check_count("mean", stats->mean, layout.rows, "per row");
+    check_count("rstd", stats->rstd, layout.rows, "per row");
+  }
+  check_disjoint({region("y", y), region("mean", stats ? &stats->mean : nullptr),
+                  region("rstd", stats ? &stats->rstd : nullptr)},
+                 {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
+                 {{"y", "x"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_layer_norm_backward(const Const<T>& dy, const Const<T>& x,
+                                    const Shape& normalized_shape,
+                                    const BasicLayerNormGrads<T>& grads,
+                                    const BasicLayerNormOptions<T>& options,
+                                    const std::optional<BasicSavedStats<T>>& saved) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", grads.dx, x.shape);
+  check_affine(options.gamma, options.beta, normalized_shape);
+  check_eps(options.eps);
+  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
+  check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, normalized_shape);
+  if (saved) {
+    check_count("mean", saved->mean, layout.rows, "per row");
+    check_count("rstd", saved->rstd, layout.rows, "per row");
+  }
+  check_disjoint(
+      {region("dx", grads.dx), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("x", x), region("gamma", options.gamma),
+       region("beta", options.beta), region("mean", saved ? &saved->mean : nullptr),
+       region("rstd", saved ? &saved->rstd : nullptr)},
+      {{"dx", "dy"}, {"dx", "x"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_rms_norm(const Const<T>& x, const Shape& normalized_shape, const Mutable<T>& y,
+                         const BasicRmsNormOptions<T>& options,
+                         const std::optional<Mutable<T>>& rstd) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("y", y, x.shape);
+  check_affine(options.gamma, MaybeConst<T>{}, normalized_shape);
+  check_eps(options.eps);
+  if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
+  check_disjoint({region("y", y), region("rstd", rstd)},
+                 {region("x", x), region("gamma", options.gamma)}, {{"y", "x"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_rms_norm_backward(const Const<T>& dy, const Const<T>& x,
+                                  const Shape& normalized_shape,
+                                  const BasicRmsNormGrads<T>& grads,
+                                  const BasicRmsNormOptions<T>& options,
+                                  const MaybeConst<T>& saved_rstd) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", grads.dx, x.shape);
+  check_affine(options.gamma, MaybeConst<T>{}, normalized_shape);
+  check_eps(options.eps);
+  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
+  if (saved_rstd) check_count("rstd", *saved_rstd, layout.rows, "per row");
+  check_disjoint({region("dx", grads.dx), region("dgamma", grads.dgamma)},
+                 {region("dy", dy), region("x", x), region("gamma", options.gamma),
+                  region("rstd", saved_rstd)},
+                 {{"dx", "dy"}, {"dx", "x"}});
+  return layout;
+}
+
+// ---- BatchNorm -----------------------------------------------------------------------------
+
+// x is (N, C) or (N, C, L) with channels on axis 1.
+template <class T>
+reference::BatchLayout batch_layout(const Const<T>& x) {
+  check_tensor("x", x);
+  if (x.shape.rank() != 2 && x.shape.rank() != 3) {
+    throw Error("x has shape " + x.shape.to_string() +
+                ", expected (N, C) or (N, C, L) with channels on axis 1");
+  }
+  return {x.shape[0], x.shape[1], x.shape.rank() == 3 ? x.shape[2] : 1};
+}
+
+template <class T>
+void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
+                              const reference::BatchLayout& layout,
+                              const std::optional<BasicRunningStats<T>>& running) {
+  const Shape channels{layout.channels};
+  check_affine(options.gamma, options.beta, channels);
+  check_eps(options.eps);
+  check_momentum(options.momentum);
+  if (running) {
+    check_shape("running_mean", running->mean, channels);
+    check_shape("running_var", running->var, channels);
+  } else if (!options.training) {
+    throw Error("running_mean and running_var are absent, expected both in inference mode");
+  }
+  if (options.training && layout.per_channel() < 2) {
+    throw Error("x has shape [" + std::to_string(layout.batch) + ", " +
+                std::to_string(layout.channels) + (layout.length > 1 ? ", ..." : "") +
+                "] with 1 value per channel, expected more than 1 in training mode");
+  }
+}
+
+template <class T>
+reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
+                                        const BasicBatchNormOptions<T>& options,
+                                        const std::optional<BasicRunningStats<T>>& running,
+                                        const std::optional<BasicNormStats<T>>& batch_stats) {
+  const reference::BatchLayout layout = batch_layout(x);
+  check_shape("y", y, x.shape);
+  check_batch_norm_options(options, layout, running);
+  if (batch_stats) {
+    if (!options.training) {
+      throw Error("batch_stats was requested in inference mode, expected it only in training");
+    }
+    check_shape("batch mean", batch_stats->mean, Shape{layout.channels});
+    check_shape("batch rstd", batch_stats->rstd, Shape{layout.channels});
+  }
+  // The running statistics are outputs (updated in place): neither may overlap the other.
+  check_disjoint(
+      {region("y", y), region("running_mean", running ? &running->mean : nullptr),
+       region("running_var", running ? &running->var : nullptr),
+       region("batch mean", batch_stats ? &batch_stats->mean : nullptr),
+       region("batch rstd", batch_stats ? &batch_stats->rstd : nullptr)},
+      {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
+      {{"y", "x"}});
+  return layout;
+}
+
+template <class T>
+reference::BatchLayout check_batch_norm_backward(
+    const Const<T>& dy, const Const<T>& x, const BasicBatchNormGrads<T>& grads,
+    const BasicBatchNormOptions<T>& options, const std::optional<BasicRunningStats<T>>& running) {
+  const reference::BatchLayout layout = batch_layout(x);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", grads.dx, x.shape);
+  check_batch_norm_options(options, layout, running);
+  const Shape channels{layout.channels};
+  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, channels);
+  check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, channels);
+  check_disjoint(
+      {region("dx", grads.dx), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("x", x), region("gamma", options.gamma),
+       region("running_mean", running ? &running->mean : nullptr),
+       region("running_var", running ? &running->var : nullptr)},
+      {{"dx", "dy"}, {"dx", "x"}});
+  return layout;
+}
+
+// ---- fused Add & Norm ----------------------------------------------------------------------
+
+// The norm's options, and x (named x_name) against `other` of the same shape.
+template <class T>
+RowLayout check_add_norm(const char* x_name, const Const<T>& x, const char* other_name,
+                         const Const<T>& other, const Shape& normalized_shape,
+                         const BasicAddNormOptions<T>& options) {
+  check_tensor(x_name, x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape, x_name);
+  check_shape(other_name, other, x.shape);
+  check_affine(options.gamma, options.beta, normalized_shape);
+  if (options.norm == NormKind::rms_norm && options.beta) {
+    throw Error("beta was given for rms_norm, expected no beta (RMSNorm has no shift)");
+  }
+  if (options.norm == NormKind::layer_norm && options.zero_centered_gamma) {
+    throw Error("zero_centered_gamma was set for layer_norm, expected it only with rms_norm");
+  }
+  check_eps(options.eps);
+  return layout;
+}
+
+// Statistics of a fused forward (written) or backward (read): rstd always, mean for LayerNorm.
+template <class Stats, class T>
+void check_add_norm_stats(const std::optional<Stats>& stats,
+                          const BasicAddNormOptions<T>& options, int64_t rows) {
+  if (!stats) return;
+  if (options.norm == NormKind::layer_norm) check_count("mean", stats->mean, rows, "per row");
+  check_count("rstd", stats->rstd, rows, "per row");
+}
+
+// The mean a fused op reads or writes: only LayerNorm's.
+template <class Stats, class T>
+auto norm_mean(const std::optional<Stats>& stats, const BasicAddNormOptions<T>& options) {
+  return stats && options.norm == NormKind::layer_norm ? &stats->mean : nullptr;
+}
+
+template <class T>
+void check_add_norm_grads(const std::optional<Mutable<T>>& dgamma,
+                          const std::optional<Mutable<T>>& dbeta,
+                          const BasicAddNormOptions<T>& options, const Shape& normalized_shape) {
+  check_parameter_grad("dgamma", dgamma, "gamma", options.gamma, normalized_shape);
+  check_parameter_grad("dbeta", dbeta, "beta", options.beta, normalized_shape);
+}
+
+template <class T>
+RowLayout check_add_norm_pre(const Const<T>& x, const Const<T>& r, const Shape& normalized_shape,
+                             const Mutable<T>& h, const Mutable<T>& y,
+                             const BasicAddNormOptions<T>& options,
+                             const std::optional<BasicNormStats<T>>& stats) {
+  const RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
+  check_shape("h", h, x.shape);
+  check_shape("y", y, x.shape);
+  check_add_norm_stats(stats, options, layout.rows);
+  check_disjoint({region("h", h), region("y", y), region("mean", norm_mean(stats, options)),
+                  region("rstd", stats ? &stats->rstd : nullptr)},
+                 {region("x", x), region("r", r), region("gamma", options.gamma),
+                  region("beta", options.beta)},
+                 {{"h", "x"}, {"h", "r"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_add_norm_pre_backward(const Const<T>& dy, const MaybeConst<T>& dh_next,
+                                      const Const<T>& h, const Shape& normalized_shape,
+                                      const BasicAddNormPreGrads<T>& grads,
+                                      const BasicAddNormOptions<T>& options,
+                                      const std::optional<BasicSavedStats<T>>& saved) {
+  const RowLayout layout = check_add_norm("h", h, "dy", dy, normalized_shape, options);
+  if (dh_next) check_shape("dh_next", *dh_next, h.shape);
+  check_shape("dh", grads.dh, h.shape);
+  check_add_norm_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
+  check_add_norm_stats(saved, options, layout.rows);
+  check_disjoint(
+      {region("dh", grads.dh), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("dh_next", dh_next), region("h", h),
+       region("gamma", options.gamma), region("beta", options.beta),
+       region("mean", norm_mean(saved, options)),
+       region("rstd", saved ? &saved->rstd : nullptr)},
+      {{"dh", "dy"}, {"dh", "dh_next"}, {"dh", "h"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_add_norm_post(const Const<T>& x, const Const<T>& s, const Shape& normalized_shape,
+                              const Mutable<T>& y, const BasicAddNormOptions<T>& options,
+                              const BasicDropoutOptions<T>& dropout,
+                              const std::optional<BasicNormStats<T>>& stats) {
+  const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
+  check_shape("y", y, x.shape);
+  check_dropout(dropout, layout.rows * layout.dim);
+  check_add_norm_stats(stats, options, layout.rows);
+  check_disjoint({region("y", y), region("mean", norm_mean(stats, options)),
+                  region("rstd", stats ? &stats->rstd : nullptr)},
+                 {region("x", x), region("s", s), region("gamma", options.gamma),
+                  region("beta", options.beta)},
+                 {{"y", "x"}, {"y", "s"}});
+  return layout;
+}
+
+template <class T>
+RowLayout check_add_norm_post_backward(const Const<T>& dy, const Const<T>& x, const Const<T>& s,
+                                       const Shape& normalized_shape,
+                                       const BasicAddNormPostGrads<T>& grads,
+                                       const BasicAddNormOptions<T>& options,
+                                       const BasicDropoutOptions<T>& dropout,
+                                       const std::optional<BasicSavedStats<T>>& saved) {
+  const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", grads.dx, x.shape);
+  check_shape("ds", grads.ds, x.shape);
+  check_dropout(dropout, layout.rows * layout.dim);
+  check_add_norm_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
+  check_add_norm_stats(saved, options, layout.rows);
+  check_disjoint({region("dx", grads.dx), region("ds", grads.ds), region("dgamma", grads.dgamma),
+                  region("dbeta", grads.dbeta)},
+                 {region("dy", dy), region("x", x), region("s", s),
+                  region("gamma", options.gamma), region("beta", options.beta),
+                  region("mean", norm_mean(saved, options)),
+                  region("rstd", saved ? &saved->rstd : nullptr)},
+                 {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
+  return layout;
+}
+
+}  // namespace addnorm::detail

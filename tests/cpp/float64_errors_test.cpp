@@ -1,0 +1,535 @@
+// Bad arguments to the float64 ops (addnorm/float64.hpp): every op refuses what its float32 twin
+// refuses (the checks are shared, src/ops/op_checks.hpp), with a message naming the argument, and
+// writes nothing, running statistics included. These calls once reached the reference kernels
+// unchecked through the Python module (issue 14, item 10): eps = -1 gave NaN, p = 1 gave inf,
+// momentum 5, N = 1 in training, running_mean aliasing running_var, outputs overlapping weights
+// and offsets past 2^64 were all accepted.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "addnorm/float64.hpp"
+#include "errors_test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::add_dropout_rejections;
+using testing::add_eps_rejections;
+using testing::add_leading_tensor_rejections;
+using testing::add_normalized_shape_rejections;
+using testing::add_per_row_rejections;
+using testing::add_tensor_rejections;
+using testing::expect_all_rejected;
+using testing::inside;
+using testing::overlap_message;
+using testing::partial_alias_message;
+
+using Arena64 = testing::BasicArena<double>;
+using float64::ConstView;
+using float64::MutableView;
+
+const Shape kX{3, 8};
+const Shape kDim{8};
+const Shape kRows{3};
+
+// ---------------------------------------------------------------------------------------------
+struct LayerNormCall {
+  using Element = double;
+  ConstView x;
+  Shape normalized_shape;
+  MutableView y;
+  float64::LayerNormOptions options;
+  std::optional<float64::NormStats> stats;
+  void operator()() const { float64::layer_norm(x, normalized_shape, y, options, stats); }
+};
+
+LayerNormCall valid_layer_norm(Arena64& arena) {
+  return {arena.input(kX), kDim, arena.output(kX),
+          float64::LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5},
+          float64::NormStats{arena.output(kRows), arena.output(kRows)}};
+}
+
+TEST(Float64Errors, LayerNorm) {
+  using Call = LayerNormCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_normalized_shape_rejections(rejections, "x");
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
+                              {3, 7});
+  add_tensor_rejections<Call>(rejections, "gamma",
+                              [](Call& c) -> ConstView& { return *c.options.gamma; }, kDim, {7});
+  add_tensor_rejections<Call>(rejections, "beta",
+                              [](Call& c) -> ConstView& { return *c.options.beta; }, kDim, {1, 8});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_per_row_rejections<Call>(rejections, "mean",
+                               [](Call& c) -> MutableView& { return c.stats->mean; });
+  add_per_row_rejections<Call>(rejections, "rstd",
+                               [](Call& c) -> MutableView& { return c.stats->rstd; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"y partly over x", [](Call& c, Arena64&) { c.y = inside(c.x, 1); },
+           partial_alias_message("y", "x")},
+          {"gamma inside y", [](Call& c, Arena64&) { c.options.gamma = inside(c.y, 4, kDim); },
+           overlap_message("y", "gamma")},
+          {"rstd the same as mean", [](Call& c, Arena64&) { c.stats->rstd = c.stats->mean; },
+           overlap_message("mean", "rstd")},
+          {"mean inside x", [](Call& c, Arena64&) { c.stats->mean = inside(c.x, 5, kRows); },
+           overlap_message("mean", "x")},
+      });
+  expect_all_rejected(&valid_layer_norm, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+struct LayerNormBackwardCall {
+  using Element = double;
+  ConstView dy;
+  ConstView x;
+  Shape normalized_shape;
+  float64::LayerNormGrads grads;
+  float64::LayerNormOptions options;
+  std::optional<float64::SavedStats> saved;
+  void operator()() const {
+    float64::layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
+  }
+};
+
+LayerNormBackwardCall valid_layer_norm_backward(Arena64& arena) {
+  return {arena.input(kX),
+          arena.input(kX),
+          kDim,
+          float64::LayerNormGrads{arena.output(kX), arena.output(kDim), arena.output(kDim)},
+          float64::LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5},
+          float64::SavedStats{arena.input(kRows), arena.input(kRows)}};
+}
+
+TEST(Float64Errors, LayerNormBackward) {
+  using Call = LayerNormBackwardCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
+                              {3, 7});
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> MutableView& { return c.grads.dx; }, kX, {4, 8});
+  add_tensor_rejections<Call>(rejections, "dgamma",
+                              [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {7});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_per_row_rejections<Call>(rejections, "rstd",
+                               [](Call& c) -> ConstView& { return c.saved->rstd; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"dgamma without gamma", [](Call& c, Arena64&) { c.options.gamma.reset(); },
+           {"dgamma was requested but gamma is absent"}},
+          {"dgamma partly over gamma",
+           [](Call& c, Arena64&) { c.grads.dgamma = inside(*c.options.gamma, 2); },
+           overlap_message("dgamma", "gamma")},
+          {"dx partly over dy", [](Call& c, Arena64&) { c.grads.dx = inside(c.dy, 4); },
+           partial_alias_message("dx", "dy")},
+          {"dbeta inside dx", [](Call& c, Arena64&) { c.grads.dbeta = inside(c.grads.dx, 3, kDim); },
+           overlap_message("dx", "dbeta")},
+      });
+  expect_all_rejected(&valid_layer_norm_backward, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+struct RmsNormCall {
+  using Element = double;
+  ConstView x;
+  Shape normalized_shape;
+  MutableView y;
+  float64::RmsNormOptions options;
+  float64::OptionalMutable rstd;
+  void operator()() const { float64::rms_norm(x, normalized_shape, y, options, rstd); }
+};
+
+RmsNormCall valid_rms_norm(Arena64& arena) {
+  return {arena.input(kX), kDim, arena.output(kX),
+          float64::RmsNormOptions{arena.input(kDim), true, 1e-6}, arena.output(kRows)};
+}
+
+TEST(Float64Errors, RmsNorm) {
+  using Call = RmsNormCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_normalized_shape_rejections(rejections, "x");
+  add_tensor_rejections<Call>(rejections, "gamma",
+                              [](Call& c) -> ConstView& { return *c.options.gamma; }, kDim, {9});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> MutableView& { return *c.rstd; });
+  rejections.push_back({"rstd inside gamma",
+                        [](Call& c, Arena64&) { c.rstd = inside(*c.options.gamma, 1, kRows); },
+                        overlap_message("rstd", "gamma")});
+  expect_all_rejected(&valid_rms_norm, rejections);
+}
+
+struct RmsNormBackwardCall {
+  using Element = double;
+  ConstView dy;
+  ConstView x;
+  Shape normalized_shape;
+  float64::RmsNormGrads grads;
+  float64::RmsNormOptions options;
+  float64::OptionalConst saved_rstd;
+  void operator()() const {
+    float64::rms_norm_backward(dy, x, normalized_shape, grads, options, saved_rstd);
+  }
+};
+
+RmsNormBackwardCall valid_rms_norm_backward(Arena64& arena) {
+  return {arena.input(kX),
+          arena.input(kX),
+          kDim,
+          float64::RmsNormGrads{arena.output(kX), arena.output(kDim)},
+          float64::RmsNormOptions{arena.input(kDim), false, 1e-6},
+          arena.input(kRows)};
+}
+
+TEST(Float64Errors, RmsNormBackward) {
+  using Call = RmsNormBackwardCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
+                              {8, 3});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_per_row_rejections<Call>(rejections, "rstd",
+                               [](Call& c) -> ConstView& { return *c.saved_rstd; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"dgamma without gamma", [](Call& c, Arena64&) { c.options.gamma.reset(); },
+           {"dgamma was requested but gamma is absent"}},
+          {"dx partly over x", [](Call& c, Arena64&) { c.grads.dx = inside(c.x, 2); },
+           partial_alias_message("dx", "x")},
+      });
+  expect_all_rejected(&valid_rms_norm_backward, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+const Shape kBatch{4, 5, 3};  // (N, C, L)
+const Shape kChannels{5};
+
+struct BatchNormCall {
+  using Element = double;
+  ConstView x;
+  MutableView y;
+  float64::BatchNormOptions options;
+  std::optional<float64::RunningStats> running;
+  std::optional<float64::NormStats> batch_stats;
+  void operator()() const { float64::batch_norm(x, y, options, running, batch_stats); }
+};
+
+BatchNormCall valid_batch_norm(Arena64& arena) {
+  float64::BatchNormOptions options{arena.input(kChannels), arena.input(kChannels)};
+  return {arena.input(kBatch), arena.output(kBatch), options,
+          float64::RunningStats{arena.output(kChannels), arena.output(kChannels)},
+          float64::NormStats{arena.output(kChannels), arena.output(kChannels)}};
+}
+
+TEST(Float64Errors, BatchNorm) {
+  using Call = BatchNormCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kBatch,
+                              {4, 5});
+  add_tensor_rejections<Call>(rejections, "running_var",
+                              [](Call& c) -> MutableView& { return c.running->var; }, kChannels,
+                              {4});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  for (double momentum : {5.0, -0.1, std::numeric_limits<double>::quiet_NaN()}) {
+    rejections.push_back({"momentum " + std::to_string(momentum),
+                          [momentum](Call& c, Arena64&) { c.options.momentum = momentum; },
+                          {"momentum is", "expected a value in [0, 1]"}});
+  }
+  rejections.insert(
+      rejections.end(),
+      {
+          {"x of rank 1", [](Call& c, Arena64&) { c.x.shape = {60}; },
+           {"x has shape [60], expected (N, C) or (N, C, L)"}},
+          {"one value per channel in training",
+           [](Call& c, Arena64& arena) {
+             c.x = arena.input({1, 5});
+             c.y = arena.output({1, 5});
+           },
+           {"with 1 value per channel, expected more than 1 in training mode"}},
+          {"running_var the same as running_mean",
+           [](Call& c, Arena64&) { c.running->var = c.running->mean; },
+           overlap_message("running_mean", "running_var")},
+          {"running_var inside x",
+           [](Call& c, Arena64&) { c.running->var = inside(c.x, 3, kChannels); },
+           overlap_message("running_var", "x")},
+          {"y partly over gamma",
+           [](Call& c, Arena64&) { c.options.gamma = inside(c.y, 2, kChannels); },
+           overlap_message("y", "gamma")},
+          {"no running statistics in inference",
+           [](Call& c, Arena64&) {
+             c.options.training = false;
+             c.running.reset();
+             c.batch_stats.reset();
+           },
+           {"running_mean and running_var are absent, expected both in inference mode"}},
+          {"batch statistics in inference", [](Call& c, Arena64&) { c.options.training = false; },
+           {"batch_stats was requested in inference mode"}},
+      });
+  expect_all_rejected(&valid_batch_norm, rejections);
+}
+
+struct BatchNormBackwardCall {
+  using Element = double;
+  ConstView dy;
+  ConstView x;
+  float64::BatchNormGrads grads;
+  float64::BatchNormOptions options;
+  std::optional<float64::RunningStats> running;
+  void operator()() const { float64::batch_norm_backward(dy, x, grads, options, running); }
+};
+
+BatchNormBackwardCall valid_batch_norm_backward(Arena64& arena) {
+  float64::BatchNormOptions options{arena.input(kChannels), arena.input(kChannels)};
+  return {arena.input(kBatch), arena.input(kBatch),
+          float64::BatchNormGrads{arena.output(kBatch), arena.output(kChannels),
+                                  arena.output(kChannels)},
+          options, std::nullopt};
+}
+
+TEST(Float64Errors, BatchNormBackward) {
+  using Call = BatchNormBackwardCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> MutableView& { return c.grads.dx; }, kBatch,
+                              {4, 5, 2});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"momentum 5", [](Call& c, Arena64&) { c.options.momentum = 5.0; },
+           {"momentum is 5, expected a value in [0, 1]"}},
+          {"dbeta without beta", [](Call& c, Arena64&) { c.options.beta.reset(); },
+           {"dbeta was requested but beta is absent"}},
+          {"dgamma inside dx",
+           [](Call& c, Arena64&) { c.grads.dgamma = inside(c.grads.dx, 0, kChannels); },
+           overlap_message("dx", "dgamma")},
+          {"inference without running statistics",
+           [](Call& c, Arena64&) { c.options.training = false; },
+           {"running_mean and running_var are absent"}},
+      });
+  expect_all_rejected(&valid_batch_norm_backward, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+struct DropoutCall {
+  using Element = double;
+  ConstView x;
+  MutableView y;
+  float64::DropoutOptions options;
+  void operator()() const { float64::dropout(x, y, options); }
+};
+
+DropoutCall valid_dropout(Arena64& arena) {
+  return {arena.input(kX), arena.output(kX), {0.25, 7, 11}};
+}
+
+TEST(Float64Errors, Dropout) {
+  using Call = DropoutCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
+                              {24});
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> float64::DropoutOptions& { return c.options; });
+  rejections.push_back({"offset 2^64 - 1",
+                        [](Call& c, Arena64&) { c.options.offset = UINT64_MAX; },
+                        {"offset is 18446744073709551615 for 24 elements"}});
+  rejections.push_back({"y partly over x", [](Call& c, Arena64&) { c.y = inside(c.x, 3); },
+                        partial_alias_message("y", "x")});
+  expect_all_rejected(&valid_dropout, rejections);
+}
+
+struct AddCall {
+  using Element = double;
+  ConstView x;
+  ConstView r;
+  MutableView out;
+  void operator()() const { float64::add(x, r, out); }
+};
+
+AddCall valid_add(Arena64& arena) { return {arena.input(kX), arena.input(kX), arena.output(kX)}; }
+
+TEST(Float64Errors, Add) {
+  using Call = AddCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
+                              {3, 9});
+  rejections.push_back({"out partly over r", [](Call& c, Arena64&) { c.out = inside(c.r, 1); },
+                        partial_alias_message("out", "r")});
+  expect_all_rejected(&valid_add, rejections);
+}
+
+// ---------------------------------------------------------------------------------------------
+struct AddNormPreCall {
+  using Element = double;
+  ConstView x;
+  ConstView r;
+  Shape normalized_shape;
+  MutableView h;
+  MutableView y;
+  float64::AddNormOptions options;
+  std::optional<float64::NormStats> stats;
+  void operator()() const {
+    float64::add_norm_pre(x, r, normalized_shape, h, y, options, stats);
+  }
+};
+
+AddNormPreCall valid_add_norm_pre(Arena64& arena) {
+  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  return {arena.input(kX), arena.input(kX), kDim, arena.output(kX), arena.output(kX), options,
+          float64::NormStats{arena.output(kRows), arena.output(kRows)}};
+}
+
+TEST(Float64Errors, AddNormPre) {
+  using Call = AddNormPreCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_normalized_shape_rejections(rejections, "x");
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
+                              {3, 7});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"beta with rms_norm", [](Call& c, Arena64&) { c.options.norm = NormKind::rms_norm; },
+           {"beta was given for rms_norm"}},
+          {"zero-centred gamma with layer_norm",
+           [](Call& c, Arena64&) { c.options.zero_centered_gamma = true; },
+           {"zero_centered_gamma was set for layer_norm"}},
+          {"y the same as h", [](Call& c, Arena64&) { c.y = c.h; }, overlap_message("h", "y")},
+          {"h partly over r", [](Call& c, Arena64&) { c.h = inside(c.r, 1); },
+           partial_alias_message("h", "r")},
+      });
+  expect_all_rejected(&valid_add_norm_pre, rejections);
+}
+
+struct AddNormPreBackwardCall {
+  using Element = double;
+  ConstView dy;
+  float64::OptionalConst dh_next;
+  ConstView h;
+  Shape normalized_shape;
+  float64::AddNormPreGrads grads;
+  float64::AddNormOptions options;
+  void operator()() const {
+    float64::add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options);
+  }
+};
+
+AddNormPreBackwardCall valid_add_norm_pre_backward(Arena64& arena) {
+  float64::AddNormOptions options{NormKind::rms_norm, arena.input(kDim), std::nullopt};
+  return {arena.input(kX),
+          arena.input(kX),
+          arena.input(kX),
+          kDim,
+          float64::AddNormPreGrads{arena.output(kX), arena.output(kDim), std::nullopt},
+          options};
+}
+
+TEST(Float64Errors, AddNormPreBackward) {
+  using Call = AddNormPreBackwardCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "dh_next",
+                              [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 7});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"dh over gamma", [](Call& c, Arena64&) { c.grads.dh = inside(*c.options.gamma, 0, kX); },
+           overlap_message("dh", "gamma")},
+          {"dgamma partly over dh_next",
+           [](Call& c, Arena64&) { c.grads.dgamma = inside(*c.dh_next, 20, kDim); },
+           overlap_message("dgamma", "dh_next")},
+      });
+  expect_all_rejected(&valid_add_norm_pre_backward, rejections);
+}
+
+struct AddNormPostCall {
+  using Element = double;
+  ConstView x;
+  ConstView s;
+  Shape normalized_shape;
+  MutableView y;
+  float64::AddNormOptions options;
+  float64::DropoutOptions dropout;
+  std::optional<float64::NormStats> stats;
+  void operator()() const {
+    float64::add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
+  }
+};
+
+AddNormPostCall valid_add_norm_post(Arena64& arena) {
+  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  return {arena.input(kX), arena.input(kX), kDim, arena.output(kX), options, {0.1, 3, 5},
+          float64::NormStats{arena.output(kRows), arena.output(kRows)}};
+}
+
+TEST(Float64Errors, AddNormPost) {
+  using Call = AddNormPostCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
+                              {24});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
+  rejections.push_back({"rstd inside y",
+                        [](Call& c, Arena64&) { c.stats->rstd = inside(c.y, 4, kRows); },
+                        overlap_message("y", "rstd")});
+  expect_all_rejected(&valid_add_norm_post, rejections);
+}
+
+struct AddNormPostBackwardCall {
+  using Element = double;
+  ConstView dy;
+  ConstView x;
+  ConstView s;
+  Shape normalized_shape;
+  float64::AddNormPostGrads grads;
+  float64::AddNormOptions options;
+  float64::DropoutOptions dropout;
+  void operator()() const {
+    float64::add_norm_post_backward(dy, x, s, normalized_shape, grads, options, dropout);
+  }
+};
+
+AddNormPostBackwardCall valid_add_norm_post_backward(Arena64& arena) {
+  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  return {arena.input(kX),
+          arena.input(kX),
+          arena.input(kX),
+          kDim,
+          float64::AddNormPostGrads{arena.output(kX), arena.output(kX), arena.output(kDim),
+                                    arena.output(kDim)},
+          options,
+          {0.3, 9, 0}};
+}
+
+TEST(Float64Errors, AddNormPostBackward) {
+  using Call = AddNormPostBackwardCall;
+  std::vector<testing::Rejection<Call>> rejections;
+  add_tensor_rejections<Call>(rejections, "ds",
+                              [](Call& c) -> MutableView& { return c.grads.ds; }, kX, {3, 9});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
+  rejections.insert(
+      rejections.end(),
+      {
+          {"ds the same as dx", [](Call& c, Arena64&) { c.grads.ds = c.grads.dx; },
+           overlap_message("dx", "ds")},
+          {"ds partly over s", [](Call& c, Arena64&) { c.grads.ds = inside(c.s, 2); },
+           partial_alias_message("ds", "s")},
+          {"dbeta without beta", [](Call& c, Arena64&) { c.options.beta.reset(); },
+           {"dbeta was requested but beta is absent"}},
+      });
+  expect_all_rejected(&valid_add_norm_post_backward, rejections);
+}
+
+}  // namespace
+}  // namespace addnorm

@@ -1,0 +1,123 @@
+// The float64 ops (addnorm/float64.hpp) against the float32 ops (ops.hpp) on the same
+// float32-representable data: two implementations (reference kernels in float64, SIMD kernels
+// in float32) of one definition, so the float32 results must lie within a few float32 ulp of the
+// float64 ones. Dropout must drop exactly the same elements in both dtypes.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "addnorm/float64.hpp"
+#include "addnorm/ops.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::max_abs;
+using testing::random_floats;
+using testing::widen;
+using testing::within_ulps;
+
+TEST(Float64Ops, LayerNormAgreesWithTheFloat32Op) {
+  const int64_t rows = 6, dim = 37;
+  const Shape shape{rows, dim}, normalized{dim};
+  const auto x = random_floats(rows * dim, 1, -2.0f, 3.0f), dy = random_floats(rows * dim, 2);
+  const auto gamma = random_floats(dim, 3, 0.5f, 1.5f), beta = random_floats(dim, 4);
+  const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma), b64 = widen(beta);
+
+  std::vector<float> y(x.size()), dx(x.size()), dg(dim), db(dim), mean(rows), rstd(rows);
+  const LayerNormOptions options{ConstView{gamma.data(), normalized},
+                                 ConstView{beta.data(), normalized}};
+  layer_norm({x.data(), shape}, normalized, {y.data(), shape}, options,
+             NormStats{{mean.data(), {rows}}, {rstd.data(), {rows}}});
+  layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
+                      {{dx.data(), shape}, MutableView{dg.data(), normalized},
+                       MutableView{db.data(), normalized}},
+                      options);
+
+  std::vector<double> y64(x.size()), dx64(x.size()), dg64(dim), db64(dim), mean64(rows),
+      rstd64(rows);
+  const float64::LayerNormOptions options64{float64::ConstView{g64.data(), normalized},
+                                            float64::ConstView{b64.data(), normalized}};
+  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64,
+                      float64::NormStats{{mean64.data(), {rows}}, {rstd64.data(), {rows}}});
+  float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
+                               {{dx64.data(), shape}, float64::MutableView{dg64.data(), normalized},
+                                float64::MutableView{db64.data(), normalized}},
+                               options64);
+  EXPECT_TRUE(within_ulps(y, y64, 2, 4.0));
+  EXPECT_TRUE(within_ulps(mean, mean64, 1));
+  EXPECT_TRUE(within_ulps(rstd, rstd64, 1));
+  EXPECT_TRUE(within_ulps(dx, dx64, 4, 8 * max_abs(dx64)));
+  EXPECT_TRUE(within_ulps(dg, dg64, 4, 8.0));
+  EXPECT_TRUE(within_ulps(db, db64, 4, 8.0));
+}
+
+TEST(Float64Ops, BatchNormTrainingAgreesWithTheFloat32Op) {
+  const Shape shape{7, 3, 5}, channels{3};
+  const auto x = random_floats(105, 5, -1.0f, 4.0f), dy = random_floats(105, 6);
+  const auto gamma = random_floats(3, 7, 0.5f, 1.5f), beta = random_floats(3, 8);
+  std::vector<float> y(105), dx(105), running_mean(3, 0.5f), running_var(3, 2.0f);
+  const BatchNormOptions options{ConstView{gamma.data(), channels},
+                                 ConstView{beta.data(), channels}, true, 0.3f};
+  batch_norm({x.data(), shape}, {y.data(), shape}, options,
+             RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
+  batch_norm_backward({dy.data(), shape}, {x.data(), shape}, {{dx.data(), shape}, std::nullopt, std::nullopt},
+                      options);
+
+  const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma), b64 = widen(beta);
+  std::vector<double> y64(105), dx64(105), running_mean64(3, 0.5), running_var64(3, 2.0);
+  // momentum 0.3 as the float32 op sees it, so that both update with the same weight.
+  const float64::BatchNormOptions options64{float64::ConstView{g64.data(), channels},
+                                            float64::ConstView{b64.data(), channels}, true,
+                                            double(0.3f)};
+  float64::batch_norm({x64.data(), shape}, {y64.data(), shape}, options64,
+                      float64::RunningStats{{running_mean64.data(), channels},
+                                            {running_var64.data(), channels}});
+  float64::batch_norm_backward({dy64.data(), shape}, {x64.data(), shape},
+                               {{dx64.data(), shape}, std::nullopt, std::nullopt}, options64);
+  EXPECT_TRUE(within_ulps(y, y64, 2, 4.0));
+  EXPECT_TRUE(within_ulps(dx, dx64, 4, 8 * max_abs(dx64)));
+  EXPECT_TRUE(within_ulps(running_mean, running_mean64, 1));
+  EXPECT_TRUE(within_ulps(running_var, running_var64, 1));
+}
+
+// The post-norm block with dropout: the same elements of s are dropped in both dtypes (ds is 0
+// exactly there), and the gradients agree.
+TEST(Float64Ops, PostNormDropsTheSameElementsAsTheFloat32Op) {
+  const int64_t rows = 5, dim = 40;
+  const Shape shape{rows, dim}, normalized{dim};
+  const auto n = static_cast<size_t>(rows * dim);
+  const auto x = random_floats(n, 9), s = random_floats(n, 10), dy = random_floats(n, 11);
+  const DropoutOptions dropout{0.3f, 1234, 17};
+  std::vector<float> y(n), dx(n), ds(n);
+  add_norm_post({x.data(), shape}, {s.data(), shape}, normalized, {y.data(), shape}, {}, dropout);
+  add_norm_post_backward({dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
+                         {{dx.data(), shape}, {ds.data(), shape}, std::nullopt, std::nullopt}, {},
+                         dropout);
+
+  const auto x64 = widen(x), s64 = widen(s), dy64 = widen(dy);
+  const float64::DropoutOptions dropout64{double(dropout.p), dropout.seed, dropout.offset};
+  std::vector<double> y64(n), dx64(n), ds64(n);
+  float64::add_norm_post({x64.data(), shape}, {s64.data(), shape}, normalized,
+                         {y64.data(), shape}, {}, dropout64);
+  float64::add_norm_post_backward({dy64.data(), shape}, {x64.data(), shape}, {s64.data(), shape},
+                                  normalized,
+                                  {{dx64.data(), shape}, {ds64.data(), shape}, std::nullopt,
+                                   std::nullopt},
+                                  {}, dropout64);
+  int dropped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(ds[i] == 0.0f, ds64[i] == 0.0) << "element " << i;
+    dropped += ds64[i] == 0.0;
+  }
+  EXPECT_GT(dropped, 30);
+  // The float32 op rounds h = x + Dropout(s) to float32 before normalising it; the float64 op
+  // does not: the difference is a float32 rounding of h, scaled by rstd.
+  EXPECT_TRUE(within_ulps(y, y64, 4, 8 * max_abs(y64)));
+  EXPECT_TRUE(within_ulps(dx, dx64, 4, 16 * max_abs(dx64)));
+  EXPECT_TRUE(within_ulps(ds, ds64, 4, 16 * max_abs(ds64)));
+}
+
+}  // namespace
+}  // namespace addnorm
