@@ -7,18 +7,22 @@
 # usage: scripts/lab-report.sh [--quick] [--out DIR]
 #   default      the documented settings; writes docs/lab-results.md and docs/figures/*.svg
 #   --quick      every experiment's --quick setting (seconds), for the CI test of this script
-#   --out DIR    write DIR/lab-results.md, DIR/figures/ and DIR/json/ instead of docs/
+#   --resume     keep the runs whose JSON (and figure) an interrupted report already wrote
+#   --out DIR    write DIR/lab-results.md, DIR/figures/ and DIR/json/ instead of docs/ (the
+#                JSON of the documented runs goes to build/lab-report-json/, not into docs/)
 # ADDNORM_BIN names the addnorm binary (default: build/addnorm, built here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
+resume=0
 out=docs
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --resume) resume=1 ;;
     --out) out="$2"; shift ;;
-    *) echo "lab-report.sh: unknown argument $1 (expected --quick or --out DIR)" >&2; exit 2 ;;
+    *) echo "lab-report.sh: unknown argument $1 (expected --quick, --resume or --out DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -30,6 +34,7 @@ if [ ! -x "$bin" ]; then
 fi
 
 json="$out/json"
+[ "$out" = docs ] && json=build/lab-report-json
 mkdir -p "$json" "$out/figures"
 
 # name|arguments: the documented runs. Each line is one `addnorm lab-run` the docs cite.
@@ -54,6 +59,9 @@ for entry in "${runs[@]}"; do
     update-size-perturbation) name=update-size ;;
   esac
   [ "$quick" = 1 ] && args="$args --quick"
+  if [ "$resume" = 1 ] && [ -s "$json/$label.json" ] && [ -s "$out/figures/$label.svg" ]; then
+    continue
+  fi
   echo "lab-report: addnorm lab-run $name $args" >&2
   # shellcheck disable=SC2086  # args are words by design
   "$bin" lab-run "$name" $args --json --plot "$out/figures/$label.svg" >"$json/$label.json"
@@ -78,6 +86,7 @@ for entry in "${runs[@]}"; do
     *) next=$(seed_count "$json/$label.json" seeds) ;;
   esac
   [ "$quick" = 1 ] && args="$args --quick"
+  [ "$resume" = 1 ] && [ -s "$json/second/$label.json" ] && continue
   echo "lab-report: addnorm lab-run $name $args --seed $next (second seed set)" >&2
   # shellcheck disable=SC2086
   "$bin" lab-run "$name" $args --seed "$next" --json >"$json/second/$label.json"

@@ -11,6 +11,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -36,9 +37,12 @@ inline void run_in_parallel(int64_t count, const std::function<void(int64_t)>& r
   std::atomic<bool> failed{false};
   std::exception_ptr failure;
   double reported = 0.0;
-#pragma omp parallel for schedule(dynamic, 1) if (count > 1)
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t i = 0; i < count; ++i) {
     if (failed.load()) continue;
+    // This task's own thread count (an OpenMP per-task setting): the layers' parallel regions
+    // inside the run get one thread; the caller's setting is untouched.
+    omp_set_num_threads(1);
     try {
       run(i);
       double expected = done.load();
