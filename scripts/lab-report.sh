@@ -63,8 +63,11 @@ for entry in "${runs[@]}"; do
     continue
   fi
   echo "lab-report: addnorm lab-run $name $args" >&2
+  # The run's wall and CPU seconds go to times.txt (fd 3 keeps the progress bar on stderr).
+  TIMEFORMAT="$label %R s wall %U s user"
   # shellcheck disable=SC2086  # args are words by design
-  "$bin" lab-run "$name" $args --json --plot "$out/figures/$label.svg" >"$json/$label.json"
+  { time "$bin" lab-run "$name" $args --json --plot "$out/figures/$label.svg" \
+      >"$json/$label.json" 2>&3; } 3>&2 2>>"$json/times.txt"
 done
 
 # The seed-stability check: each stochastic run again on the next, disjoint set of seeds (the

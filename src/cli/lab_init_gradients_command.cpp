@@ -82,7 +82,7 @@ void add_lab_init_gradients_command(CLI::App& lab_run) {
       "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)");
   auto options = std::make_shared<Options>();
   add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
-  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 32)");
+  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 64)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
   command->add_option("--seed", options->seed, "First seed (default 0)");
   add_output_options(*command, options->output);

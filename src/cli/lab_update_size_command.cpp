@@ -82,7 +82,7 @@ void add_lab_update_size_command(CLI::App& lab_run) {
       ->delimiter(',');
   command->add_option("--mode", options->mode,
                       "adam (one Adam step) or perturbation (weights + lr x N(0,1)); default adam");
-  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 16)");
+  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 32)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
   command->add_option("--seed", options->seed, "First seed (default 0)");
   add_output_options(*command, options->output);

@@ -25,7 +25,7 @@ struct GradientFlowParams {
   uint64_t seed = 42;              // numpy_random::Generator(seed); stacks drawn in order
   // The spread beside the single draw: the same stacks drawn from seeds seed + 1 ..
   // seed + spread_seeds, in [0, 256] (0: none).
-  int spread_seeds = 64;
+  int spread_seeds = 256;
 };
 // The limit on the total number of weights, sum(depths) * width^2 * (1 + spread_seeds), that
 // keeps a run fast.

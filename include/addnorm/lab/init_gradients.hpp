@@ -35,7 +35,7 @@ struct InitGradientsParams {
   int length = 8;     // symbols per sequence, [1, 64]; the sequence is 2 length + 1 tokens
   int symbols = 10;   // [2, 100]
   int batch = 8;      // [1, 256]
-  int seeds = 32;     // models per stack, [1, 64]
+  int seeds = 64;     // models per stack, [1, 64]
   uint64_t seed = 0;  // model seed s + i and batch generator seed s + i for the i-th model
 };
 // The work cap: sum(depths) * placements * seeds * batch * seq * d_model * (4 d_model + 2 d_ff)
