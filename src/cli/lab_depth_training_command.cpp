@@ -46,14 +46,15 @@ std::string render(const lab::DepthTrainingResult& result) {
       " symbols of " + std::to_string(p.symbols) + "), d_model " + std::to_string(p.shape.d_model) +
       ", " + std::to_string(p.steps) + " Adam steps of batch " + std::to_string(p.batch) +
       ", peak lr " + general(p.lr) + ", warmup " + std::to_string(p.warmup_steps) + " steps, " +
-      std::to_string(p.seeds) + " seed(s), median [interquartile range]; chance loss ln(" + std::to_string(p.symbols) +
-      ") = " + fixed_text(result.chance_loss, 3) + ", target " + general(p.target_loss) + "\n\n";
+      std::to_string(p.seeds) + " seed(s), median [interquartile range]; chance loss ln(" +
+      std::to_string(p.symbols) + ") = " + fixed_text(result.chance_loss, 3) + ", target " +
+      general(p.target_loss) + "\n\n";
   TextTable summary({"placement", "depth", "schedule", "held-out loss", "accuracy",
                      "reached target", "mean steps", "diverged"});
   for (const auto& s : result.summaries) {
     summary.add({nn::placement_name(s.placement), std::to_string(s.depth), yes_no(s.warmup),
-                 fixed_text(s.final_loss, 3) + " [" + fixed_text(s.final_loss_spread.low, 3) + ", " +
-                     fixed_text(s.final_loss_spread.high, 3) + "]",
+                 fixed_text(s.final_loss, 3) + " [" + fixed_text(s.final_loss_spread.low, 3) +
+                     ", " + fixed_text(s.final_loss_spread.high, 3) + "]",
                  fixed_text(100.0 * s.accuracy, 1) + "% [" +
                      fixed_text(100.0 * s.accuracy_spread.low, 1) + ", " +
                      fixed_text(100.0 * s.accuracy_spread.high, 1) + "]",

@@ -56,7 +56,8 @@ std::string render(const lab::InitGradientsResult& result) {
   text +=
       "\nsummary over seeds, median [interquartile range]: the top block's FFN gradient, it over "
       "the bottom block's, the mean over blocks of the block's weight-gradient norm\n";
-  TextTable summary({"placement", "depth", "top FFN |grad|", "top / bottom", "mean |grad| per block"});
+  TextTable summary(
+      {"placement", "depth", "top FFN |grad|", "top / bottom", "mean |grad| per block"});
   for (const auto& s : result.stacks) {
     summary.add({nn::placement_name(s.placement), std::to_string(s.depth),
                  spread_text(s.top_ffn_grad), spread_text(s.top_to_bottom),

@@ -48,8 +48,9 @@ void plot_result(const nlohmann::json& result, const std::string& file) {
   std::filesystem::remove(json_path);
   if (spawned != 0) throw Error("--plot could not run /usr/bin/python3");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw Error("--plot: the plotting script failed (see its message above); is "
-                "python3-matplotlib installed?");
+    throw Error(
+        "--plot: the plotting script failed (see its message above); is "
+        "python3-matplotlib installed?");
   }
 }
 

@@ -23,20 +23,20 @@ struct Options {
 std::string render(const lab::UpdateSizeResult& result) {
   const lab::UpdateSizeParams& p = result.params;
   const bool adam = p.mode == lab::UpdateMode::adam;
-  std::string text = std::string("update-size: RMS change of the stack's output after ") +
-                     (adam ? "one Adam step" : "a random perturbation of every weight (lr x N(0,1))") +
-                     ", relative to its RMS; d_model " + std::to_string(p.shape.d_model) +
-                     ", sub-layers " + lab::sublayers_name(p.shape.sublayers) + ", task " +
-                     lab::sequence_task_name(p.task) + "; median [interquartile range] over " +
-                     std::to_string(p.seeds) + " seed(s)\n";
+  std::string text =
+      std::string("update-size: RMS change of the stack's output after ") +
+      (adam ? "one Adam step" : "a random perturbation of every weight (lr x N(0,1))") +
+      ", relative to its RMS; d_model " + std::to_string(p.shape.d_model) + ", sub-layers " +
+      lab::sublayers_name(p.shape.sublayers) + ", task " + lab::sequence_task_name(p.task) +
+      "; median [interquartile range] over " + std::to_string(p.seeds) + " seed(s)\n";
   for (double lr : p.lrs) {
     text += "\nlr " + general(lr) + "\n";
     double high = 0.0;
     for (const auto& s : result.stacks) {
       if (s.lr == lr) high = std::max(high, s.output_change);
     }
-    TextTable table({"placement", "depth", "output change", "IQR", "|", "loss before",
-                     "loss after"});
+    TextTable table(
+        {"placement", "depth", "output change", "IQR", "|", "loss before", "loss after"});
     for (const auto& s : result.stacks) {
       if (s.lr != lr) continue;
       table.add({nn::placement_name(s.placement), std::to_string(s.depth), general(s.output_change),

@@ -191,8 +191,9 @@ ActivationGrowthResult run_activation_growth(const ActivationGrowthParams& param
 nlohmann::json to_json(const ActivationGrowthParams& params) {
   std::vector<std::string> modes;
   for (GrowthMode mode : params.modes) modes.push_back(growth_mode_name(mode));
-  return {{"tokens", params.tokens}, {"width", params.width}, {"layers", params.layers},
-          {"gain", params.gain},     {"eps", params.eps},     {"seed", params.seed},
+  return {{"tokens", params.tokens}, {"width", params.width},
+          {"layers", params.layers}, {"gain", params.gain},
+          {"eps", params.eps},       {"seed", params.seed},
           {"modes", modes},          {"spread_seeds", params.spread_seeds}};
 }
 

@@ -98,8 +98,8 @@ struct TrainingSession::State {
     }
   }
 
-  static nn::SequenceModelConfig config_for(const DepthTrainingParams& p,
-                                            nn::Placement placement, int depth, uint64_t seed) {
+  static nn::SequenceModelConfig config_for(const DepthTrainingParams& p, nn::Placement placement,
+                                            int depth, uint64_t seed) {
     nn::SequenceModelConfig config = model_config(p.shape, placement, depth, p.symbols + 2, seed);
     config.stack.block.dropout = static_cast<float>(p.dropout);
     return config;
@@ -156,7 +156,8 @@ TrainingStep TrainingSession::step() {
   run.grad_norm.push_back(update.grad_norm);
   s.window_sum += loss;
   if (step > kLossWindow) s.window_sum -= run.loss[static_cast<size_t>(step - 1 - kLossWindow)];
-  if (run.steps_to_target < 0 && step >= kLossWindow && s.window_sum / kLossWindow < p.target_loss) {
+  if (run.steps_to_target < 0 && step >= kLossWindow &&
+      s.window_sum / kLossWindow < p.target_loss) {
     run.steps_to_target = step;
   }
   return {loss, update.grad_norm};
@@ -305,21 +306,21 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
 
 nlohmann::json to_json(const DepthTrainingParams& params) {
   nlohmann::json object = {{"placements", placements_json(params.placements)},
-          {"depths", params.depths},
-          {"task", sequence_task_name(params.task)},
-          {"length", params.length},
-          {"symbols", params.symbols},
-          {"batch", params.batch},
-          {"steps", params.steps},
-          {"lr", params.lr},
-          {"warmups", params.warmups},
-          {"warmup_steps", params.warmup_steps},
-          {"clip_norm", params.clip_norm},
-          {"dropout", params.dropout},
-          {"target_loss", params.target_loss},
-          {"seeds", params.seeds},
-          {"seed", params.seed},
-          {"grad_history_points", params.grad_history_points}};
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"steps", params.steps},
+                           {"lr", params.lr},
+                           {"warmups", params.warmups},
+                           {"warmup_steps", params.warmup_steps},
+                           {"clip_norm", params.clip_norm},
+                           {"dropout", params.dropout},
+                           {"target_loss", params.target_loss},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed},
+                           {"grad_history_points", params.grad_history_points}};
   add_shape_json(object, params.shape);
   return object;
 }

@@ -67,8 +67,7 @@ namespace {
 struct SeedMeasurement {
   double loss = 0.0;
   std::vector<double> attention, ffn, stream, stream_grad, cosine;
-  std::vector<double> attention_norm_input, attention_norm_output, ffn_norm_input,
-      ffn_norm_output;
+  std::vector<double> attention_norm_input, attention_norm_output, ffn_norm_input, ffn_norm_output;
 };
 
 SeedMeasurement measure_one(const InitGradientsParams& params, nn::Placement placement, int depth,
@@ -211,13 +210,13 @@ InitGradientsResult run_init_gradients(const InitGradientsParams& params,
 
 nlohmann::json to_json(const InitGradientsParams& params) {
   nlohmann::json object = {{"placements", placements_json(params.placements)},
-                            {"depths", params.depths},
-                            {"task", sequence_task_name(params.task)},
-                            {"length", params.length},
-                            {"symbols", params.symbols},
-                            {"batch", params.batch},
-                            {"seeds", params.seeds},
-                            {"seed", params.seed}};
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed}};
   add_shape_json(object, params.shape);
   return object;
 }

@@ -13,7 +13,8 @@ namespace addnorm::lab {
 
 double mean_token_cosine(const Tensor& x) {
   if (x.shape().rank() != 3) {
-    throw Error("token cosine: x has shape " + x.shape().to_string() + ", expected [batch, seq, d]");
+    throw Error("token cosine: x has shape " + x.shape().to_string() +
+                ", expected [batch, seq, d]");
   }
   const int64_t batch = x.shape()[0], seq = x.shape()[1], dim = x.shape()[2];
   if (seq < 2) return std::numeric_limits<double>::quiet_NaN();

@@ -221,8 +221,7 @@ UpdateSizeResult run_update_size(const UpdateSizeParams& params, const Progress&
       first += seeds;
     }
   }
-  const auto find = [&](nn::Placement placement, int depth,
-                        double lr) -> const UpdateSizeStack* {
+  const auto find = [&](nn::Placement placement, int depth, double lr) -> const UpdateSizeStack* {
     for (const UpdateSizeStack& s : result.stacks) {
       if (s.placement == placement && s.depth == depth && s.lr == lr) return &s;
     }
@@ -248,15 +247,15 @@ UpdateSizeResult run_update_size(const UpdateSizeParams& params, const Progress&
 
 nlohmann::json to_json(const UpdateSizeParams& params) {
   nlohmann::json object = {{"placements", placements_json(params.placements)},
-                            {"depths", params.depths},
-                            {"task", sequence_task_name(params.task)},
-                            {"length", params.length},
-                            {"symbols", params.symbols},
-                            {"batch", params.batch},
-                            {"lrs", params.lrs},
-                            {"mode", update_mode_name(params.mode)},
-                            {"seeds", params.seeds},
-                            {"seed", params.seed}};
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"lrs", params.lrs},
+                           {"mode", update_mode_name(params.mode)},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed}};
   add_shape_json(object, params.shape);
   return object;
 }
@@ -277,8 +276,7 @@ nlohmann::json to_json(const UpdateSizeResult& result) {
   }
   nlohmann::json orderings = nlohmann::json::array();
   for (const UpdateOrdering& o : result.orderings) {
-    orderings.push_back(
-        {{"lr", o.lr}, {"depth", o.depth}, {"holds", o.holds}, {"seeds", o.seeds}});
+    orderings.push_back({{"lr", o.lr}, {"depth", o.depth}, {"holds", o.holds}, {"seeds", o.seeds}});
   }
   return {{"experiment", "update-size"},
           {"params", to_json(result.params)},

@@ -67,9 +67,9 @@ struct InitGradientsStack {
   // sqrt(attention^2 + ffn^2): medians over seeds (the per-seed values' spread below).
   double top_to_bottom_ratio = 0.0;
   double mean_layer_grad_norm = 0.0;
-  Spread top_ffn_grad;        // the top block's FFN gradient norm
-  Spread top_to_bottom;       // per seed: top block's FFN gradient / bottom block's
-  Spread mean_layer_grad;     // per seed: mean over blocks of the block's gradient norm
+  Spread top_ffn_grad;     // the top block's FFN gradient norm
+  Spread top_to_bottom;    // per seed: top block's FFN gradient / bottom block's
+  Spread mean_layer_grad;  // per seed: mean over blocks of the block's gradient norm
   std::vector<double> top_ffn_grad_per_seed;  // in seed order (seed, seed + 1, ...)
 };
 
@@ -82,7 +82,7 @@ struct PlacementRatio {
 
 struct InitGradientsResult {
   InitGradientsParams params;
-  std::vector<InitGradientsStack> stacks;  // placements outer, depths inner
+  std::vector<InitGradientsStack> stacks;     // placements outer, depths inner
   std::vector<PlacementRatio> post_over_pre;  // one per depth when both placements ran
 };
 

@@ -36,8 +36,8 @@ TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,
 // Which sub-layers a block has: attention then FFN (the transformer's block), or the FFN only
 // (the block of warmup and signal-propagation studies; nothing mixes the tokens).
 enum class Sublayers { attn_ffn, ffn };
-std::string sublayers_name(Sublayers sublayers);          // "attn_ffn", "ffn"
-Sublayers parse_sublayers(const std::string& name);       // throws Error for another name
+std::string sublayers_name(Sublayers sublayers);     // "attn_ffn", "ffn"
+Sublayers parse_sublayers(const std::string& name);  // throws Error for another name
 
 // The transformer the experiments build: sizes of one block.
 struct ModelShape {

@@ -31,7 +31,7 @@
 namespace addnorm::lab {
 
 enum class UpdateMode { adam, perturbation };
-std::string update_mode_name(UpdateMode mode);     // "adam", "perturbation"
+std::string update_mode_name(UpdateMode mode);  // "adam", "perturbation"
 UpdateMode parse_update_mode(const std::string& name);
 
 struct UpdateSizeParams {
@@ -49,7 +49,7 @@ struct UpdateSizeParams {
   uint64_t seed = 0;
 };
 inline constexpr double kUpdateSizeMaxWork = 5e10;  // the same measure as init-gradients
-UpdateSizeParams update_size_quick();  // depths 6 and 12, d_model 32, four seeds
+UpdateSizeParams update_size_quick();               // depths 6 and 12, d_model 32, four seeds
 
 struct UpdateSizeStack {
   nn::Placement placement = nn::Placement::post_norm;
@@ -62,7 +62,7 @@ struct UpdateSizeStack {
   std::vector<double> output_change_per_seed;
   double absolute_output_change = 0;           // RMS(out' - out), median over seeds
   double loss_before = 0.0, loss_after = 0.0;  // on the batch the step was taken on, means
-  std::vector<double> layer_change;  // the ratio after each block, bottom to top; means
+  std::vector<double> layer_change;            // the ratio after each block, bottom to top; means
 };
 
 // For each lr and depth run with post_norm, pre_norm and deep_norm: in how many seeds the
