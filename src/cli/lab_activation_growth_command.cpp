@@ -59,10 +59,13 @@ std::string render(const lab::ActivationGrowthResult& result) {
     text += table.render();
   }
   text += "\nsummary\n";
-  TextTable summary({"mode", "std at the last layer", "first layer past std 100", "overflow"});
+  TextTable summary({"mode", "std at the last layer",
+                     "other seeds (" + std::to_string(p.spread_seeds) + "): median [IQR]",
+                     "first layer past std 100", "overflow"});
   for (const lab::GrowthCurve& curve : result.curves) {
     summary.add(
         {lab::growth_mode_name(curve.mode), general(curve.std.back(), 4),
+         curve.std_spread.empty() ? std::string("-") : spread_text(curve.std_spread.back()),
          curve.first_layer_past_100 == 0 ? "never" : std::to_string(curve.first_layer_past_100),
          curve.overflowed ? "yes (float32 Inf/NaN)" : "no"});
   }
@@ -85,6 +88,10 @@ void add_lab_activation_growth_command(CLI::App& lab_run) {
       ->capture_default_str();
   command->add_option("--eps", p.eps, "The norms' eps, 0..1")->capture_default_str();
   command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command
+      ->add_option("--spread-seeds", p.spread_seeds,
+                   "Other seeds run for the spread beside the single draw, 0..64")
+      ->capture_default_str();
   command
       ->add_option("--modes", options->modes,
                    "Any of none,layer_norm,rms_norm,pre_norm,post_norm (default: all five)")

@@ -46,13 +46,18 @@ std::string render(const lab::DepthTrainingResult& result) {
       " symbols of " + std::to_string(p.symbols) + "), d_model " + std::to_string(p.shape.d_model) +
       ", " + std::to_string(p.steps) + " Adam steps of batch " + std::to_string(p.batch) +
       ", peak lr " + general(p.lr) + ", warmup " + std::to_string(p.warmup_steps) + " steps, " +
-      std::to_string(p.seeds) + " seed(s); chance loss ln(" + std::to_string(p.symbols) +
-      ") = " + fixed_text(result.chance_loss, 3) + ", target " + general(p.target_loss) + "\n\n";
+      std::to_string(p.seeds) + " seed(s), median [interquartile range]; chance loss ln(" +
+      std::to_string(p.symbols) + ") = " + fixed_text(result.chance_loss, 3) + ", target " +
+      general(p.target_loss) + "\n\n";
   TextTable summary({"placement", "depth", "schedule", "held-out loss", "accuracy",
                      "reached target", "mean steps", "diverged"});
   for (const auto& s : result.summaries) {
     summary.add({nn::placement_name(s.placement), std::to_string(s.depth), yes_no(s.warmup),
-                 fixed_text(s.final_loss, 3), fixed_text(100.0 * s.accuracy, 1) + "%",
+                 fixed_text(s.final_loss, 3) + " [" + fixed_text(s.final_loss_spread.low, 3) +
+                     ", " + fixed_text(s.final_loss_spread.high, 3) + "]",
+                 fixed_text(100.0 * s.accuracy, 1) + "% [" +
+                     fixed_text(100.0 * s.accuracy_spread.low, 1) + ", " +
+                     fixed_text(100.0 * s.accuracy_spread.high, 1) + "]",
                  std::to_string(s.reached_target) + "/" + std::to_string(p.seeds),
                  s.reached_target > 0 ? fixed_text(s.mean_steps_to_target, 0) : "-",
                  std::to_string(s.diverged) + "/" + std::to_string(p.seeds)});
@@ -105,7 +110,7 @@ void add_lab_depth_training_command(CLI::App& lab_run) {
   command->add_option("--length", g.length, "Symbols per sequence, 1..32 (default 6)");
   command->add_option("--symbols", g.symbols, "Alphabet size, 2..100 (default 8)");
   command->add_option("--batch", g.batch, "Sequences per batch, 1..256 (default 16)");
-  command->add_option("--seeds", g.seeds, "Seeds per configuration, 1..16 (default 2)");
+  command->add_option("--seeds", g.seeds, "Seeds per configuration, 1..64 (default 4)");
   command->add_option("--seed", g.seed, "First seed (default 0)");
   add_output_options(*command, options->output);
   command->callback([options, command] {
@@ -130,10 +135,14 @@ void add_lab_depth_training_command(CLI::App& lab_run) {
     if (!options->warmups.empty()) {
       params.warmups.clear();
       for (const std::string& name : options->warmups) {
-        if (name != "constant" && name != "warmup") {
+        if (name == "both") {
+          params.warmups.push_back(false);
+          params.warmups.push_back(true);
+        } else if (name == "constant" || name == "warmup") {
+          params.warmups.push_back(name == "warmup");
+        } else {
           throw Error("--warmups has \"" + name + "\", expected constant, warmup or both");
         }
-        params.warmups.push_back(name == "warmup");
       }
     }
     // A warmup longer than a shortened run is cut to the run.

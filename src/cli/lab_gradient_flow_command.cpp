@@ -54,6 +54,13 @@ std::string render(const lab::GradientFlowResult& result) {
             general(stack.with_residual.back()) +
             "  (theory, root mean square: " + general(stack.expected_without_residual.back()) +
             " and " + general(stack.expected_with_residual.back()) + ")\n";
+    if (!stack.spread_without_residual.empty()) {
+      text += "    over " + std::to_string(p.spread_seeds) + " other seeds (" +
+              std::to_string(p.seed + 1) + ".." + std::to_string(p.seed + p.spread_seeds) +
+              "), median [interquartile range]: without residual " +
+              spread_text(stack.spread_without_residual.back()) + ", with residual " +
+              spread_text(stack.spread_with_residual.back()) + "\n";
+    }
   }
   text += "theory: each layer multiplies the expected squared size by weight_std^2 d = " +
           general(p.weight_std * p.weight_std * p.width) + " without the shortcut and by " +
@@ -83,6 +90,10 @@ void add_lab_gradient_flow_command(CLI::App& lab_run) {
                    "lambda in y = lambda x + W x, -10..10 (1: identity shortcut)")
       ->capture_default_str();
   command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command
+      ->add_option("--spread-seeds", p.spread_seeds,
+                   "Other seeds drawn for the spread beside the single draw, 0..256")
+      ->capture_default_str();
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in milliseconds");
   add_output_options(*command, options->output);

@@ -24,8 +24,10 @@ std::string render(const lab::InitGradientsResult& result) {
                      std::to_string(p.shape.d_model) + ", " + std::to_string(p.shape.n_heads) +
                      " heads, d_ff " + std::to_string(p.shape.d_ff) + ", task " +
                      lab::sequence_task_name(p.task) + " (" + std::to_string(2 * p.length + 1) +
-                     " tokens x batch " + std::to_string(p.batch) + "), Xavier init, mean of " +
-                     std::to_string(p.seeds) + " seed(s)\n";
+                     " tokens x batch " + std::to_string(p.batch) + "), sub-layers " +
+                     lab::sublayers_name(p.shape.sublayers) + ", Xavier init; per-block columns " +
+                     "are means of " + std::to_string(p.seeds) +
+                     " seed(s), the summaries medians [interquartile range]\n";
   double low = 1e300, high = 0.0;
   for (const auto& s : result.stacks) {
     for (double v : s.ffn_grad_norm) {
@@ -39,23 +41,37 @@ std::string render(const lab::InitGradientsResult& result) {
     text += "\n" + std::string(nn::placement_name(s.placement)) + ", " + std::to_string(s.depth) +
             " blocks (loss at init " + fixed_text(s.loss, 3) + "); block 0 is the bottom\n";
     TextTable table({"block", "attention |grad|", "FFN |grad|", "|FFN (log scale)", "stream norm",
-                     "stream |grad|"});
+                     "stream |grad|", "FFN norm in", "FFN norm out", "token cos"});
     for (size_t l : sampled_rows(s.ffn_grad_norm.size(), 16)) {
+      const auto at = [l](const std::vector<double>& v) {
+        return l < v.size() ? general(v[l]) : std::string("-");
+      };
       table.add({std::to_string(l), general(s.attention_grad_norm[l]), general(s.ffn_grad_norm[l]),
                  log_scale_bar(s.ffn_grad_norm[l], low, high, 24), general(s.stream_norm[l + 1]),
-                 general(s.stream_grad_norm[l])});
+                 general(s.stream_grad_norm[l]), at(s.ffn_norm_input), at(s.ffn_norm_output),
+                 general(s.token_cosine[l + 1])});
     }
     text += table.render();
   }
   text +=
-      "\nsummary (top block's FFN gradient / bottom block's; mean over blocks of the block's "
-      "weight-gradient norm)\n";
-  TextTable summary({"placement", "depth", "top / bottom", "mean |grad| per block"});
+      "\nsummary over seeds, median [interquartile range]: the top block's FFN gradient, it over "
+      "the bottom block's, the mean over blocks of the block's weight-gradient norm\n";
+  TextTable summary(
+      {"placement", "depth", "top FFN |grad|", "top / bottom", "mean |grad| per block"});
   for (const auto& s : result.stacks) {
     summary.add({nn::placement_name(s.placement), std::to_string(s.depth),
-                 general(s.top_to_bottom_ratio), general(s.mean_layer_grad_norm)});
+                 spread_text(s.top_ffn_grad), spread_text(s.top_to_bottom),
+                 spread_text(s.mean_layer_grad)});
   }
   text += summary.render();
+  if (!result.post_over_pre.empty()) {
+    text += "\npost_norm / pre_norm: the top block's FFN gradient, per seed (same batch)\n";
+    TextTable ratios({"depth", "post / pre"});
+    for (const auto& r : result.post_over_pre) {
+      ratios.add({std::to_string(r.depth), spread_text(r.post_over_pre)});
+    }
+    text += ratios.render();
+  }
   return text;
 }
 
@@ -67,7 +83,7 @@ void add_lab_init_gradients_command(CLI::App& lab_run) {
       "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)");
   auto options = std::make_shared<Options>();
   add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
-  command->add_option("--seeds", options->seeds, "Models averaged, 1..16 (default 2)");
+  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 64)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
   command->add_option("--seed", options->seed, "First seed (default 0)");
   add_output_options(*command, options->output);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/lab_plot.hpp"
+
 namespace addnorm::cli {
 
 std::string general(double value, int significant) {
@@ -24,6 +26,11 @@ std::string fixed_text(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   return buffer;
+}
+
+std::string spread_text(const lab::Spread& spread) {
+  if (spread.count <= 1) return general(spread.median);
+  return general(spread.median) + " [" + general(spread.low) + ", " + general(spread.high) + "]";
 }
 
 std::string linear_bar(double value, double max, int width) {
@@ -82,6 +89,10 @@ std::vector<size_t> sampled_rows(size_t count, size_t max_rows) {
 void add_output_options(CLI::App& command, OutputOptions& options) {
   command.add_flag("--json", options.json, "Print the result as JSON");
   command.add_flag("--csv", options.csv, "Print the result as CSV (one row per measured value)");
+  command
+      .add_option("--plot", options.plot,
+                  "Also draw the result into FILE.svg or FILE.png (needs python3-matplotlib)")
+      ->check(check_plot_file);
 }
 
 void print_result(const OutputOptions& options, const nlohmann::json& json, const std::string& csv,
@@ -95,6 +106,7 @@ void print_result(const OutputOptions& options, const nlohmann::json& json, cons
   } else {
     std::cout << text;
   }
+  if (!options.plot.empty()) plot_result(json, options.plot);
 }
 
 void ProgressBar::finish() {

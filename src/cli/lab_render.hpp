@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "addnorm/lab/progress.hpp"
+#include "addnorm/lab/seed_spread.hpp"
 
 namespace addnorm::cli {
 
@@ -19,6 +20,9 @@ std::string general(double value, int significant = 3);
 std::string scientific_text(double value, int decimals);
 // Fixed decimals: fixed_text(2.5, 2) is "2.50".
 std::string fixed_text(double value, int decimals);
+
+// "median [q25, q75]" in 3 significant digits; just the value for one seed.
+std::string spread_text(const lab::Spread& spread);
 
 // A bar of '#' proportional to value / max (at most `width` characters).
 std::string linear_bar(double value, double max, int width = 30);
@@ -42,13 +46,14 @@ class TextTable {
 // spaced ones that always include the first and the last.
 std::vector<size_t> sampled_rows(size_t count, size_t max_rows = 25);
 
-// --json / --csv, added to every experiment's subcommand.
+// --json / --csv / --plot, added to every experiment's subcommand.
 struct OutputOptions {
   bool json = false;
   bool csv = false;
+  std::string plot;  // a .svg or .png file to draw the result into (scripts/lab_plot.py)
 };
 void add_output_options(CLI::App& command, OutputOptions& options);
-// Prints json, csv or text according to the options.
+// Prints json, csv or text according to the options, and draws the plot when one was asked for.
 void print_result(const OutputOptions& options, const nlohmann::json& json, const std::string& csv,
                   const std::string& text);
 

@@ -17,6 +17,7 @@ struct TransformerOptions {
   std::vector<int> depths;
   int d_model = 0, n_heads = 0, d_ff = 0;
   std::string task;
+  std::string sublayers;
   bool quick = false;
 };
 
@@ -31,6 +32,8 @@ inline void add_transformer_options(CLI::App& command, TransformerOptions& optio
   command.add_option("--n-heads", options.n_heads, "Attention heads, 1..16");
   command.add_option("--d-ff", options.d_ff, "FFN hidden width, 1..2048");
   command.add_option("--task", options.task, "copy, reverse or sort");
+  command.add_option("--sublayers", options.sublayers,
+                     "attn_ffn (attention then FFN, the default) or ffn (FFN-only blocks)");
   command.add_flag("--quick", options.quick, "A small run that finishes in seconds");
 }
 
@@ -49,6 +52,7 @@ void apply_transformer_options(const CLI::App& command, const TransformerOptions
   if (command.count("--n-heads") > 0) params.shape.n_heads = options.n_heads;
   if (command.count("--d-ff") > 0) params.shape.d_ff = options.d_ff;
   if (!options.task.empty()) params.task = lab::parse_sequence_task(options.task);
+  if (!options.sublayers.empty()) params.shape.sublayers = lab::parse_sublayers(options.sublayers);
 }
 
 }  // namespace addnorm::cli

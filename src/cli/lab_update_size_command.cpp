@@ -14,29 +14,53 @@ namespace {
 struct Options {
   TransformerOptions model;
   int seeds = 0, batch = 0;
-  double lr = 0.0;
+  std::vector<double> lrs;
+  std::string mode;
   uint64_t seed = 0;
   OutputOptions output;
 };
 
 std::string render(const lab::UpdateSizeResult& result) {
   const lab::UpdateSizeParams& p = result.params;
-  std::string text = "update-size: RMS change of the stack's output after one Adam step (lr " +
-                     general(p.lr) + "), relative to its RMS; d_model " +
-                     std::to_string(p.shape.d_model) + ", task " + lab::sequence_task_name(p.task) +
-                     ", mean of " + std::to_string(p.seeds) + " seed(s)\n\n";
-  double high = 0.0;
-  for (const auto& s : result.stacks) high = std::max(high, s.output_change);
-  TextTable table({"placement", "depth", "output change", "|", "loss before", "loss after"});
-  for (const auto& s : result.stacks) {
-    table.add({nn::placement_name(s.placement), std::to_string(s.depth), general(s.output_change),
-               linear_bar(s.output_change, high, 30), fixed_text(s.loss_before, 4),
-               fixed_text(s.loss_after, 4)});
+  const bool adam = p.mode == lab::UpdateMode::adam;
+  std::string text =
+      std::string("update-size: RMS change of the stack's output after ") +
+      (adam ? "one Adam step" : "a random perturbation of every weight (lr x N(0,1))") +
+      ", relative to its RMS; d_model " + std::to_string(p.shape.d_model) + ", sub-layers " +
+      lab::sublayers_name(p.shape.sublayers) + ", task " + lab::sequence_task_name(p.task) +
+      "; median [interquartile range] over " + std::to_string(p.seeds) + " seed(s)\n";
+  for (double lr : p.lrs) {
+    text += "\nlr " + general(lr) + "\n";
+    double high = 0.0;
+    for (const auto& s : result.stacks) {
+      if (s.lr == lr) high = std::max(high, s.output_change);
+    }
+    TextTable table(
+        {"placement", "depth", "output change", "IQR", "|", "loss before", "loss after"});
+    for (const auto& s : result.stacks) {
+      if (s.lr != lr) continue;
+      table.add({nn::placement_name(s.placement), std::to_string(s.depth), general(s.output_change),
+                 general(s.output_change_spread.low) + "-" + general(s.output_change_spread.high),
+                 linear_bar(s.output_change, high, 30), fixed_text(s.loss_before, 4),
+                 fixed_text(s.loss_after, 4)});
+    }
+    text += table.render();
   }
-  text += table.render();
-  text += "\nchange after each block (bottom to top) for the deepest stack of each placement\n";
+  if (!result.orderings.empty()) {
+    text += "\nsummary: seeds in which post_norm > pre_norm > deep_norm (output change)\n";
+    TextTable summary({"lr", "depth", "ordering holds"});
+    for (const auto& o : result.orderings) {
+      summary.add({general(o.lr), std::to_string(o.depth),
+                   std::to_string(o.holds) + "/" + std::to_string(o.seeds)});
+    }
+    text += summary.render();
+  }
+  text += "\nchange after each block (bottom to top), deepest stack, lr " + general(p.lrs.back()) +
+          ", mean over seeds\n";
   for (const auto& s : result.stacks) {
-    if (s.depth != *std::max_element(p.depths.begin(), p.depths.end())) continue;
+    if (s.depth != *std::max_element(p.depths.begin(), p.depths.end()) || s.lr != p.lrs.back()) {
+      continue;
+    }
     text += "  " + std::string(nn::placement_name(s.placement)) + ":";
     for (size_t l : sampled_rows(s.layer_change.size(), 12)) {
       text += " " + std::to_string(l) + ":" + general(s.layer_change[l], 2);
@@ -54,8 +78,11 @@ void add_lab_update_size_command(CLI::App& lab_run) {
       "Output change after one optimiser step as depth grows, per placement (Liu et al. 2020)");
   auto options = std::make_shared<Options>();
   add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
-  command->add_option("--lr", options->lr, "Adam's step size, (0, 1] (default 1e-3)");
-  command->add_option("--seeds", options->seeds, "Models averaged, 1..16 (default 2)");
+  command->add_option("--lrs", options->lrs, "Step sizes, 1..8 in (0, 1] (default 1e-5,1e-3)")
+      ->delimiter(',');
+  command->add_option("--mode", options->mode,
+                      "adam (one Adam step) or perturbation (weights + lr x N(0,1)); default adam");
+  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 32)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
   command->add_option("--seed", options->seed, "First seed (default 0)");
   add_output_options(*command, options->output);
@@ -63,7 +90,8 @@ void add_lab_update_size_command(CLI::App& lab_run) {
     lab::UpdateSizeParams params =
         options->model.quick ? lab::update_size_quick() : lab::UpdateSizeParams{};
     apply_transformer_options(*command, options->model, params);
-    if (command->count("--lr") > 0) params.lr = options->lr;
+    if (command->count("--lrs") > 0) params.lrs = options->lrs;
+    if (!options->mode.empty()) params.mode = lab::parse_update_mode(options->mode);
     if (command->count("--seeds") > 0) params.seeds = options->seeds;
     if (command->count("--batch") > 0) params.batch = options->batch;
     if (command->count("--seed") > 0) params.seed = options->seed;

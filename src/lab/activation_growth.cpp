@@ -72,6 +72,7 @@ void validate(const ActivationGrowthParams& params) {
   check_integer("tokens", params.tokens, 1, 256);
   check_integer("width", params.width, 2, 512);
   check_integer("layers", params.layers, 1, 200);
+  check_integer("spread_seeds", params.spread_seeds, 0, 64);
   check_real("gain", params.gain, 0.0, 10.0);
   check_real("eps", params.eps, 0.0, 1.0);
   check_count("modes", params.modes.size(), 1, 5);
@@ -93,11 +94,11 @@ void validate(const ActivationGrowthParams& params) {
   }
 }
 
-ActivationGrowthResult run_activation_growth(const ActivationGrowthParams& params) {
-  validate(params);
-  ActivationGrowthResult result;
-  result.params = params;
-  numpy_random::Generator rng(params.seed);
+namespace {
+
+// Every mode's curve for the input and weights drawn from `seed`.
+std::vector<GrowthCurve> grow(const ActivationGrowthParams& params, uint64_t seed) {
+  numpy_random::Generator rng(seed);
   const Shape shape{params.tokens, params.width};
   const Shape row_shape{params.width};
   const Tensor input = to_tensor(rng.normal(0.0, 1.0, shape.numel()), shape);
@@ -159,16 +160,41 @@ ActivationGrowthResult run_activation_growth(const ActivationGrowthParams& param
       record(stream, layer);
     }
   }
-  for (Stream& stream : streams) result.curves.push_back(std::move(stream.curve));
+  std::vector<GrowthCurve> curves;
+  for (Stream& stream : streams) curves.push_back(std::move(stream.curve));
+  return curves;
+}
+
+}  // namespace
+
+ActivationGrowthResult run_activation_growth(const ActivationGrowthParams& params) {
+  validate(params);
+  ActivationGrowthResult result;
+  result.params = params;
+  result.curves = grow(params, params.seed);
+  if (params.spread_seeds == 0) return result;
+  std::vector<std::vector<GrowthCurve>> others;
+  for (int i = 1; i <= params.spread_seeds; ++i) {
+    others.push_back(grow(params, params.seed + static_cast<uint64_t>(i)));
+  }
+  for (size_t m = 0; m < result.curves.size(); ++m) {
+    GrowthCurve& curve = result.curves[m];
+    for (size_t layer = 0; layer < curve.std.size(); ++layer) {
+      std::vector<double> stds;
+      for (const auto& other : others) stds.push_back(other[m].std[layer]);
+      curve.std_spread.push_back(spread_of(stds));
+    }
+  }
   return result;
 }
 
 nlohmann::json to_json(const ActivationGrowthParams& params) {
   std::vector<std::string> modes;
   for (GrowthMode mode : params.modes) modes.push_back(growth_mode_name(mode));
-  return {{"tokens", params.tokens}, {"width", params.width}, {"layers", params.layers},
-          {"gain", params.gain},     {"eps", params.eps},     {"seed", params.seed},
-          {"modes", modes}};
+  return {{"tokens", params.tokens}, {"width", params.width},
+          {"layers", params.layers}, {"gain", params.gain},
+          {"eps", params.eps},       {"seed", params.seed},
+          {"modes", modes},          {"spread_seeds", params.spread_seeds}};
 }
 
 nlohmann::json to_json(const ActivationGrowthResult& result) {
@@ -178,6 +204,7 @@ nlohmann::json to_json(const ActivationGrowthResult& result) {
                       {"mean", curve.mean},
                       {"std", curve.std},
                       {"first_layer_past_100", curve.first_layer_past_100},
+                      {"std_spread", to_json(curve.std_spread)},
                       {"overflowed", curve.overflowed}});
   }
   return {
@@ -207,6 +234,7 @@ ActivationGrowthParams activation_growth_params_from_json(const nlohmann::json& 
   reader.read("gain", params.gain);
   reader.read("eps", params.eps);
   reader.read("seed", params.seed);
+  reader.read("spread_seeds", params.spread_seeds);
   std::vector<std::string> modes;
   reader.read("modes", modes);
   reader.finish();

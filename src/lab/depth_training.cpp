@@ -12,6 +12,7 @@
 #include "lab/csv.hpp"
 #include "lab/json_params.hpp"
 #include "lab/model_params_json.hpp"
+#include "lab/parallel_runs.hpp"
 #include "lab/transformer_probe.hpp"
 
 namespace addnorm::lab {
@@ -62,79 +63,131 @@ double accuracy_of(const Tensor& logits, const std::vector<int32_t>& targets, in
   return counted == 0 ? 0.0 : static_cast<double>(right) / static_cast<double>(counted);
 }
 
-TrainingRun train_one(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
-                      uint64_t seed, const std::function<void()>& on_step) {
-  TrainingRun run;
-  run.placement = placement;
-  run.depth = depth;
-  run.warmup = warmup;
-  run.seed = seed;
-  const int vocab = p.symbols + 2;
-  nn::SequenceModelConfig config = model_config(p.shape, placement, depth, vocab, seed);
-  config.stack.block.dropout = static_cast<float>(p.dropout);
-  nn::SequenceModel model(config);
-  model.set_training(true);
-  const nn::ParameterList parameters = model.parameters();
-  nn::AdamOptions options;
-  options.schedule = schedule_for(p, warmup);
-  options.clip_norm = p.clip_norm;
-  nn::Adam adam(parameters, options);
-  numpy_random::Generator data(seed);
+}  // namespace
 
-  // Steps 1..steps at which the per-block gradient norms are kept, evenly spread, last included.
-  std::vector<int> history_steps;
-  for (int k = 1; k <= p.grad_history_points; ++k) {
-    const int step =
-        std::max(1, static_cast<int>(static_cast<int64_t>(k) * p.steps / p.grad_history_points));
-    if (history_steps.empty() || history_steps.back() != step) history_steps.push_back(step);
-  }
+// Everything one run owns. Held by pointer in TrainingSession: the parameter list and Adam point
+// into the model, so it must not move.
+struct TrainingSession::State {
+  DepthTrainingParams params;
+  TrainingRun run;
+  nn::SequenceModel model;
+  nn::ParameterList parameters;
+  nn::Adam adam;
+  numpy_random::Generator data;
+  std::vector<int> history_steps;  // steps at which the per-block gradient norms are kept
   double window_sum = 0.0;
-  for (int step = 1; step <= p.steps; ++step) {
-    const TaskBatch batch = make_task_batch(p.task, p.symbols, p.length, p.batch, data);
-    nn::zero_grad(parameters);
-    const double loss = model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
-    run.loss.push_back(loss);
-    if (!std::isfinite(loss) || (run.loss.size() > 1 && loss > 3.0 * run.loss.front())) {
-      run.diverged = true;
+  bool stopped = false;  // a non-finite loss ended the run
+
+  State(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
+        uint64_t seed)
+      : params(p),
+        model(config_for(p, placement, depth, seed)),
+        parameters(model.parameters()),
+        adam(parameters, adam_options(p, warmup)),
+        data(seed) {
+    run.placement = placement;
+    run.depth = depth;
+    run.warmup = warmup;
+    run.seed = seed;
+    model.set_training(true);
+    // Evenly spread over 1..steps, the last step included.
+    for (int k = 1; k <= p.grad_history_points; ++k) {
+      const int step =
+          std::max(1, static_cast<int>(static_cast<int64_t>(k) * p.steps / p.grad_history_points));
+      if (history_steps.empty() || history_steps.back() != step) history_steps.push_back(step);
     }
-    if (std::find(history_steps.begin(), history_steps.end(), step) != history_steps.end()) {
-      const LayerGradNorms grads = layer_grad_norms(parameters, depth);
-      std::vector<double> per_block;
-      for (int l = 0; l < depth; ++l) {
-        per_block.push_back(std::sqrt(grads.attention[l] * grads.attention[l] +
-                                      grads.ffn[l] * grads.ffn[l] +
-                                      grads.other[l] * grads.other[l]));
-      }
-      run.grad_history_steps.push_back(step);
-      run.grad_history.push_back(std::move(per_block));
-    }
-    if (!std::isfinite(loss)) {
-      // Nothing to learn from NaN weights: stop, and count the remaining steps as done.
-      for (int rest = step; rest <= p.steps; ++rest) on_step();
-      break;
-    }
-    const nn::AdamStep update = adam.step();
-    run.grad_norm.push_back(update.grad_norm);
-    window_sum += loss;
-    if (step > kLossWindow) window_sum -= run.loss[static_cast<size_t>(step - 1 - kLossWindow)];
-    if (run.steps_to_target < 0 && step >= kLossWindow &&
-        window_sum / kLossWindow < p.target_loss) {
-      run.steps_to_target = step;
-    }
-    on_step();
   }
+
+  static nn::SequenceModelConfig config_for(const DepthTrainingParams& p, nn::Placement placement,
+                                            int depth, uint64_t seed) {
+    nn::SequenceModelConfig config = model_config(p.shape, placement, depth, p.symbols + 2, seed);
+    config.stack.block.dropout = static_cast<float>(p.dropout);
+    return config;
+  }
+  static nn::AdamOptions adam_options(const DepthTrainingParams& p, bool warmup) {
+    nn::AdamOptions options;
+    options.schedule = schedule_for(p, warmup);
+    options.clip_norm = p.clip_norm;
+    return options;
+  }
+};
+
+TrainingSession::TrainingSession(const DepthTrainingParams& params, nn::Placement placement,
+                                 int depth, bool warmup, uint64_t seed)
+    : state_(std::make_unique<State>(params, placement, depth, warmup, seed)) {}
+TrainingSession::~TrainingSession() = default;
+TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
+TrainingSession& TrainingSession::operator=(TrainingSession&&) noexcept = default;
+
+bool TrainingSession::finished() const {
+  return state_->stopped || static_cast<int>(state_->run.loss.size()) >= state_->params.steps;
+}
+
+const TrainingRun& TrainingSession::run() const {
+  return state_->run;
+}
+
+TrainingStep TrainingSession::step() {
+  if (finished()) throw Error("the training run has ended; step() after the last step");
+  State& s = *state_;
+  const DepthTrainingParams& p = s.params;
+  TrainingRun& run = s.run;
+  const TaskBatch batch = make_task_batch(p.task, p.symbols, p.length, p.batch, s.data);
+  nn::zero_grad(s.parameters);
+  const double loss = s.model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
+  run.loss.push_back(loss);
+  const int step = static_cast<int>(run.loss.size());
+  if (!std::isfinite(loss) || (step > 1 && loss > 3.0 * run.loss.front())) run.diverged = true;
+  if (std::find(s.history_steps.begin(), s.history_steps.end(), step) != s.history_steps.end()) {
+    const LayerGradNorms grads = layer_grad_norms(s.parameters, run.depth);
+    std::vector<double> per_block;
+    for (int l = 0; l < run.depth; ++l) {
+      per_block.push_back(std::sqrt(grads.attention[l] * grads.attention[l] +
+                                    grads.ffn[l] * grads.ffn[l] + grads.other[l] * grads.other[l]));
+    }
+    run.grad_history_steps.push_back(step);
+    run.grad_history.push_back(std::move(per_block));
+  }
+  if (!std::isfinite(loss)) {
+    s.stopped = true;  // nothing to learn from NaN weights
+    return {loss, std::numeric_limits<double>::quiet_NaN()};
+  }
+  const nn::AdamStep update = s.adam.step();
+  run.grad_norm.push_back(update.grad_norm);
+  s.window_sum += loss;
+  if (step > kLossWindow) s.window_sum -= run.loss[static_cast<size_t>(step - 1 - kLossWindow)];
+  if (run.steps_to_target < 0 && step >= kLossWindow &&
+      s.window_sum / kLossWindow < p.target_loss) {
+    run.steps_to_target = step;
+  }
+  return {loss, update.grad_norm};
+}
+
+const TrainingRun& TrainingSession::evaluate() {
+  State& s = *state_;
+  const DepthTrainingParams& p = s.params;
+  TrainingRun& run = s.run;
   if (run.loss.empty() || !std::isfinite(run.loss.back())) {
     run.eval_loss = std::numeric_limits<double>::quiet_NaN();
     return run;
   }
-  numpy_random::Generator held_out(seed + kEvalSeedOffset);
+  numpy_random::Generator held_out(run.seed + kEvalSeedOffset);
   const TaskBatch eval = make_task_batch(p.task, p.symbols, p.length, p.batch, held_out);
-  model.set_training(false);
-  const Tensor& logits = model.forward(eval.tokens, eval.batch, eval.seq);
-  run.eval_accuracy = accuracy_of(logits, eval.targets, vocab);
-  run.eval_loss = model.loss(eval.tokens, eval.targets, eval.batch, eval.seq);
+  s.model.set_training(false);
+  const Tensor& logits = s.model.forward(eval.tokens, eval.batch, eval.seq);
+  run.eval_accuracy = accuracy_of(logits, eval.targets, p.symbols + 2);
+  run.eval_loss = s.model.loss(eval.tokens, eval.targets, eval.batch, eval.seq);
   if (!std::isfinite(run.eval_loss)) run.diverged = true;
   return run;
+}
+
+namespace {
+
+TrainingRun train_one(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
+                      uint64_t seed) {
+  TrainingSession session(p, placement, depth, warmup, seed);
+  while (!session.finished()) session.step();
+  return session.evaluate();
 }
 
 }  // namespace
@@ -144,7 +197,7 @@ DepthTrainingParams depth_training_quick() {
   params.depths = {1, 4};
   params.steps = 60;
   params.warmup_steps = 20;
-  params.seeds = 1;
+  params.seeds = 2;
   params.grad_history_points = 4;
   return params;
 }
@@ -170,7 +223,7 @@ void validate(const DepthTrainingParams& params) {
   check_real("clip_norm", params.clip_norm, 0.0, 1e6);
   check_real_below("dropout", params.dropout, 0.0, 1.0);
   check_real("target_loss", params.target_loss, 0.0, 100.0);
-  check_integer("seeds", params.seeds, 1, 16);
+  check_integer("seeds", params.seeds, 1, 64);
   check_integer("grad_history_points", params.grad_history_points, 1, 1000);
   const double work = total_work(params);
   if (work > kDepthTrainingMaxWork) {
@@ -186,8 +239,40 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
   DepthTrainingResult result;
   result.params = params;
   result.chance_loss = std::log(static_cast<double>(params.symbols));
-  const double total = total_work(params);
-  double done = 0.0;
+  // Every run is independent: all of them in parallel, combined in this order below.
+  struct Job {
+    nn::Placement placement;
+    int depth;
+    bool warmup;
+    uint64_t seed;
+  };
+  std::vector<Job> jobs;
+  for (nn::Placement placement : params.placements) {
+    for (int depth : params.depths) {
+      for (bool warmup : params.warmups) {
+        for (int i = 0; i < params.seeds; ++i) {
+          jobs.push_back({placement, depth, warmup, params.seed + static_cast<uint64_t>(i)});
+        }
+      }
+    }
+  }
+  std::vector<TrainingRun> runs(jobs.size());
+  run_in_parallel(
+      static_cast<int64_t>(jobs.size()),
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        runs[static_cast<size_t>(i)] =
+            train_one(params, job.placement, job.depth, job.warmup, job.seed);
+      },
+      [&](int64_t i) { return run_work(params, jobs[static_cast<size_t>(i)].depth); },
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        return std::string(nn::placement_name(job.placement)) + ", depth " +
+               std::to_string(job.depth) + (job.warmup ? ", warmup" : ", constant lr");
+      },
+      progress);
+
+  size_t next = 0;
   for (nn::Placement placement : params.placements) {
     for (int depth : params.depths) {
       for (bool warmup : params.warmups) {
@@ -195,17 +280,11 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
         summary.placement = placement;
         summary.depth = depth;
         summary.warmup = warmup;
-        const std::string stage = std::string(nn::placement_name(placement)) + ", depth " +
-                                  std::to_string(depth) + (warmup ? ", warmup" : ", constant lr");
-        const double step_work = run_work(params, depth) / params.steps;
-        for (int i = 0; i < params.seeds; ++i) {
-          TrainingRun run = train_one(params, placement, depth, warmup,
-                                      params.seed + static_cast<uint64_t>(i), [&] {
-                                        done += step_work;
-                                        if (progress) progress(done / total, stage);
-                                      });
-          summary.final_loss += run.eval_loss;
-          summary.accuracy += run.eval_accuracy;
+        std::vector<double> losses, accuracies;
+        for (int i = 0; i < params.seeds; ++i, ++next) {
+          TrainingRun& run = runs[next];
+          losses.push_back(run.eval_loss);
+          accuracies.push_back(run.eval_accuracy);
           if (run.steps_to_target >= 0) {
             ++summary.reached_target;
             summary.mean_steps_to_target += run.steps_to_target;
@@ -213,8 +292,10 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
           summary.diverged += run.diverged ? 1 : 0;
           result.runs.push_back(std::move(run));
         }
-        summary.final_loss /= params.seeds;
-        summary.accuracy /= params.seeds;
+        summary.final_loss_spread = spread_of(losses);
+        summary.accuracy_spread = spread_of(accuracies);
+        summary.final_loss = summary.final_loss_spread.median;
+        summary.accuracy = summary.accuracy_spread.median;
         if (summary.reached_target > 0) summary.mean_steps_to_target /= summary.reached_target;
         result.summaries.push_back(summary);
       }
@@ -224,25 +305,24 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
 }
 
 nlohmann::json to_json(const DepthTrainingParams& params) {
-  return {{"placements", placements_json(params.placements)},
-          {"depths", params.depths},
-          {"d_model", params.shape.d_model},
-          {"n_heads", params.shape.n_heads},
-          {"d_ff", params.shape.d_ff},
-          {"task", sequence_task_name(params.task)},
-          {"length", params.length},
-          {"symbols", params.symbols},
-          {"batch", params.batch},
-          {"steps", params.steps},
-          {"lr", params.lr},
-          {"warmups", params.warmups},
-          {"warmup_steps", params.warmup_steps},
-          {"clip_norm", params.clip_norm},
-          {"dropout", params.dropout},
-          {"target_loss", params.target_loss},
-          {"seeds", params.seeds},
-          {"seed", params.seed},
-          {"grad_history_points", params.grad_history_points}};
+  nlohmann::json object = {{"placements", placements_json(params.placements)},
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"steps", params.steps},
+                           {"lr", params.lr},
+                           {"warmups", params.warmups},
+                           {"warmup_steps", params.warmup_steps},
+                           {"clip_norm", params.clip_norm},
+                           {"dropout", params.dropout},
+                           {"target_loss", params.target_loss},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed},
+                           {"grad_history_points", params.grad_history_points}};
+  add_shape_json(object, params.shape);
+  return object;
 }
 
 nlohmann::json to_json(const DepthTrainingResult& result) {
@@ -267,6 +347,8 @@ nlohmann::json to_json(const DepthTrainingResult& result) {
                          {"warmup", s.warmup},
                          {"final_loss", s.final_loss},
                          {"accuracy", s.accuracy},
+                         {"final_loss_spread", to_json(s.final_loss_spread)},
+                         {"accuracy_spread", to_json(s.accuracy_spread)},
                          {"reached_target", s.reached_target},
                          {"mean_steps_to_target", s.mean_steps_to_target},
                          {"diverged", s.diverged}});

@@ -47,21 +47,23 @@ void validate(const GradientFlowParams& params) {
                 std::to_string(kGradientFlowMaxWeights) + " (fewer or shallower stacks, or a " +
                 "smaller width)");
   }
+  check_integer("spread_seeds", params.spread_seeds, 0, 256);
+  if (weights * params.spread_seeds > kGradientFlowMaxSpreadWeights) {
+    throw Error("sum(depths) * width^2 * spread_seeds is " +
+                std::to_string(weights * params.spread_seeds) + ", expected at most " +
+                std::to_string(kGradientFlowMaxSpreadWeights) + " (fewer spread_seeds)");
+  }
 }
 
-GradientFlowResult run_gradient_flow(const GradientFlowParams& params) {
-  validate(params);
-  GradientFlowResult result;
-  result.params = params;
+namespace {
+
+// The stacks of one generator seed, drawn in order from one generator as the page does.
+std::vector<GradientFlowStack> draw_stacks(const GradientFlowParams& params, uint64_t seed) {
   const auto dim = static_cast<size_t>(params.width);
   const std::vector<double> top(dim, 1.0);
-  result.top_norm = norm_of(top);
   const double lambda = params.residual_scale;
-  const double plain_factor = params.weight_std * std::sqrt(static_cast<double>(dim));
-  const double residual_factor = std::sqrt(lambda * lambda + plain_factor * plain_factor);
-
-  // One generator for every stack, as the page draws its 24-layer weights after the 6-layer ones.
-  numpy_random::Generator rng(params.seed);
+  numpy_random::Generator rng(seed);
+  std::vector<GradientFlowStack> stacks;
   for (int depth : params.depths) {
     std::vector<Matrix> weights;
     for (int i = 0; i < depth; ++i) {
@@ -80,11 +82,42 @@ GradientFlowResult run_gradient_flow(const GradientFlowParams& params) {
       stack.without_residual.push_back(norm_of(plain));
       stack.with_residual.push_back(norm_of(residual));
     }
-    for (int k = 0; k <= depth; ++k) {
+    stacks.push_back(std::move(stack));
+  }
+  return stacks;
+}
+
+}  // namespace
+
+GradientFlowResult run_gradient_flow(const GradientFlowParams& params) {
+  validate(params);
+  GradientFlowResult result;
+  result.params = params;
+  const auto dim = static_cast<size_t>(params.width);
+  result.top_norm = std::sqrt(static_cast<double>(dim));  // |ones(d)|
+  const double lambda = params.residual_scale;
+  const double plain_factor = params.weight_std * std::sqrt(static_cast<double>(dim));
+  const double residual_factor = std::sqrt(lambda * lambda + plain_factor * plain_factor);
+
+  result.stacks = draw_stacks(params, params.seed);
+  std::vector<std::vector<GradientFlowStack>> others;
+  for (int i = 1; i <= params.spread_seeds; ++i) {
+    others.push_back(draw_stacks(params, params.seed + static_cast<uint64_t>(i)));
+  }
+  for (size_t s = 0; s < result.stacks.size(); ++s) {
+    GradientFlowStack& stack = result.stacks[s];
+    for (int k = 0; k <= stack.depth; ++k) {
       stack.expected_without_residual.push_back(result.top_norm * std::pow(plain_factor, k));
       stack.expected_with_residual.push_back(result.top_norm * std::pow(residual_factor, k));
+      if (others.empty()) continue;
+      std::vector<double> without, with;
+      for (const auto& other : others) {
+        without.push_back(other[s].without_residual[static_cast<size_t>(k)]);
+        with.push_back(other[s].with_residual[static_cast<size_t>(k)]);
+      }
+      stack.spread_without_residual.push_back(spread_of(without));
+      stack.spread_with_residual.push_back(spread_of(with));
     }
-    result.stacks.push_back(std::move(stack));
   }
   return result;
 }
@@ -94,7 +127,8 @@ nlohmann::json to_json(const GradientFlowParams& params) {
           {"depths", params.depths},
           {"weight_std", params.weight_std},
           {"residual_scale", params.residual_scale},
-          {"seed", params.seed}};
+          {"seed", params.seed},
+          {"spread_seeds", params.spread_seeds}};
 }
 
 nlohmann::json to_json(const GradientFlowResult& result) {
@@ -104,7 +138,9 @@ nlohmann::json to_json(const GradientFlowResult& result) {
                       {"without_residual", stack.without_residual},
                       {"with_residual", stack.with_residual},
                       {"expected_without_residual", stack.expected_without_residual},
-                      {"expected_with_residual", stack.expected_with_residual}});
+                      {"expected_with_residual", stack.expected_with_residual},
+                      {"spread_without_residual", to_json(stack.spread_without_residual)},
+                      {"spread_with_residual", to_json(stack.spread_with_residual)}});
   }
   return {{"experiment", "gradient-flow"},
           {"params", to_json(result.params)},
@@ -137,6 +173,7 @@ GradientFlowParams gradient_flow_params_from_json(const nlohmann::json& object) 
   reader.read("weight_std", params.weight_std);
   reader.read("residual_scale", params.residual_scale);
   reader.read("seed", params.seed);
+  reader.read("spread_seeds", params.spread_seeds);
   reader.finish();
   return params;
 }

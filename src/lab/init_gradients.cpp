@@ -10,6 +10,8 @@
 #include "lab/csv.hpp"
 #include "lab/json_params.hpp"
 #include "lab/model_params_json.hpp"
+#include "lab/parallel_runs.hpp"
+#include "lab/stream_probe.hpp"
 #include "lab/transformer_probe.hpp"
 
 namespace addnorm::lab {
@@ -37,7 +39,7 @@ InitGradientsParams init_gradients_quick() {
   InitGradientsParams params;
   params.depths = {6, 12};
   params.shape = {32, 4, 64};
-  params.seeds = 1;
+  params.seeds = 4;
   return params;
 }
 
@@ -50,7 +52,7 @@ void validate(const InitGradientsParams& params) {
   check_integer("length", params.length, 1, 64);
   check_integer("symbols", params.symbols, 2, 100);
   check_integer("batch", params.batch, 1, 256);
-  check_integer("seeds", params.seeds, 1, 16);
+  check_integer("seeds", params.seeds, 1, 64);
   const double work = forward_work(params);
   if (work > kInitGradientsMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds per forward, " +
@@ -59,75 +61,164 @@ void validate(const InitGradientsParams& params) {
   }
 }
 
+namespace {
+
+// What one model (one seed) gives.
+struct SeedMeasurement {
+  double loss = 0.0;
+  std::vector<double> attention, ffn, stream, stream_grad, cosine;
+  std::vector<double> attention_norm_input, attention_norm_output, ffn_norm_input, ffn_norm_output;
+};
+
+SeedMeasurement measure_one(const InitGradientsParams& params, nn::Placement placement, int depth,
+                            uint64_t seed) {
+  SeedMeasurement m;
+  nn::SequenceModel model(model_config(params.shape, placement, depth, params.symbols + 2, seed));
+  numpy_random::Generator generator(seed);
+  const TaskBatch batch =
+      make_task_batch(params.task, params.symbols, params.length, params.batch, generator);
+  const nn::ParameterList parameters = model.parameters();
+  nn::zero_grad(parameters);
+  m.loss = model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
+  const LayerGradNorms grads = layer_grad_norms(parameters, depth);
+  m.attention = grads.attention;
+  m.ffn = grads.ffn;
+  nn::Stack& stack = model.stack();
+  m.stream.push_back(stack.input_stats().mean_token_norm);
+  for (const nn::LayerStats& layer : stack.layer_stats()) {
+    m.stream.push_back(layer.output.mean_token_norm);
+  }
+  m.stream_grad = stack.residual_grad_norms();
+  const bool pre = placement == nn::Placement::pre_norm;
+  for (int l = 0; l < depth; ++l) {
+    nn::TransformerBlock& block = stack.block(l);
+    if (l == 0) m.cosine.push_back(mean_token_cosine(block.input()));  // the embedded batch
+    m.cosine.push_back(mean_token_cosine(block.output()));
+    // A norm's output is what the sub-layer read (pre-norm) or the stream after the box.
+    if (const nn::Norm* norm = block.attention_norm()) {
+      m.attention_norm_input.push_back(norm_input_token_norm(*norm));
+      m.attention_norm_output.push_back(
+          mean_token_norm(pre ? block.attention_input() : block.after_attention()));
+    }
+    if (const nn::Norm* norm = block.ffn_norm()) {
+      m.ffn_norm_input.push_back(norm_input_token_norm(*norm));
+      m.ffn_norm_output.push_back(mean_token_norm(pre ? block.ffn_input() : block.output()));
+    }
+  }
+  return m;
+}
+
+std::vector<double> mean_over(const std::vector<SeedMeasurement>& runs,
+                              std::vector<double> SeedMeasurement::*field) {
+  std::vector<double> sum;
+  for (const SeedMeasurement& run : runs) add_into(sum, run.*field);
+  divide(sum, static_cast<double>(runs.size()));
+  return sum;
+}
+
+}  // namespace
+
 InitGradientsResult run_init_gradients(const InitGradientsParams& params,
                                        const Progress& progress) {
   validate(params);
   InitGradientsResult result;
   result.params = params;
-  const double total = forward_work(params);
-  double done = 0.0;
+  // One job per (placement, depth, seed), run in parallel; combined in this order below.
+  struct Job {
+    nn::Placement placement;
+    int depth;
+    uint64_t seed;
+  };
+  std::vector<Job> jobs;
   for (nn::Placement placement : params.placements) {
     for (int depth : params.depths) {
+      for (int i = 0; i < params.seeds; ++i) {
+        jobs.push_back({placement, depth, params.seed + static_cast<uint64_t>(i)});
+      }
+    }
+  }
+  std::vector<SeedMeasurement> measured(jobs.size());
+  run_in_parallel(
+      static_cast<int64_t>(jobs.size()),
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        measured[static_cast<size_t>(i)] = measure_one(params, job.placement, job.depth, job.seed);
+      },
+      [&](int64_t i) { return static_cast<double>(jobs[static_cast<size_t>(i)].depth); },
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        return std::string(nn::placement_name(job.placement)) + ", depth " +
+               std::to_string(job.depth);
+      },
+      progress);
+
+  size_t next = 0;
+  for (nn::Placement placement : params.placements) {
+    for (int depth : params.depths) {
+      const std::vector<SeedMeasurement> runs(
+          measured.begin() + static_cast<std::ptrdiff_t>(next),
+          measured.begin() + static_cast<std::ptrdiff_t>(next + params.seeds));
+      next += static_cast<size_t>(params.seeds);
       InitGradientsStack stack;
       stack.placement = placement;
       stack.depth = depth;
-      for (int i = 0; i < params.seeds; ++i) {
-        const uint64_t seed = params.seed + static_cast<uint64_t>(i);
-        nn::SequenceModel model(
-            model_config(params.shape, placement, depth, params.symbols + 2, seed));
-        numpy_random::Generator generator(seed);
-        const TaskBatch batch =
-            make_task_batch(params.task, params.symbols, params.length, params.batch, generator);
-        const nn::ParameterList parameters = model.parameters();
-        nn::zero_grad(parameters);
-        stack.loss += model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
-        const LayerGradNorms grads = layer_grad_norms(parameters, depth);
-        add_into(stack.attention_grad_norm, grads.attention);
-        add_into(stack.ffn_grad_norm, grads.ffn);
-        std::vector<double> stream{model.stack().input_stats().mean_token_norm};
-        for (const nn::LayerStats& layer : model.stack().layer_stats()) {
-          stream.push_back(layer.output.mean_token_norm);
-        }
-        add_into(stack.stream_norm, stream);
-        add_into(stack.stream_grad_norm, model.stack().residual_grad_norms());
-        if (progress) {
-          done += forward_work(params) / static_cast<double>(params.seeds) /
-                  std::accumulate(params.depths.begin(), params.depths.end(), 0.0) /
-                  static_cast<double>(params.placements.size()) * depth;
-          progress(done / total,
-                   std::string(nn::placement_name(placement)) + ", depth " + std::to_string(depth));
-        }
+      std::vector<double> top, ratio, mean_grad;
+      for (const SeedMeasurement& run : runs) {
+        stack.loss += run.loss / params.seeds;
+        top.push_back(run.ffn.back());
+        ratio.push_back(run.ffn.back() / run.ffn.front());
+        double sum = 0.0;
+        for (int l = 0; l < depth; ++l) sum += std::hypot(run.attention[l], run.ffn[l]);
+        mean_grad.push_back(sum / depth);
       }
-      const double count = params.seeds;
-      stack.loss /= count;
-      divide(stack.attention_grad_norm, count);
-      divide(stack.ffn_grad_norm, count);
-      divide(stack.stream_norm, count);
-      divide(stack.stream_grad_norm, count);
-      stack.top_to_bottom_ratio = stack.ffn_grad_norm.back() / stack.ffn_grad_norm.front();
-      double sum = 0.0;
-      for (int l = 0; l < depth; ++l) {
-        sum += std::hypot(stack.attention_grad_norm[l], stack.ffn_grad_norm[l]);
-      }
-      stack.mean_layer_grad_norm = sum / depth;
+      stack.attention_grad_norm = mean_over(runs, &SeedMeasurement::attention);
+      stack.ffn_grad_norm = mean_over(runs, &SeedMeasurement::ffn);
+      stack.stream_norm = mean_over(runs, &SeedMeasurement::stream);
+      stack.stream_grad_norm = mean_over(runs, &SeedMeasurement::stream_grad);
+      stack.token_cosine = mean_over(runs, &SeedMeasurement::cosine);
+      stack.attention_norm_input = mean_over(runs, &SeedMeasurement::attention_norm_input);
+      stack.attention_norm_output = mean_over(runs, &SeedMeasurement::attention_norm_output);
+      stack.ffn_norm_input = mean_over(runs, &SeedMeasurement::ffn_norm_input);
+      stack.ffn_norm_output = mean_over(runs, &SeedMeasurement::ffn_norm_output);
+      stack.top_ffn_grad = spread_of(top);
+      stack.top_to_bottom = spread_of(ratio);
+      stack.mean_layer_grad = spread_of(mean_grad);
+      stack.top_to_bottom_ratio = stack.top_to_bottom.median;
+      stack.mean_layer_grad_norm = stack.mean_layer_grad.median;
+      stack.top_ffn_grad_per_seed = top;
       result.stacks.push_back(std::move(stack));
     }
+  }
+  const auto find = [&](nn::Placement placement, int depth) -> const InitGradientsStack* {
+    for (const InitGradientsStack& s : result.stacks) {
+      if (s.placement == placement && s.depth == depth) return &s;
+    }
+    return nullptr;
+  };
+  for (int depth : params.depths) {
+    const InitGradientsStack* post = find(nn::Placement::post_norm, depth);
+    const InitGradientsStack* pre = find(nn::Placement::pre_norm, depth);
+    if (post == nullptr || pre == nullptr) continue;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < post->top_ffn_grad_per_seed.size(); ++i) {
+      ratios.push_back(post->top_ffn_grad_per_seed[i] / pre->top_ffn_grad_per_seed[i]);
+    }
+    result.post_over_pre.push_back({depth, spread_of(ratios)});
   }
   return result;
 }
 
 nlohmann::json to_json(const InitGradientsParams& params) {
-  return {{"placements", placements_json(params.placements)},
-          {"depths", params.depths},
-          {"d_model", params.shape.d_model},
-          {"n_heads", params.shape.n_heads},
-          {"d_ff", params.shape.d_ff},
-          {"task", sequence_task_name(params.task)},
-          {"length", params.length},
-          {"symbols", params.symbols},
-          {"batch", params.batch},
-          {"seeds", params.seeds},
-          {"seed", params.seed}};
+  nlohmann::json object = {{"placements", placements_json(params.placements)},
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed}};
+  add_shape_json(object, params.shape);
+  return object;
 }
 
 nlohmann::json to_json(const InitGradientsResult& result) {
@@ -140,15 +231,31 @@ nlohmann::json to_json(const InitGradientsResult& result) {
                       {"ffn_grad_norm", s.ffn_grad_norm},
                       {"stream_norm", s.stream_norm},
                       {"stream_grad_norm", s.stream_grad_norm},
+                      {"token_cosine", s.token_cosine},
+                      {"attention_norm_input", s.attention_norm_input},
+                      {"attention_norm_output", s.attention_norm_output},
+                      {"ffn_norm_input", s.ffn_norm_input},
+                      {"ffn_norm_output", s.ffn_norm_output},
                       {"top_to_bottom_ratio", s.top_to_bottom_ratio},
-                      {"mean_layer_grad_norm", s.mean_layer_grad_norm}});
+                      {"mean_layer_grad_norm", s.mean_layer_grad_norm},
+                      {"top_ffn_grad", to_json(s.top_ffn_grad)},
+                      {"top_to_bottom", to_json(s.top_to_bottom)},
+                      {"mean_layer_grad", to_json(s.mean_layer_grad)},
+                      {"top_ffn_grad_per_seed", s.top_ffn_grad_per_seed}});
   }
-  return {{"experiment", "init-gradients"}, {"params", to_json(result.params)}, {"stacks", stacks}};
+  nlohmann::json ratios = nlohmann::json::array();
+  for (const PlacementRatio& r : result.post_over_pre) {
+    ratios.push_back({{"depth", r.depth}, {"top_ffn_grad", to_json(r.post_over_pre)}});
+  }
+  return {{"experiment", "init-gradients"},
+          {"params", to_json(result.params)},
+          {"stacks", stacks},
+          {"post_over_pre", ratios}};
 }
 
 std::string to_csv(const InitGradientsResult& result) {
   CsvWriter csv({"placement", "depth", "layer", "attention_grad_norm", "ffn_grad_norm",
-                 "stream_norm", "stream_grad_norm"});
+                 "stream_norm", "stream_grad_norm", "token_cosine"});
   for (const InitGradientsStack& s : result.stacks) {
     for (int l = 0; l < s.depth; ++l) {
       csv.cell(std::string(nn::placement_name(s.placement)))
@@ -158,6 +265,7 @@ std::string to_csv(const InitGradientsResult& result) {
           .cell(s.ffn_grad_norm[l])
           .cell(s.stream_norm[l + 1])
           .cell(s.stream_grad_norm[l])
+          .cell(s.token_cosine[l + 1])
           .end_row();
     }
   }

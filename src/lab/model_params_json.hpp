@@ -29,6 +29,17 @@ inline void read_shape(JsonParams& reader, ModelShape& shape) {
   reader.read("d_model", shape.d_model);
   reader.read("n_heads", shape.n_heads);
   reader.read("d_ff", shape.d_ff);
+  std::string sublayers = sublayers_name(shape.sublayers);
+  reader.read("sublayers", sublayers);
+  shape.sublayers = parse_sublayers(sublayers);
+}
+
+// The keys read_shape reads, added to an experiment's parameter object.
+inline void add_shape_json(nlohmann::json& object, const ModelShape& shape) {
+  object["d_model"] = shape.d_model;
+  object["n_heads"] = shape.n_heads;
+  object["d_ff"] = shape.d_ff;
+  object["sublayers"] = sublayers_name(shape.sublayers);
 }
 
 inline void read_task(JsonParams& reader, SequenceTask& task) {

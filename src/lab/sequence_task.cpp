@@ -28,6 +28,17 @@ SequenceTask parse_sequence_task(const std::string& name) {
   throw Error("task is \"" + name + "\", expected copy, reverse or sort");
 }
 
+std::string sublayers_name(Sublayers sublayers) {
+  return sublayers == Sublayers::ffn ? "ffn" : "attn_ffn";
+}
+
+Sublayers parse_sublayers(const std::string& name) {
+  for (Sublayers sublayers : {Sublayers::attn_ffn, Sublayers::ffn}) {
+    if (sublayers_name(sublayers) == name) return sublayers;
+  }
+  throw Error("sublayers is \"" + name + "\", expected attn_ffn or ffn");
+}
+
 TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,
                           numpy_random::Generator& generator) {
   TaskBatch out;

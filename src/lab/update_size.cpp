@@ -11,6 +11,7 @@
 #include "lab/csv.hpp"
 #include "lab/json_params.hpp"
 #include "lab/model_params_json.hpp"
+#include "lab/parallel_runs.hpp"
 #include "lab/transformer_probe.hpp"
 
 namespace addnorm::lab {
@@ -45,20 +46,93 @@ StackOutputs run_stack(nn::Stack& stack, const Tensor& x) {
   return outputs;
 }
 
+// The noise of perturbation mode: generator seed + this, so it differs from the batch's draws.
+constexpr uint64_t kNoiseSeedOffset = 2'000'003;
+
+// One seed's changes, one entry per lr.
+struct SeedChanges {
+  std::vector<double> output, absolute, loss_before, loss_after;
+  std::vector<std::vector<double>> layers;
+};
+
+SeedChanges measure_one(const UpdateSizeParams& params, nn::Placement placement, int depth,
+                        uint64_t seed) {
+  nn::SequenceModel model(model_config(params.shape, placement, depth, params.symbols + 2, seed));
+  model.set_training(false);  // dropout is 0 anyway; BatchNorm would use running stats
+  numpy_random::Generator generator(seed);
+  const TaskBatch batch =
+      make_task_batch(params.task, params.symbols, params.length, params.batch, generator);
+  Tensor x;
+  model.embedding().forward(batch.tokens, batch.batch, batch.seq, x);
+  const StackOutputs before = run_stack(model.stack(), x);
+
+  const nn::ParameterList parameters = model.parameters();
+  nn::zero_grad(parameters);
+  const double loss_before =
+      model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
+  std::vector<std::vector<float>> original;
+  for (const nn::Parameter* p : parameters) original.push_back(p->value.values());
+
+  SeedChanges changes;
+  for (double lr : params.lrs) {
+    if (params.mode == UpdateMode::adam) {
+      nn::AdamOptions options;
+      options.schedule.kind = nn::LrScheduleKind::constant;
+      options.schedule.lr = lr;
+      nn::Adam adam(parameters, options);
+      adam.step();
+    } else {
+      // The same draws for every lr: only the size of the move changes along the sweep.
+      numpy_random::Generator noise(seed + kNoiseSeedOffset);
+      for (nn::Parameter* p : parameters) {
+        if (p->layer < 0) continue;  // the stack's weights only: its input x is held fixed
+        for (float& v : p->value.values()) {
+          v = static_cast<float>(v + lr * noise.standard_normal());
+        }
+      }
+    }
+    const StackOutputs after = run_stack(model.stack(), x);
+    const double absolute = rms_difference(after.output, before.output);
+    changes.absolute.push_back(absolute);
+    changes.output.push_back(absolute / rms(before.output));
+    std::vector<double> layers;
+    for (int l = 0; l < depth; ++l) {
+      layers.push_back(rms_difference(after.blocks[l], before.blocks[l]) / rms(before.blocks[l]));
+    }
+    changes.layers.push_back(std::move(layers));
+    changes.loss_before.push_back(loss_before);
+    changes.loss_after.push_back(model.loss(batch.tokens, batch.targets, batch.batch, batch.seq));
+    for (size_t i = 0; i < parameters.size(); ++i) parameters[i]->value.values() = original[i];
+  }
+  return changes;
+}
+
 double forward_work(const UpdateSizeParams& p) {
   const double seq = 2.0 * p.length + 1.0;
   const double blocks = std::accumulate(p.depths.begin(), p.depths.end(), 0.0);
   return blocks * static_cast<double>(p.placements.size()) * p.seeds * p.batch * seq *
-         p.shape.d_model * (4.0 * p.shape.d_model + 2.0 * p.shape.d_ff + 2.0 * seq);
+         p.shape.d_model * (4.0 * p.shape.d_model + 2.0 * p.shape.d_ff + 2.0 * seq) *
+         (1.0 + static_cast<double>(p.lrs.size()) / 3.0);  // a forward per lr, a third of a step
 }
 
 }  // namespace
+
+std::string update_mode_name(UpdateMode mode) {
+  return mode == UpdateMode::adam ? "adam" : "perturbation";
+}
+
+UpdateMode parse_update_mode(const std::string& name) {
+  for (UpdateMode mode : {UpdateMode::adam, UpdateMode::perturbation}) {
+    if (update_mode_name(mode) == name) return mode;
+  }
+  throw Error("mode is \"" + name + "\", expected adam or perturbation");
+}
 
 UpdateSizeParams update_size_quick() {
   UpdateSizeParams params;
   params.depths = {6, 12};
   params.shape = {32, 4, 64};
-  params.seeds = 1;
+  params.seeds = 4;
   return params;
 }
 
@@ -71,10 +145,15 @@ void validate(const UpdateSizeParams& params) {
   check_integer("length", params.length, 1, 64);
   check_integer("symbols", params.symbols, 2, 100);
   check_integer("batch", params.batch, 1, 256);
-  if (!(params.lr > 0.0) || params.lr > 1.0 || !std::isfinite(params.lr)) {
-    throw Error("lr is " + number_text(params.lr) + ", expected a number in (0, 1]");
+  check_count("lrs", params.lrs.size(), 1, 8);
+  for (size_t i = 0; i < params.lrs.size(); ++i) {
+    const double lr = params.lrs[i];
+    if (!(lr > 0.0) || lr > 1.0 || !std::isfinite(lr)) {
+      throw Error("lrs[" + std::to_string(i) + "] is " + number_text(lr) +
+                  ", expected a number in (0, 1]");
+    }
   }
-  check_integer("seeds", params.seeds, 1, 16);
+  check_integer("seeds", params.seeds, 1, 64);
   const double work = forward_work(params);
   if (work > kUpdateSizeMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds per forward, " +
@@ -87,78 +166,98 @@ UpdateSizeResult run_update_size(const UpdateSizeParams& params, const Progress&
   validate(params);
   UpdateSizeResult result;
   result.params = params;
-  const double total_blocks = std::accumulate(params.depths.begin(), params.depths.end(), 0.0) *
-                              static_cast<double>(params.placements.size()) * params.seeds;
-  double done_blocks = 0.0;
+  struct Job {
+    nn::Placement placement;
+    int depth;
+    uint64_t seed;
+  };
+  std::vector<Job> jobs;
   for (nn::Placement placement : params.placements) {
     for (int depth : params.depths) {
-      UpdateSizeStack stack;
-      stack.placement = placement;
-      stack.depth = depth;
-      stack.layer_change.assign(static_cast<size_t>(depth), 0.0);
       for (int i = 0; i < params.seeds; ++i) {
-        const uint64_t seed = params.seed + static_cast<uint64_t>(i);
-        nn::SequenceModel model(
-            model_config(params.shape, placement, depth, params.symbols + 2, seed));
-        model.set_training(false);  // dropout is 0 anyway; BatchNorm would use running stats
-        numpy_random::Generator generator(seed);
-        const TaskBatch batch =
-            make_task_batch(params.task, params.symbols, params.length, params.batch, generator);
-        Tensor x;
-        model.embedding().forward(batch.tokens, batch.batch, batch.seq, x);
-        const StackOutputs before = run_stack(model.stack(), x);
-
-        const nn::ParameterList parameters = model.parameters();
-        nn::zero_grad(parameters);
-        const double loss_before =
-            model.forward_backward(batch.tokens, batch.targets, batch.batch, batch.seq);
-        nn::AdamOptions options;
-        options.schedule.kind = nn::LrScheduleKind::constant;
-        options.schedule.lr = params.lr;
-        nn::Adam adam(parameters, options);
-        adam.step();
-        const double loss_after = model.loss(batch.tokens, batch.targets, batch.batch, batch.seq);
-
-        const StackOutputs after = run_stack(model.stack(), x);
-        stack.absolute_output_change += rms_difference(after.output, before.output);
-        stack.output_change += rms_difference(after.output, before.output) / rms(before.output);
-        for (int l = 0; l < depth; ++l) {
-          stack.layer_change[l] +=
-              rms_difference(after.blocks[l], before.blocks[l]) / rms(before.blocks[l]);
-        }
-        stack.loss_before += loss_before;
-        stack.loss_after += loss_after;
-        done_blocks += depth;
-        if (progress) {
-          progress(done_blocks / total_blocks,
-                   std::string(nn::placement_name(placement)) + ", depth " + std::to_string(depth));
-        }
+        jobs.push_back({placement, depth, params.seed + static_cast<uint64_t>(i)});
       }
-      const double count = params.seeds;
-      stack.output_change /= count;
-      stack.absolute_output_change /= count;
-      stack.loss_before /= count;
-      stack.loss_after /= count;
-      for (double& v : stack.layer_change) v /= count;
-      result.stacks.push_back(std::move(stack));
+    }
+  }
+  std::vector<SeedChanges> measured(jobs.size());
+  run_in_parallel(
+      static_cast<int64_t>(jobs.size()),
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        measured[static_cast<size_t>(i)] = measure_one(params, job.placement, job.depth, job.seed);
+      },
+      [&](int64_t i) { return static_cast<double>(jobs[static_cast<size_t>(i)].depth); },
+      [&](int64_t i) {
+        const Job& job = jobs[static_cast<size_t>(i)];
+        return std::string(nn::placement_name(job.placement)) + ", depth " +
+               std::to_string(job.depth);
+      },
+      progress);
+
+  const size_t seeds = static_cast<size_t>(params.seeds);
+  size_t first = 0;
+  for (nn::Placement placement : params.placements) {
+    for (int depth : params.depths) {
+      for (size_t k = 0; k < params.lrs.size(); ++k) {
+        UpdateSizeStack stack;
+        stack.placement = placement;
+        stack.depth = depth;
+        stack.lr = params.lrs[k];
+        stack.layer_change.assign(static_cast<size_t>(depth), 0.0);
+        std::vector<double> absolute;
+        for (size_t i = first; i < first + seeds; ++i) {
+          const SeedChanges& c = measured[i];
+          stack.output_change_per_seed.push_back(c.output[k]);
+          absolute.push_back(c.absolute[k]);
+          stack.loss_before += c.loss_before[k] / params.seeds;
+          stack.loss_after += c.loss_after[k] / params.seeds;
+          for (int l = 0; l < depth; ++l) stack.layer_change[l] += c.layers[k][l] / params.seeds;
+        }
+        stack.output_change_spread = spread_of(stack.output_change_per_seed);
+        stack.output_change = stack.output_change_spread.median;
+        stack.absolute_output_change = spread_of(absolute).median;
+        result.stacks.push_back(std::move(stack));
+      }
+      first += seeds;
+    }
+  }
+  const auto find = [&](nn::Placement placement, int depth, double lr) -> const UpdateSizeStack* {
+    for (const UpdateSizeStack& s : result.stacks) {
+      if (s.placement == placement && s.depth == depth && s.lr == lr) return &s;
+    }
+    return nullptr;
+  };
+  for (double lr : params.lrs) {
+    for (int depth : params.depths) {
+      const UpdateSizeStack* post = find(nn::Placement::post_norm, depth, lr);
+      const UpdateSizeStack* pre = find(nn::Placement::pre_norm, depth, lr);
+      const UpdateSizeStack* deep = find(nn::Placement::deep_norm, depth, lr);
+      if (post == nullptr || pre == nullptr || deep == nullptr) continue;
+      UpdateOrdering ordering{lr, depth, 0, params.seeds};
+      for (size_t i = 0; i < seeds; ++i) {
+        const double a = post->output_change_per_seed[i], b = pre->output_change_per_seed[i],
+                     c = deep->output_change_per_seed[i];
+        ordering.holds += (a > b && b > c) ? 1 : 0;
+      }
+      result.orderings.push_back(ordering);
     }
   }
   return result;
 }
 
 nlohmann::json to_json(const UpdateSizeParams& params) {
-  return {{"placements", placements_json(params.placements)},
-          {"depths", params.depths},
-          {"d_model", params.shape.d_model},
-          {"n_heads", params.shape.n_heads},
-          {"d_ff", params.shape.d_ff},
-          {"task", sequence_task_name(params.task)},
-          {"length", params.length},
-          {"symbols", params.symbols},
-          {"batch", params.batch},
-          {"lr", params.lr},
-          {"seeds", params.seeds},
-          {"seed", params.seed}};
+  nlohmann::json object = {{"placements", placements_json(params.placements)},
+                           {"depths", params.depths},
+                           {"task", sequence_task_name(params.task)},
+                           {"length", params.length},
+                           {"symbols", params.symbols},
+                           {"batch", params.batch},
+                           {"lrs", params.lrs},
+                           {"mode", update_mode_name(params.mode)},
+                           {"seeds", params.seeds},
+                           {"seed", params.seed}};
+  add_shape_json(object, params.shape);
+  return object;
 }
 
 nlohmann::json to_json(const UpdateSizeResult& result) {
@@ -166,27 +265,39 @@ nlohmann::json to_json(const UpdateSizeResult& result) {
   for (const UpdateSizeStack& s : result.stacks) {
     stacks.push_back({{"placement", std::string(nn::placement_name(s.placement))},
                       {"depth", s.depth},
+                      {"lr", s.lr},
                       {"output_change", s.output_change},
+                      {"output_change_spread", to_json(s.output_change_spread)},
+                      {"output_change_per_seed", s.output_change_per_seed},
                       {"absolute_output_change", s.absolute_output_change},
                       {"loss_before", s.loss_before},
                       {"loss_after", s.loss_after},
                       {"layer_change", s.layer_change}});
   }
-  return {{"experiment", "update-size"}, {"params", to_json(result.params)}, {"stacks", stacks}};
+  nlohmann::json orderings = nlohmann::json::array();
+  for (const UpdateOrdering& o : result.orderings) {
+    orderings.push_back({{"lr", o.lr}, {"depth", o.depth}, {"holds", o.holds}, {"seeds", o.seeds}});
+  }
+  return {{"experiment", "update-size"},
+          {"params", to_json(result.params)},
+          {"stacks", stacks},
+          {"orderings", orderings}};
 }
 
 std::string to_csv(const UpdateSizeResult& result) {
-  CsvWriter csv({"placement", "depth", "layer", "change"});
+  CsvWriter csv({"placement", "depth", "lr", "layer", "change"});
   for (const UpdateSizeStack& s : result.stacks) {
     for (int l = 0; l < s.depth; ++l) {
       csv.cell(std::string(nn::placement_name(s.placement)))
           .cell(s.depth)
+          .cell(s.lr)
           .cell(l)
           .cell(s.layer_change[l])
           .end_row();
     }
     csv.cell(std::string(nn::placement_name(s.placement)))
         .cell(s.depth)
+        .cell(s.lr)
         .cell("output")
         .cell(s.output_change)
         .end_row();
@@ -206,7 +317,10 @@ UpdateSizeParams update_size_params_from_json(const nlohmann::json& object) {
   reader.read("length", params.length);
   reader.read("symbols", params.symbols);
   reader.read("batch", params.batch);
-  reader.read("lr", params.lr);
+  reader.read("lrs", params.lrs);
+  std::string mode = update_mode_name(params.mode);
+  reader.read("mode", mode);
+  params.mode = parse_update_mode(mode);
   reader.read("seeds", params.seeds);
   reader.read("seed", params.seed);
   reader.finish();

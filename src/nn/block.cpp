@@ -164,9 +164,14 @@ const Tensor& TransformerBlock::forward(const Tensor& x, const AttentionMask& ma
   }
   ensure_shape(input_, x.shape());
   std::copy(x.values().begin(), x.values().end(), input_.values().begin());
-  const Tensor& attention_in = attention_box_->input(input_, training_);
-  attention_.forward(attention_in, mask, attention_out_);
-  attention_box_->output(input_, attention_out_, middle_, training_);
+  if (config_.attention) {
+    const Tensor& attention_in = attention_box_->input(input_, training_);
+    attention_.forward(attention_in, mask, attention_out_);
+    attention_box_->output(input_, attention_out_, middle_, training_);
+  } else {
+    ensure_shape(middle_, x.shape());
+    std::copy(x.values().begin(), x.values().end(), middle_.values().begin());
+  }
   const Tensor& ffn_in = ffn_box_->input(middle_, training_);
   feed_forward_.forward(ffn_in, ffn_out_);
   ffn_box_->output(middle_, ffn_out_, output_, training_);
@@ -181,6 +186,7 @@ const Tensor& TransformerBlock::backward(const Tensor& dy) {
   ffn_box_->output_backward(middle_, ffn_out_, dy, dmiddle_, dffn_out_, training_);
   feed_forward_.backward(ffn_box_->last_input(middle_), dffn_out_, dffn_in_);
   ffn_box_->input_backward(middle_, dffn_in_, dmiddle_, training_);
+  if (!config_.attention) return dmiddle_;
   attention_box_->output_backward(input_, attention_out_, dmiddle_, dinput_, dattention_out_,
                                   training_);
   attention_.backward(attention_box_->last_input(input_), dattention_out_, dattention_in_);
@@ -194,15 +200,30 @@ const Tensor& TransformerBlock::after_attention() const {
 const Tensor& TransformerBlock::output() const {
   return output_;
 }
+const Tensor& TransformerBlock::attention_input() const {
+  return config_.attention ? attention_box_->last_input(input_) : input_;
+}
+const Tensor& TransformerBlock::ffn_input() const {
+  return ffn_box_->last_input(middle_);
+}
+const Norm* TransformerBlock::attention_norm() const {
+  return config_.attention ? attention_box_->norm() : nullptr;
+}
+const Norm* TransformerBlock::ffn_norm() const {
+  return ffn_box_->norm();
+}
 
 void TransformerBlock::set_training(bool training) {
   training_ = training;
 }
 
 ParameterList TransformerBlock::parameters() {
-  ParameterList list = attention_.parameters();
+  ParameterList list;
+  if (config_.attention) list = attention_.parameters();
   for (Parameter* parameter : feed_forward_.parameters()) list.push_back(parameter);
-  for (Parameter* parameter : attention_box_->parameters()) list.push_back(parameter);
+  if (config_.attention) {
+    for (Parameter* parameter : attention_box_->parameters()) list.push_back(parameter);
+  }
   for (Parameter* parameter : ffn_box_->parameters()) list.push_back(parameter);
   return list;
 }

@@ -20,8 +20,13 @@ int blas_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
-// Below this many multiply-adds a product runs on the calling thread.
-constexpr int64_t kParallelWork = 1 << 20;
+// Below this many multiply-adds a product runs on the calling thread. A product shared out ends
+// in a barrier; on a machine where another process is busy the barrier can wait a scheduler time
+// slice (milliseconds) for the descheduled thread, so only products of a millisecond or more of
+// work (~4M multiply-adds at a few GFLOP/s on one core) are worth splitting. Measured with the
+// lab's update-size at d_model 16..512 while another process kept a core busy: docs/lab.md,
+// "Threads measured".
+constexpr int64_t kParallelWork = 1 << 22;
 
 }  // namespace
 

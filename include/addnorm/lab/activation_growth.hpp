@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/lab/seed_spread.hpp"
+
 namespace addnorm::lab {
 
 enum class GrowthMode { none, layer_norm, rms_norm, pre_norm, post_norm };
@@ -33,6 +35,9 @@ struct ActivationGrowthParams {
   uint64_t seed = 42;  // numpy_random::Generator: the input first, then one W per layer
   std::vector<GrowthMode> modes{GrowthMode::none, GrowthMode::layer_norm, GrowthMode::rms_norm,
                                 GrowthMode::pre_norm, GrowthMode::post_norm};  // 1 to 5, distinct
+  // The spread beside the single draw: the same run from seeds seed + 1 .. seed + spread_seeds,
+  // in [0, 64] (0: none). Each costs as much as the run itself.
+  int spread_seeds = 8;
 };
 // Caps that keep the largest run in tens of milliseconds: width^2 * layers (weights drawn) and
 // tokens * width^2 * layers * modes (multiply-adds).
@@ -46,6 +51,9 @@ struct GrowthCurve {
   std::vector<double> std;
   int first_layer_past_100 = 0;  // the first layer whose std exceeds 100 (0 if none)
   bool overflowed = false;       // some activation became Inf or NaN in float32
+  // Per layer (same indices as std): the std's median and interquartile range over the spread
+  // seeds (empty without them).
+  std::vector<Spread> std_spread;
 };
 
 struct ActivationGrowthResult {

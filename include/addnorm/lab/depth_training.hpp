@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "addnorm/lab/progress.hpp"
+#include "addnorm/lab/seed_spread.hpp"
 #include "addnorm/lab/sequence_task.hpp"
 #include "addnorm/nn/block.hpp"
 
@@ -36,13 +38,13 @@ struct DepthTrainingParams {
   double clip_norm = 0.0;        // 0: no clipping; otherwise the global gradient norm's limit
   double dropout = 0.0;          // on each sub-layer's output while training, in [0, 1)
   double target_loss = 0.5;      // steps_to_target: first step whose 10-step mean loss is below
-  int seeds = 2;                 // [1, 16]
+  int seeds = 4;                 // [1, 64]
   uint64_t seed = 0;             // run i uses seed + i for its weights and data
   int grad_history_points = 10;  // how many times per run the per-block gradient norms are kept
 };
 // steps * seeds * runs * blocks * batch * seq * d_model * (4 d_model + 2 d_ff + 2 seq): at most
 inline constexpr double kDepthTrainingMaxWork = 2e13;
-DepthTrainingParams depth_training_quick();  // depths 1 and 4, 60 steps, one seed
+DepthTrainingParams depth_training_quick();  // depths 1 and 4, 60 steps, two seeds
 
 struct TrainingRun {
   nn::Placement placement = nn::Placement::post_norm;
@@ -61,13 +63,43 @@ struct TrainingRun {
   std::vector<std::vector<double>> grad_history;
 };
 
-// Means over seeds for one (placement, depth, warmup).
+// One training run, one optimiser step at a time: run_depth_training drives every run to the
+// end with it; the server (POST /api/train) drives all runs a step at a time and streams each
+// step's loss. The same model, schedule, batches, divergence rule and held-out evaluation.
+struct TrainingStep {
+  double loss = 0.0;
+  double grad_norm = 0.0;  // before clipping; NaN when no step was taken (a non-finite loss)
+};
+class TrainingSession {
+ public:
+  TrainingSession(const DepthTrainingParams& params, nn::Placement placement, int depth,
+                  bool warmup, uint64_t seed);
+  ~TrainingSession();
+  TrainingSession(TrainingSession&&) noexcept;
+  TrainingSession& operator=(TrainingSession&&) noexcept;
+
+  // True after params.steps steps, or once a loss was not finite (the run stops there).
+  bool finished() const;
+  // One step on a fresh batch. Throws Error when the run has finished.
+  TrainingStep step();
+  // The held-out loss and accuracy, filled into the run's record (call after the last step).
+  const TrainingRun& evaluate();
+  // The record so far: the losses, gradient norms and per-block gradient history.
+  const TrainingRun& run() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Over the seeds of one (placement, depth, warmup): medians, with the spread beside them.
 struct TrainingSummary {
   nn::Placement placement = nn::Placement::post_norm;
   int depth = 0;
   bool warmup = false;
-  double final_loss = 0.0;  // mean over seeds of the held-out loss
-  double accuracy = 0.0;
+  double final_loss = 0.0;  // median over seeds of the held-out loss (a diverged run counts high)
+  double accuracy = 0.0;    // median over seeds of the held-out accuracy
+  Spread final_loss_spread, accuracy_spread;
   int reached_target = 0;             // seeds that reached the target loss
   double mean_steps_to_target = 0.0;  // over those seeds (0 if none)
   int diverged = 0;                   // seeds that diverged

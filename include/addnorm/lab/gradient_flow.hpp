@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/lab/seed_spread.hpp"
+
 namespace addnorm::lab {
 
 struct GradientFlowParams {
@@ -21,9 +23,14 @@ struct GradientFlowParams {
   double weight_std = 0.1;         // W ~ N(0, weight_std), in [0, 10]
   double residual_scale = 1.0;     // lambda in y = lambda x + W x, in [-10, 10]
   uint64_t seed = 42;              // numpy_random::Generator(seed); stacks drawn in order
+  // The spread beside the single draw: the same stacks drawn from seeds seed + 1 ..
+  // seed + spread_seeds, in [0, 256] (0: none).
+  int spread_seeds = 256;
 };
-// The limit on the total number of weights, sum(depths) * width^2, that keeps a run fast.
+// The limit on the total number of weights, sum(depths) * width^2 * (1 + spread_seeds), that
+// keeps a run fast.
 inline constexpr int64_t kGradientFlowMaxWeights = int64_t{1} << 19;
+inline constexpr int64_t kGradientFlowMaxSpreadWeights = int64_t{1} << 25;  // ~0.3 s of draws
 
 struct GradientFlowStack {
   int depth = 0;
@@ -36,6 +43,8 @@ struct GradientFlowStack {
   // |g| sqrt(lambda^2 + weight_std^2 d)^k with it.
   std::vector<double> expected_without_residual;
   std::vector<double> expected_with_residual;
+  // Over the spread seeds, per index k: median and interquartile range (empty without them).
+  std::vector<Spread> spread_without_residual, spread_with_residual;
 };
 
 struct GradientFlowResult {

@@ -6,8 +6,13 @@
 // addnorm::nn (embedding, N blocks, head, cross-entropy on the copy task), runs one forward and
 // backward at initialisation and records, per block:
 //   - the gradient norm of its attention weights and of its FFN weights;
-//   - the residual stream's mean token norm after the block, and the gradient norm reaching it.
-// Values are averaged over `seeds` models (each seed: its own weights and batch).
+//   - the residual stream's mean token norm after the block, and the gradient norm reaching it;
+//   - the mean token norm of the input and the output of each of its norms (the input of a
+//     post-norm block's norm is x + F(x), which the stream never shows);
+//   - the mean cosine similarity between the tokens of a sequence after it (rank collapse).
+// Per-block curves are means over `seeds` models (each seed: its own weights and batch); the
+// headline numbers (the top block's FFN gradient, the top/bottom ratio, the post/pre ratio per
+// depth) are medians over seeds with their interquartile range.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "addnorm/lab/progress.hpp"
+#include "addnorm/lab/seed_spread.hpp"
 #include "addnorm/lab/sequence_task.hpp"
 #include "addnorm/nn/block.hpp"
 
@@ -29,13 +35,13 @@ struct InitGradientsParams {
   int length = 8;     // symbols per sequence, [1, 64]; the sequence is 2 length + 1 tokens
   int symbols = 10;   // [2, 100]
   int batch = 8;      // [1, 256]
-  int seeds = 2;      // models averaged, [1, 16]
+  int seeds = 64;     // models per stack, [1, 64]
   uint64_t seed = 0;  // model seed s + i and batch generator seed s + i for the i-th model
 };
 // The work cap: sum(depths) * placements * seeds * batch * seq * d_model * (4 d_model + 2 d_ff)
 // multiply-adds (a forward; the backward is about twice that) must stay under this.
 inline constexpr double kInitGradientsMaxWork = 5e10;
-// The parameters of --quick: depths 6 and 12, d_model 32, one seed.
+// The parameters of --quick: depths 6 and 12, d_model 32, four seeds.
 InitGradientsParams init_gradients_quick();
 
 struct InitGradientsStack {
@@ -50,15 +56,34 @@ struct InitGradientsStack {
   // Index l: the gradient entering block l from above (its output's gradient is index l + 1);
   // index depth: at the stack's output.
   std::vector<double> stream_grad_norm;
-  // Summaries: top block's FFN gradient / bottom block's, and the mean over blocks of
-  // sqrt(attention^2 + ffn^2).
+  // Index 0: the embedded input; index l + 1: after block l. Mean over ordered token pairs of a
+  // sequence of their cosine similarity (stream_probe.hpp).
+  std::vector<double> token_cosine;
+  // Per block, the mean token norm of what each norm read and wrote (empty for placements
+  // without norms; the attention ones are empty for FFN-only blocks).
+  std::vector<double> attention_norm_input, attention_norm_output;
+  std::vector<double> ffn_norm_input, ffn_norm_output;
+  // Summaries: the top block's FFN gradient / the bottom block's, and the mean over blocks of
+  // sqrt(attention^2 + ffn^2): medians over seeds (the per-seed values' spread below).
   double top_to_bottom_ratio = 0.0;
   double mean_layer_grad_norm = 0.0;
+  Spread top_ffn_grad;     // the top block's FFN gradient norm
+  Spread top_to_bottom;    // per seed: top block's FFN gradient / bottom block's
+  Spread mean_layer_grad;  // per seed: mean over blocks of the block's gradient norm
+  std::vector<double> top_ffn_grad_per_seed;  // in seed order (seed, seed + 1, ...)
+};
+
+// For each depth run with both post_norm and pre_norm: the top block's FFN gradient of the
+// post-norm stack over the pre-norm one's, per seed (the two share the seed's batch).
+struct PlacementRatio {
+  int depth = 0;
+  Spread post_over_pre;
 };
 
 struct InitGradientsResult {
   InitGradientsParams params;
-  std::vector<InitGradientsStack> stacks;  // placements outer, depths inner
+  std::vector<InitGradientsStack> stacks;     // placements outer, depths inner
+  std::vector<PlacementRatio> post_over_pre;  // one per depth when both placements ran
 };
 
 void validate(const InitGradientsParams& params);

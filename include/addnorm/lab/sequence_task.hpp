@@ -33,11 +33,18 @@ struct TaskBatch {
 TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,
                           numpy_random::Generator& generator);
 
+// Which sub-layers a block has: attention then FFN (the transformer's block), or the FFN only
+// (the block of warmup and signal-propagation studies; nothing mixes the tokens).
+enum class Sublayers { attn_ffn, ffn };
+std::string sublayers_name(Sublayers sublayers);     // "attn_ffn", "ffn"
+Sublayers parse_sublayers(const std::string& name);  // throws Error for another name
+
 // The transformer the experiments build: sizes of one block.
 struct ModelShape {
   int d_model = 32;  // in [4, 512], a multiple of n_heads
   int n_heads = 4;   // in [1, 16]
   int d_ff = 64;     // in [1, 2048]
+  Sublayers sublayers = Sublayers::attn_ffn;
 };
 void validate(const ModelShape& shape);
 

@@ -43,6 +43,10 @@ struct BlockConfig {
   NormType norm = NormType::layer_norm;  // ignored by no_norm and rezero
   float eps = 1e-5f;
   float dropout = 0.0f;  // on each sub-layer's output, before the residual add; in [0, 1)
+  // false: the block is its FFN sub-layer only (one Add & Norm box), the usual block of warmup
+  // and signal-propagation studies. The attention weights are still drawn (so the FFN weights
+  // are the same as in the full block) but are not parameters and are never run.
+  bool attention = true;
 };
 
 // Throws Error naming the field when a value is out of range (sizes >= 1 and below documented
@@ -77,9 +81,18 @@ class TransformerBlock {
   // dx from dy (gradient of the output of the last forward); accumulates parameter gradients.
   const Tensor& backward(const Tensor& dy);
 
+  // The last forward's input (the block keeps a copy).
+  const Tensor& input() const { return input_; }
   // The residual stream between the two sub-layers (after the attention Add & Norm).
   const Tensor& after_attention() const;
   const Tensor& output() const;
+  // What each sub-layer read in the last forward: Norm(x) for pre-norm, x otherwise.
+  const Tensor& attention_input() const;
+  const Tensor& ffn_input() const;
+  // Each Add & Norm box's norm (its saved row statistics describe the norm's last input), or
+  // nullptr for placements without a norm.
+  const Norm* attention_norm() const;
+  const Norm* ffn_norm() const;
 
   void set_training(bool training);
   bool training() const { return training_; }

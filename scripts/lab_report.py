@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Writes docs/lab-results.md from the JSON of the runs scripts/lab-report.sh made.
+
+usage: lab_report.py JSON_DIR OUT.md [--quick]
+
+Every table is printed from a run's JSON; every section names the command that produced it, so
+a claim in docs/lab.md can cite the section, and anyone can repeat the run.
+"""
+import json
+import os
+import sys
+
+SETTINGS = {
+    "init-gradients-ffn": ("init-gradients", "--sublayers ffn"),
+    "update-size-perturbation": ("update-size", "--mode perturbation"),
+}
+
+
+def g(value, digits=3):
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return f"{value:.{digits}g}"
+
+
+def spread(s):
+    if s["seeds"] < 2:
+        return g(s["median"])
+    return f"{g(s['median'])} [{g(s['q25'])}, {g(s['q75'])}]"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def gradient_flow(r):
+    p = r["params"]
+    rows = []
+    for s in r["stacks"]:
+        others_without = spread(s["spread_without_residual"][-1]) if s["spread_without_residual"] else "-"
+        others_with = spread(s["spread_with_residual"][-1]) if s["spread_with_residual"] else "-"
+        rows.append([s["depth"], f"{s['without_residual'][-1]:.2e}", g(s["with_residual"][-1]),
+                     others_without, others_with, g(s["expected_without_residual"][-1]),
+                     g(s["expected_with_residual"][-1])])
+    return (f"Width {p['width']}, W ~ N(0, {p['weight_std']}); the page's draw is "
+            f"default_rng({p['seed']}); the spread is over seeds {p['seed'] + 1}.."
+            f"{p['seed'] + p['spread_seeds']}.\n\n" +
+            table(["layers", f"no residual, seed {p['seed']}", f"residual, seed {p['seed']}",
+                   "no residual, other seeds: median [IQR]", "residual, other seeds",
+                   "theory RMS, no residual", "theory RMS, residual"], rows))
+
+
+def activation_growth(r):
+    p = r["params"]
+    rows = []
+    for c in r["curves"]:
+        past = c["first_layer_past_100"] or "never"
+        spread_cell = spread(c["std_spread"][-1]) if c.get("std_spread") else "-"
+        rows.append([c["mode"], g(c["std"][-1], 6), spread_cell, past])
+    return (f"{p['tokens']} tokens x width {p['width']}, {p['layers']} layers, gain {p['gain']}, "
+            f"seed {p['seed']}.\n\n" +
+            table(["mode", f"std at layer {p['layers']}", "other seeds: median [IQR]",
+                   "first layer past std 100"], rows))
+
+
+def norm_steps(r):
+    rows = [[s["name"], ", ".join(g(v, 5) for v in s["values"]), g(s["mean"], 5), g(s["std"], 8)]
+            for s in r["steps"]]
+    return table(["step", "values", "mean", "std"], rows)
+
+
+def batch_vs_layer(r):
+    rows = [[e["batch_size"], g(e["batch_norm_padded"]), g(e["batch_norm_real"]),
+             g(e["layer_norm"])] for e in r["batch_sizes"]]
+    m = r["modes"]
+    return (table(["sentences in batch", "batch norm (padding counted)",
+                   "batch norm (real tokens)", "layer norm"], rows) +
+            "\nSentence 0's largest output change against its output alone, as above. "
+            f"Inference vs training mode: batch norm {g(m['batch_norm_in_batch'])} (in its batch), "
+            f"{g(m['batch_norm_alone'])} (alone); layer norm {g(m['layer_norm'])}.\n")
+
+
+def init_gradients(r):
+    p = r["params"]
+    rows = []
+    for s in r["stacks"]:
+        top_in = g(s["ffn_norm_input"][-1]) if s["ffn_norm_input"] else "-"
+        top_out = g(s["ffn_norm_output"][-1]) if s["ffn_norm_output"] else "-"
+        rows.append([s["placement"], s["depth"], spread(s["top_ffn_grad"]),
+                     spread(s["top_to_bottom"]), spread(s["mean_layer_grad"]),
+                     g(s["stream_norm"][-1]), top_in, top_out, g(s["token_cosine"][-1])])
+    text = (f"d_model {p['d_model']}, {p['n_heads']} heads, d_ff {p['d_ff']}, sub-layers "
+            f"{p['sublayers']}, task {p['task']}, batch {p['batch']}, {p['seeds']} seeds; "
+            "median [interquartile range] over seeds; the last four columns are means over "
+            "seeds at the top block.\n\n" +
+            table(["placement", "L", "top block's FFN grad", "top / bottom",
+                   "mean grad per block", "stream norm at top", "top FFN norm: input",
+                   "output", "token cosine at top"], rows))
+    if r.get("post_over_pre"):
+        text += "\nPost-norm over pre-norm, the top block's FFN gradient, per seed (same batch):\n\n"
+        text += table(["L", "post / pre: median [IQR]"],
+                      [[x["depth"], spread(x["top_ffn_grad"])] for x in r["post_over_pre"]])
+    return text
+
+
+def update_size(r):
+    p = r["params"]
+    text = (f"Mode {p['mode']}, d_model {p['d_model']}, sub-layers {p['sublayers']}, "
+            f"{p['seeds']} seeds; RMS change of the stack's output over its RMS, median "
+            "[interquartile range].\n")
+    depths = p["depths"]
+    for lr in p["lrs"]:
+        rows = []
+        for placement in p["placements"]:
+            row = [placement]
+            for depth in depths:
+                match = [s for s in r["stacks"] if s["placement"] == placement and
+                         s["depth"] == depth and s["lr"] == lr]
+                row.append(spread(match[0]["output_change_spread"]) if match else "-")
+            rows.append(row)
+        orderings = [o for o in r["orderings"] if o["lr"] == lr]
+        if orderings:
+            rows.append(["post > pre > deep (seeds)"] +
+                        [f"{o['holds']}/{o['seeds']}" for o in orderings])
+        text += f"\nlr {lr:g}:\n\n" + table(["placement"] + [f"L = {d}" for d in depths], rows)
+    return text
+
+
+def depth_training(r):
+    p = r["params"]
+    rows = []
+    for s in r["summaries"]:
+        rows.append([s["placement"], s["depth"], "warmup" if s["warmup"] else "constant",
+                     spread(s["final_loss_spread"]),
+                     spread({k: (100 * v if k != "seeds" else v)
+                             for k, v in s["accuracy_spread"].items()}) + " %",
+                     f"{s['reached_target']}/{p['seeds']}", f"{s['diverged']}/{p['seeds']}"])
+    return (f"Task {p['task']} ({p['length']} symbols of {p['symbols']}), d_model {p['d_model']}, "
+            f"{p['steps']} Adam steps of batch {p['batch']}, peak lr {p['lr']}, warmup "
+            f"{p['warmup_steps']} steps, {p['seeds']} seeds; held-out loss (chance "
+            f"{r['chance_loss']:.3f}) and accuracy, median [interquartile range].\n\n" +
+            table(["placement", "depth", "schedule", "held-out loss", "accuracy",
+                   f"reached loss {p['target_loss']}", "diverged"], rows))
+
+
+def headline_medians(label, r):
+    """The medians a claim rests on, by name, for the seed-stability table."""
+    out = {}
+    if label == "gradient-flow":
+        for s in r["stacks"]:
+            out[f"{s['depth']} layers, no residual"] = s["spread_without_residual"][-1]["median"]
+            out[f"{s['depth']} layers, residual"] = s["spread_with_residual"][-1]["median"]
+    elif label == "activation-growth":
+        for c in r["curves"]:
+            out[f"{c['mode']}, last std"] = c["std_spread"][-1]["median"]
+    elif label.startswith("init-gradients"):
+        for s in r["stacks"]:
+            out[f"{s['placement']} L={s['depth']} top FFN grad"] = s["top_ffn_grad"]["median"]
+        for x in r.get("post_over_pre", []):
+            out[f"post/pre L={x['depth']}"] = x["top_ffn_grad"]["median"]
+    elif label.startswith("update-size"):
+        for s in r["stacks"]:
+            out[f"{s['placement']} L={s['depth']} lr={s['lr']:g}"] = s["output_change"]
+    elif label == "depth-training":
+        for s in r["summaries"]:
+            key = f"{s['placement']} L={s['depth']} {'warmup' if s['warmup'] else 'constant'}"
+            out[key + " loss"] = s["final_loss"]
+            out[key + " accuracy"] = s["accuracy"]
+    return out
+
+
+def stability(json_dir):
+    """Largest relative move of a headline median between the two disjoint seed sets."""
+    rows = []
+    for label, _ in SECTIONS:
+        second_path = os.path.join(json_dir, "second", label + ".json")
+        if not os.path.exists(second_path):
+            continue
+        with open(os.path.join(json_dir, label + ".json"), encoding="utf-8") as source:
+            first = headline_medians(label, json.load(source))
+        with open(second_path, encoding="utf-8") as source:
+            second = headline_medians(label, json.load(source))
+        moves = []
+        for key, a in first.items():
+            b = second[key]
+            scale = max(abs(a), abs(b))
+            moves.append((abs(a - b) / scale if scale > 0 else 0.0, key, a, b))
+        moves.sort(reverse=True)
+        worst = moves[0]
+        within = sum(1 for m in moves if m[0] < 0.10)
+        rows.append([label, f"{within}/{len(moves)}", f"{100 * worst[0]:.1f}%",
+                     f"{worst[1]}: {g(worst[2])} vs {g(worst[3])}"])
+    return table(["run", "medians that moved < 10%", "largest move", "where"], rows)
+
+
+SECTIONS = [
+    ("gradient-flow", gradient_flow),
+    ("activation-growth", activation_growth),
+    ("norm-steps", norm_steps),
+    ("batch-vs-layer", batch_vs_layer),
+    ("init-gradients", init_gradients),
+    ("init-gradients-ffn", init_gradients),
+    ("update-size", update_size),
+    ("update-size-perturbation", update_size),
+    ("depth-training", depth_training),
+]
+
+
+def main(argv):
+    if len(argv) not in (3, 4) or (len(argv) == 4 and argv[3] != "--quick"):
+        sys.exit("usage: lab_report.py JSON_DIR OUT.md [--quick]")
+    json_dir, out = argv[1], argv[2]
+    quick = len(argv) == 4
+    lines = ["# The lab's results, generated\n",
+             "Written by `bash scripts/lab-report.sh`" + (" --quick" if quick else "") +
+             " from the JSON of the runs below; do not edit by hand. [lab.md](lab.md) states "
+             "the claims and cites these sections. Each section's command repeats the run "
+             "(add `--json` for every number, `--plot FILE.svg` for the figure).\n"]
+    for label, render in SECTIONS:
+        path = os.path.join(json_dir, label + ".json")
+        with open(path, encoding="utf-8") as source:
+            result = json.load(source)
+        name, extra = SETTINGS.get(label, (label, ""))
+        command = f"addnorm lab-run {name}{' ' + extra if extra else ''}{' --quick' if quick else ''}"
+        lines.append(f"\n## {label}\n")
+        lines.append(f"`{command}`\n")
+        lines.append(render(result))
+        lines.append(f"\n![{label}](figures/{label}.svg)\n")
+    lines.append("\n## Seed stability\n")
+    lines.append("Each stochastic run again on the next, disjoint set of seeds (the same count; "
+                 "`--seed` moved past the first set), and how far each headline median moved "
+                 "(|a - b| / max(|a|, |b|)).\n")
+    lines.append(stability(json_dir))
+    with open(out, "w", encoding="utf-8") as target:
+        target.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
