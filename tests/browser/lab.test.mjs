@@ -113,7 +113,7 @@ test('1 Residuals: the page figures, the toggle, the slider and the keyboard', a
   for (const figure of ['8.62e-04', '3.31', '6.86e-14', '2.79']) {
     assert.ok(figures.includes(figure), `"${figures}" lacks ${figure}`);
   }
-  let answer = await api('/api/gradient-flow', { depths: [6, 24], weight_std: 0.1 });
+  let answer = await api('/api/gradient-flow', { depths: [6, 24], weight_std: 0.1, spread_seeds: 0 });
   sameNumbers(await barValues('residual-chart'), [...answer.stacks[0].with_residual].reverse(), 'with residuals, 6 layers');
   assert.match(await text('#residual-readout'), /3\.31/);
   // Sizes between 2 and 3.31 span less than 30×: a linear axis from zero, its baseline labelled 0.
@@ -138,7 +138,7 @@ test('1 Residuals: the page figures, the toggle, the slider and the keyboard', a
   // The keyboard: End takes the slider to 50 layers.
   await page.locator('#residual-layers').focus();
   await changed('residuals', () => page.keyboard.press('End'));
-  answer = await api('/api/gradient-flow', { depths: [6, 24, 50], weight_std: 0.1 });
+  answer = await api('/api/gradient-flow', { depths: [6, 24, 50], weight_std: 0.1, spread_seeds: 0 });
   sameNumbers(await barValues('residual-chart'), [...answer.stacks[2].without_residual].reverse(), 'without, 50 layers');
 
   // Arrow keys walk the bars and show each number.
@@ -153,12 +153,12 @@ test('1 Residuals: the page figures, the toggle, the slider and the keyboard', a
 });
 
 test('2 Normalization: σ explodes without a norm and stays at 1 with one', async () => {
-  const none = await api('/api/activation-growth', { layers: 24, gain: 1.4, modes: ['none'] });
+  const none = await api('/api/activation-growth', { layers: 24, gain: 1.4, modes: ['none'], spread_seeds: 0 });
   sameNumbers(await barValues('growth-std-chart'), none.curves[0].std, 'no normalization σ');
   assert.match(await text('#growth-readout'), /first passes 100 at layer \d+/);
 
   await changed('normalization', () => page.locator('#normalization').getByLabel('LayerNorm', { exact: true }).check());
-  const layerNorm = await api('/api/activation-growth', { layers: 24, gain: 1.4, modes: ['layer_norm'] });
+  const layerNorm = await api('/api/activation-growth', { layers: 24, gain: 1.4, modes: ['layer_norm'], spread_seeds: 0 });
   sameNumbers(await barValues('growth-std-chart'), layerNorm.curves[0].std, 'LayerNorm σ');
   sameNumbers(await barValues('growth-mean-chart'), layerNorm.curves[0].mean, 'LayerNorm mean');
   const finalStd = Number(await page.$eval('#growth-readout', (e) => e.dataset.finalStd));
@@ -166,7 +166,7 @@ test('2 Normalization: σ explodes without a norm and stays at 1 with one', asyn
 
   await changed('normalization', () => page.locator('#normalization').getByLabel(/Pre-norm/).check());
   await changed('normalization', () => page.locator('#growth-layers').fill('50'));
-  const preNorm = await api('/api/activation-growth', { layers: 50, gain: 1.4, modes: ['pre_norm'] });
+  const preNorm = await api('/api/activation-growth', { layers: 50, gain: 1.4, modes: ['pre_norm'], spread_seeds: 0 });
   sameNumbers(await barValues('growth-std-chart'), preNorm.curves[0].std, 'pre-norm σ, 50 layers');
   await changed('normalization', () => page.locator('#normalization').getByLabel('RMSNorm', { exact: true }).check());
   await page.locator('#normalization').screenshot({ path: join(SCREENSHOTS, 'normalization.png') });
@@ -311,7 +311,7 @@ test('6 Depth, measured: the gradient ratio with its √L line and the update si
   await changed('depth-results', () => page.locator('#update-lr').selectOption('0.003'));
   const placements = ['post_norm', 'pre_norm', 'deep_norm'];
   const sizes = [];
-  for (const seed of [0, 1]) sizes.push(await api('/api/update-size', { ...model, placements, lr: 0.003, seed }));
+  for (const seed of [0, 1]) sizes.push(await api('/api/update-size', { ...model, placements, lrs: [0.003], seed }));
   const drawn = await chartSeries('update-chart');
   assert.deepEqual(drawn.map((line) => line.name), ['post-norm', 'pre-norm', 'DeepNorm']);
   placements.forEach((placement, p) => {

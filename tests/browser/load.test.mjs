@@ -18,8 +18,8 @@ const deadline = AbortSignal.timeout(60000);
 // What each widget sends at its largest setting.
 const range = (n, f) => Array.from({ length: n }, (_, i) => f(i));
 const WIDGETS = {
-  '1 residuals (50 layers)': ['/api/gradient-flow', { depths: [6, 24, 50], weight_std: 0.5 }],
-  '2 normalization (50 layers)': ['/api/activation-growth', { layers: 50, gain: 2, modes: ['pre_norm'] }],
+  '1 residuals (50 layers)': ['/api/gradient-flow', { depths: [6, 24, 50], weight_std: 0.5, spread_seeds: 0 }],
+  '2 normalization (50 layers)': ['/api/activation-growth', { layers: 50, gain: 2, modes: ['pre_norm'], spread_seeds: 0 }],
   '3 steps (4096 values)': ['/api/norm-steps', { x: range(4096, (i) => Math.sin(i) * 100), gamma: [3], beta: [-3], norm: 'layer_norm', eps: 0 }],
   '4 batch vs layer (64 rows, 32 sentences of 16)': ['/api/batch-vs-layer', {
     table: range(64 * 3, (i) => 1000 + (i * 37) % 101),

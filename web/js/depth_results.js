@@ -108,7 +108,7 @@ export function setUpDepthResults() {
     try {
       const placements = ['post_norm', 'pre_norm', 'deep_norm'];
       const rate = Number(lr.value);
-      const result = await perSeed('/api/update-size', { ...MODEL, placements, depths: DEPTHS, lr: rate }, mine);
+      const result = await perSeed('/api/update-size', { ...MODEL, placements, depths: DEPTHS, lrs: [rate] }, mine);
       if (!result) return false;
       showError(updateError, null);
       const series = seriesAgainstDepth(result.answers, placements, (stack) => stack.output_change);

@@ -34,6 +34,7 @@ export function setUpNormalization() {
         layers: Number(layers.value),
         gain: Number(gain.value),
         modes: [mode()],
+        spread_seeds: 0,  // the widget draws its one run; the seed spread is the CLI's
       });
       if (!result) return;
       showError(errorBox, null, controls);

@@ -26,7 +26,7 @@ export function setUpResiduals() {
     weightStdValue.textContent = Number(weightStd.value).toFixed(2);
     const depths = depth === 6 || depth === 24 ? [6, 24] : [6, 24, depth];
     try {
-      const result = await ask('/api/gradient-flow', { depths, weight_std: Number(weightStd.value) });
+      const result = await ask('/api/gradient-flow', { depths, weight_std: Number(weightStd.value), spread_seeds: 0 });  // one run drawn
       if (!result) return;
       showError(errorBox, null, { depths: layers, weight_std: weightStd });
       render(result.data, depth);
