@@ -298,6 +298,13 @@ test('6 Depth, measured: the gradient ratio with its √L line and the update si
   sameNumbers(ratio.values, depths.map((_, i) => mean([ratios[0][i], ratios[1][i]])), 'post/pre ratio, mean of 2 seeds');
   sameNumbers(ratio.low, depths.map((_, i) => Math.min(ratios[0][i], ratios[1][i])), 'ratio, lowest seed');
   sameNumbers(ratio.high, depths.map((_, i) => Math.max(ratios[0][i], ratios[1][i])), 'ratio, highest seed');
+  // Token cosine through the 16-block stacks: the mean over the two seeds, per placement.
+  const cosine = await chartSeries('cosine-chart');
+  assert.deepEqual(cosine.map((line) => line.name), ['post-norm', 'pre-norm']);
+  ['post_norm', 'pre_norm'].forEach((placement, p) => {
+    sameNumbers(cosine[p].values, find(init[0], placement, 16).token_cosine.map((v, i) => mean([v, find(init[1], placement, 16).token_cosine[i]])), `${placement} token cosine`);
+  });
+  assert.match(await text('#cosine-readout'), new RegExp(`tokens' mean cosine is ${cosine[0].values[16].toFixed(3)} in post-norm`));
   sameNumbers(reference.values, depths.map((d) => ratio.values[0] * Math.sqrt(d / 2)), '√L reference');
   assert.match(await text('#ratio-readout'), new RegExp(`to ${ratio.values[3].toFixed(3)}, ×${(ratio.values[3] / ratio.values[0]).toFixed(3)}`));
   // The keyboard reads each depth's exact numbers: End jumps to the deepest.

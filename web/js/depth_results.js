@@ -31,15 +31,17 @@ function seriesAgainstDepth(answers, placements, value) {
 
 // Draws a per-block measurement (`field`, one value per block, bottom to top) of the stacks of
 // depth `depth` in every answer, one line per placement with its seed spread.
-export function drawThroughDepth(container, answers, field, { depth, label, yLabel, scale = 'auto' }) {
+// `withInput`: the field also holds the stack's input at index 0 (block 0 on the x axis).
+export function drawThroughDepth(container, answers, field, { depth, label, yLabel, scale = 'auto', withInput = false }) {
   const placements = answers[0].params.placements;
-  const blocks = Array.from({ length: depth }, (_, i) => i + 1);
+  const first = withInput ? 0 : 1;
+  const blocks = Array.from({ length: depth + 1 - first }, (_, i) => i + first);
   const series = placements.map((placement) => {
     const { mean, low, high } = seedSpread(answers.map((answer) => stackOf(answer, placement, depth)[field]));
     return answers.length > 1 ? { name: NAMES[placement], values: mean, low, high } : { name: NAMES[placement], values: mean };
   });
   drawChart(container, {
-    kind: 'lines', label, x: { label: 'block (bottom to top)', values: blocks }, y: { label: yLabel, scale }, series, legend: true,
+    kind: 'lines', label, x: { label: withInput ? 'block (0: the embedded input)' : 'block (bottom to top)', values: blocks }, y: { label: yLabel, scale }, series, legend: true,
   });
   return series;
 }
@@ -51,6 +53,8 @@ export function setUpDepthResults() {
   const ratioChart = document.getElementById('ratio-chart');
   const ratioReadout = document.getElementById('ratio-readout');
   const ratioError = document.getElementById('ratio-error');
+  const cosineChart = document.getElementById('cosine-chart');
+  const cosineReadout = document.getElementById('cosine-readout');
   const updateChart = document.getElementById('update-chart');
   const updateBlocksChart = document.getElementById('update-blocks-chart');
   const updateReadout = document.getElementById('update-readout');
@@ -93,6 +97,17 @@ export function setUpDepthResults() {
       const first = mean[0];
       const lastRatio = mean.at(-1);
       const growth = lastRatio / first;
+      const deepest = DEPTHS.at(-1);
+      const cosine = drawThroughDepth(cosineChart, result.answers, 'token_cosine', {
+        depth: deepest,
+        label: `Mean cosine similarity between tokens after each block of the ${deepest}-block stacks, at initialisation`,
+        yLabel: 'mean token cosine',
+        scale: 'linear',
+        withInput: true,
+      });
+      cosineReadout.textContent = `After the last of ${deepest} blocks the tokens' mean cosine is ` +
+        cosine.map((line) => `${num(line.values.at(-1), 3)} in ${line.name}`).join(', ') +
+        ` (the embedded input: ${num(cosine[0].values[0], 3)}).`;
       ratioReadout.textContent = `From L = ${DEPTHS[0]} to ${DEPTHS.at(-1)} the ratio goes from ${num(first, 3)} to ` +
         `${num(lastRatio, 3)}, ×${num(growth, 3)}; √L alone would give ×${num(Math.sqrt(DEPTHS.at(-1) / DEPTHS[0]), 3)}` +
         (ratios.length > 1 ? ` (mean of ${ratios.length} seeds; at L = ${DEPTHS.at(-1)} they range from ` +
