@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "addnorm/lab/activation_growth.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 
@@ -87,7 +88,9 @@ void add_lab_activation_growth_command(CLI::App& lab_run) {
   command->add_option("--gain", p.gain, "Init scale: W ~ N(0, gain / sqrt(d)), 0..10")
       ->capture_default_str();
   command->add_option("--eps", p.eps, "The norms' eps, 0..1")->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
+      ->check(exact_unsigned())
+      ->capture_default_str();
   command
       ->add_option("--spread-seeds", p.spread_seeds,
                    "Other seeds run for the spread beside the single draw, 0..64")

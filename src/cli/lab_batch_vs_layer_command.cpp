@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "addnorm/lab/batch_vs_layer.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 
@@ -120,7 +121,9 @@ void add_lab_batch_vs_layer_command(CLI::App& lab_run) {
   command->add_option("--momentum", p.momentum, "Running statistics momentum, 0..1")
       ->capture_default_str();
   command->add_option("--eps", p.eps, "0..1")->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
+      ->check(exact_unsigned())
+      ->capture_default_str();
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in milliseconds");
   add_output_options(*command, options->output);

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "addnorm/lab/depth_training.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 #include "cli/lab_transformer_options.hpp"
@@ -111,7 +112,7 @@ void add_lab_depth_training_command(CLI::App& lab_run) {
   command->add_option("--symbols", g.symbols, "Alphabet size, 2..100 (default 8)");
   command->add_option("--batch", g.batch, "Sequences per batch, 1..256 (default 16)");
   command->add_option("--seeds", g.seeds, "Seeds per configuration, 1..64 (default 4)");
-  command->add_option("--seed", g.seed, "First seed (default 0)");
+  command->add_option("--seed", g.seed, "First seed (default 0)")->check(exact_unsigned());
   add_output_options(*command, options->output);
   command->callback([options, command] {
     lab::DepthTrainingParams params =

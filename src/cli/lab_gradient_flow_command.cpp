@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "addnorm/lab/gradient_flow.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 
@@ -89,7 +90,9 @@ void add_lab_gradient_flow_command(CLI::App& lab_run) {
       ->add_option("--residual-scale", p.residual_scale,
                    "lambda in y = lambda x + W x, -10..10 (1: identity shortcut)")
       ->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")->capture_default_str();
+  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
+      ->check(exact_unsigned())
+      ->capture_default_str();
   command
       ->add_option("--spread-seeds", p.spread_seeds,
                    "Other seeds drawn for the spread beside the single draw, 0..256")

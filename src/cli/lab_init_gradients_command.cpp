@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "addnorm/lab/init_gradients.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 #include "cli/lab_transformer_options.hpp"
@@ -85,7 +86,7 @@ void add_lab_init_gradients_command(CLI::App& lab_run) {
   add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
   command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 64)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
-  command->add_option("--seed", options->seed, "First seed (default 0)");
+  command->add_option("--seed", options->seed, "First seed (default 0)")->check(exact_unsigned());
   add_output_options(*command, options->output);
   command->callback([options, command] {
     lab::InitGradientsParams params =

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "addnorm/lab/update_size.hpp"
+#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_render.hpp"
 #include "cli/lab_transformer_options.hpp"
@@ -84,7 +85,7 @@ void add_lab_update_size_command(CLI::App& lab_run) {
                       "adam (one Adam step) or perturbation (weights + lr x N(0,1)); default adam");
   command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 32)");
   command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
-  command->add_option("--seed", options->seed, "First seed (default 0)");
+  command->add_option("--seed", options->seed, "First seed (default 0)")->check(exact_unsigned());
   add_output_options(*command, options->output);
   command->callback([options, command] {
     lab::UpdateSizeParams params =

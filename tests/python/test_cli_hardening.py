@@ -127,3 +127,12 @@ def test_staging_left_by_a_killed_run_is_removed(addnorm_bin, tmp_path):
     assert not stale.exists()
     assert mine.exists()
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["mean.npy", "rstd.npy", "y.npy"]
+
+
+@pytest.mark.parametrize("experiment", ["gradient-flow", "activation-growth", "batch-vs-layer",
+                                        "init-gradients", "update-size", "depth-training"])
+def test_lab_seeds_are_taken_exactly(addnorm_bin, experiment):
+    result = subprocess.run([str(addnorm_bin), "lab-run", experiment, "--seed", "-1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "--seed: is -1, expected a whole number" in result.stderr, result.stderr
