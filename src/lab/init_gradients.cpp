@@ -123,32 +123,11 @@ InitGradientsResult run_init_gradients(const InitGradientsParams& params,
   validate(params);
   InitGradientsResult result;
   result.params = params;
-  // One job per (placement, depth, seed), run in parallel; combined in this order below.
-  struct Job {
-    nn::Placement placement;
-    int depth;
-    uint64_t seed;
-  };
-  std::vector<Job> jobs;
-  for (nn::Placement placement : params.placements) {
-    for (int depth : params.depths) {
-      for (int i = 0; i < params.seeds; ++i) {
-        jobs.push_back({placement, depth, params.seed + static_cast<uint64_t>(i)});
-      }
-    }
-  }
-  std::vector<SeedMeasurement> measured(jobs.size());
-  run_in_parallel(
-      static_cast<int64_t>(jobs.size()),
-      [&](int64_t i) {
-        const Job& job = jobs[static_cast<size_t>(i)];
-        measured[static_cast<size_t>(i)] = measure_one(params, job.placement, job.depth, job.seed);
-      },
-      [&](int64_t i) { return static_cast<double>(jobs[static_cast<size_t>(i)].depth); },
-      [&](int64_t i) {
-        const Job& job = jobs[static_cast<size_t>(i)];
-        return std::string(nn::placement_name(job.placement)) + ", depth " +
-               std::to_string(job.depth);
+  // One run per (placement, depth, seed), in parallel; combined in this order below.
+  const std::vector<SeedMeasurement> measured = measure_every_run(
+      params,
+      [&](nn::Placement placement, int depth, uint64_t seed) {
+        return measure_one(params, placement, depth, seed);
       },
       progress);
 

@@ -17,6 +17,9 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "addnorm/nn/block.hpp"
 
 #include "addnorm/lab/progress.hpp"
 
@@ -62,6 +65,43 @@ inline void run_in_parallel(int64_t count, const std::function<void(int64_t)>& r
     }
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+// Calls measure(placement, depth, seed) for every placement x depth x seed of `params` (seeds
+// params.seed, params.seed + 1, ...), in parallel, and returns the results in that order: seeds
+// innermost, then depths, then placements. Shared by the experiments that measure stacks at
+// initialisation (init-gradients, update-size).
+template <class Params, class Measure>
+auto measure_every_run(const Params& params, const Measure& measure, const Progress& progress) {
+  struct Run {
+    nn::Placement placement;
+    int depth;
+    uint64_t seed;
+  };
+  std::vector<Run> runs;
+  for (nn::Placement placement : params.placements) {
+    for (int depth : params.depths) {
+      for (int i = 0; i < params.seeds; ++i) {
+        runs.push_back({placement, depth, params.seed + static_cast<uint64_t>(i)});
+      }
+    }
+  }
+  using Result = decltype(measure(nn::Placement{}, 0, uint64_t{}));
+  std::vector<Result> measured(runs.size());
+  run_in_parallel(
+      static_cast<int64_t>(runs.size()),
+      [&](int64_t i) {
+        const Run& run = runs[static_cast<size_t>(i)];
+        measured[static_cast<size_t>(i)] = measure(run.placement, run.depth, run.seed);
+      },
+      [&](int64_t i) { return static_cast<double>(runs[static_cast<size_t>(i)].depth); },
+      [&](int64_t i) {
+        const Run& run = runs[static_cast<size_t>(i)];
+        return std::string(nn::placement_name(run.placement)) + ", depth " +
+               std::to_string(run.depth);
+      },
+      progress);
+  return measured;
 }
 
 }  // namespace addnorm::lab
