@@ -3,6 +3,7 @@
 // lists split from the input at NUL bytes. A parse error is an accepted outcome; an accepted
 // value must be one the option's type holds exactly as typed.
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -42,9 +43,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const CLI::Error&) {
     return 0;
   }
-  // What was accepted must be what a user could have meant.
-  if (!std::isfinite(eps) || !std::isfinite(momentum) || !std::isfinite(lr) || !(p < 1.0f)) {
+  // What was accepted must be what a user could have meant: finite, and a p typed below 1 still
+  // below 1 (a p of 1 or more is typed as such and left to the op's own range check).
+  if (!std::isfinite(eps) || !std::isfinite(momentum) || !std::isfinite(lr) || !std::isfinite(p)) {
     throw std::logic_error("a validator let a value through that its option cannot hold");
+  }
+  if (app.count("--p") > 0) {
+    const double typed = std::strtod(app["--p"]->results().back().c_str(), nullptr);
+    if (typed < 1.0 && !(p < 1.0f)) {
+      throw std::logic_error("--p below 1 was accepted as 1");
+    }
   }
   return 0;
 }
