@@ -2,7 +2,6 @@
 // dispatches to, this is what a user gets, validation included.
 #include <omp.h>
 
-#include "addnorm/mixed_precision.hpp"
 #include "addnorm/ops.hpp"
 #include "runner.hpp"
 
@@ -12,7 +11,8 @@ bool addnorm_has_bf16() { return true; }
 namespace {
 
 // bfloat16 data (x, dy, y, dx) with float32 gamma, beta and statistics, through
-// include/addnorm/mixed_precision.hpp. LayerNorm and RMSNorm, forward and backward.
+// the public ops (include/addnorm/ops.hpp), which take any storage type. LayerNorm and RMSNorm,
+// forward and backward.
 void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
@@ -21,46 +21,40 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};
   const MutableView dgamma{ws.dgamma, {c.dim}}, dbeta{ws.dbeta, {c.dim}};
   const NormStats stats{{ws.mean, row_shape}, {ws.rstd, row_shape}};
-  MixedNormOptions ln;
-  ln.gamma = AnyConstView(gamma);
-  ln.beta = AnyConstView(beta);
-  ln.eps = kLayerNormEps;
-  MixedNormOptions rms;
-  rms.norm = NormKind::rms_norm;
-  rms.gamma = AnyConstView(gamma);
-  rms.eps = kRmsNormEps;
+  const SavedStats saved{{ws.mean, row_shape}, {ws.rstd, row_shape}};
+  const LayerNormOptions ln{gamma, beta, kLayerNormEps};
+  const RmsNormOptions rms{gamma, false, kRmsNormEps};
+  const MutableView rstd_out{ws.rstd, row_shape};
   const std::string name = "addnorm";
   const std::string note = "bf16 data, f32 statistics";
   const ConstView rstd{ws.rstd, row_shape};
   switch (c.op) {
     case Op::layer_norm_fwd:
-      out.push_back({name, note, [=] { norm_forward_mixed(x, normalized, y, ln, stats); }});
+      out.push_back({name, note, [=] { layer_norm(x, normalized, y, ln, stats); }});
       break;
     case Op::layer_norm_bwd:
       out.push_back({name, note, [=] {
-                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, dbeta}, ln, {}, rstd);
+                       layer_norm_backward(dy, x, normalized, {dx, dgamma, dbeta}, ln, saved);
                      }});
       break;
     case Op::layer_norm_fwdbwd:
       out.push_back({name, note, [=] {
-                       norm_forward_mixed(x, normalized, y, ln, stats);
-                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, dbeta}, ln, {}, rstd);
+                       layer_norm(x, normalized, y, ln, stats);
+                       layer_norm_backward(dy, x, normalized, {dx, dgamma, dbeta}, ln, saved);
                      }});
       break;
     case Op::rms_norm_fwd:
-      out.push_back({name, note, [=] { norm_forward_mixed(x, normalized, y, rms, stats); }});
+      out.push_back({name, note, [=] { rms_norm(x, normalized, y, rms, rstd_out); }});
       break;
     case Op::rms_norm_bwd:
       out.push_back({name, note, [=] {
-                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, std::nullopt}, rms, {},
-                                           rstd);
+                       rms_norm_backward(dy, x, normalized, {dx, dgamma}, rms, rstd);
                      }});
       break;
     case Op::rms_norm_fwdbwd:
       out.push_back({name, note, [=] {
-                       norm_forward_mixed(x, normalized, y, rms, stats);
-                       norm_backward_mixed(dy, x, normalized, {dx, dgamma, std::nullopt}, rms, {},
-                                           rstd);
+                       rms_norm(x, normalized, y, rms, rstd_out);
+                       rms_norm_backward(dy, x, normalized, {dx, dgamma}, rms, rstd);
                      }});
       break;
     default:

@@ -38,10 +38,15 @@ struct AnyConstView {
   AnyConstView(const void* values, const Shape& dims, DType type)
       : data(values), shape(dims), dtype(type) {}
   AnyConstView(ConstView view) : data(view.data), shape(view.shape) {}
+  AnyConstView(const float* values, const Shape& dims) : data(values), shape(dims) {}
   AnyConstView(TensorView<const bfloat16> view)
       : data(view.data), shape(view.shape), dtype(DType::bfloat16) {}
   AnyConstView(TensorView<const float16> view)
       : data(view.data), shape(view.shape), dtype(DType::float16) {}
+  // Writable views read as well (one conversion, so they pass where an AnyConstView is asked).
+  AnyConstView(MutableView view) : AnyConstView(ConstView(view)) {}
+  AnyConstView(TensorView<bfloat16> view) : AnyConstView(TensorView<const bfloat16>(view)) {}
+  AnyConstView(TensorView<float16> view) : AnyConstView(TensorView<const float16>(view)) {}
 };
 
 // A writable view of any storage type.
@@ -54,6 +59,7 @@ struct AnyMutableView {
   AnyMutableView(void* values, const Shape& dims, DType type)
       : data(values), shape(dims), dtype(type) {}
   AnyMutableView(MutableView view) : data(view.data), shape(view.shape) {}
+  AnyMutableView(float* values, const Shape& dims) : data(values), shape(dims) {}
   AnyMutableView(TensorView<bfloat16> view)
       : data(view.data), shape(view.shape), dtype(DType::bfloat16) {}
   AnyMutableView(TensorView<float16> view)

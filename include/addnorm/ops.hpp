@@ -1,6 +1,13 @@
 // The Add & Norm operations: residual add, LayerNorm, RMSNorm, BatchNorm, dropout and the fused
-// pre-norm and post-norm Add&Norm, each forward and backward, on float32 views. The same ops on
-// float64 views, with the same arguments and checks, are in addnorm/float64.hpp.
+// pre-norm and post-norm Add&Norm, each forward and backward. The same ops on float64 views, with
+// the same arguments and checks, are in addnorm/float64.hpp.
+//
+// Storage: the norms and the fused Add & Norm take each tensor and parameter as a view of any
+// storage type (AnyConstView, AnyMutableView: float32, bfloat16 or float16, addnorm/dtype.hpp),
+// each independently: a float32 residual stream beside bfloat16 activations, say. A float32 view
+// converts to them implicitly. Computation is float32 with float64 reductions whatever the
+// storage; each output is rounded once to its storage type. Statistics (mean, rstd) and the
+// parameters' gradients are float32. The residual add, BatchNorm and dropout take float32 views.
 //
 // Conventions shared by every function here:
 // - Tensors are C-contiguous views. A "row" is one slice over the normalised (trailing) dims;
@@ -17,10 +24,28 @@
 #include <cstdint>
 #include <optional>
 
+#include "addnorm/dtype.hpp"
 #include "addnorm/error.hpp"
 #include "addnorm/tensor.hpp"
 
 namespace addnorm {
+
+// The views the norms take for element type T: of any storage type for the float32 ops (T =
+// float), float64 views for the float64 ops (T = double).
+template <class T>
+struct NormViews {
+  using Const = TensorView<const T>;
+  using Mutable = TensorView<T>;
+};
+template <>
+struct NormViews<float> {
+  using Const = AnyConstView;
+  using Mutable = AnyMutableView;
+};
+template <class T>
+using NormConst = typename NormViews<T>::Const;
+template <class T>
+using NormMutable = typename NormViews<T>::Mutable;
 
 // ---------------------------------------------------------------------------------------------
 // Residual add: out = x + r (same shape). out may be x or r.
@@ -47,26 +72,26 @@ using SavedStats = BasicSavedStats<float>;
 // x's trailing dims). y = (x - mean) / sqrt(var + eps) * gamma + beta, population variance.
 template <class T>
 struct BasicLayerNormOptions {
-  std::optional<TensorView<const T>> gamma;  // shape normalized_shape, or absent (scale 1)
-  std::optional<TensorView<const T>> beta;   // shape normalized_shape, or absent (shift 0)
+  std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
+  std::optional<NormConst<T>> beta;   // shape normalized_shape, or absent (shift 0)
   T eps = T(1e-5);  // >= 0 and finite; added to the variance inside the square root
 };
 using LayerNormOptions = BasicLayerNormOptions<float>;
-void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
+void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
                 const LayerNormOptions& options = {}, std::optional<NormStats> stats = {});
 
 // Gradients of layer_norm. dgamma/dbeta may only be asked for when gamma/beta exist (dbeta
 // also when beta is absent but gamma is given is refused: it would be a gradient of nothing).
 template <class T>
 struct BasicLayerNormGrads {
-  TensorView<T> dx;
+  NormMutable<T> dx;
   std::optional<TensorView<T>> dgamma;
   std::optional<TensorView<T>> dbeta;
 };
 using LayerNormGrads = BasicLayerNormGrads<float>;
 // `saved` (from the forward) lets the backward skip the variance pass; without it the
 // statistics are recomputed from x. Either way the result is the same to within rounding.
-void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
+void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
                          const LayerNormGrads& grads, const LayerNormOptions& options = {},
                          std::optional<SavedStats> saved = {});
 
@@ -77,21 +102,21 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis);
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * gamma, or * (1 + gamma) with zero_centered_gamma.
 template <class T>
 struct BasicRmsNormOptions {
-  std::optional<TensorView<const T>> gamma;  // shape normalized_shape, or absent (scale 1)
+  std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
   bool zero_centered_gamma = false;  // scale by (1 + gamma), so gamma = 0 is the identity
   T eps = T(1e-6);                   // the seed page's RMSNorm default
 };
 using RmsNormOptions = BasicRmsNormOptions<float>;
-void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
+void rms_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
               const RmsNormOptions& options = {}, OptionalMutable rstd = {});
 
 template <class T>
 struct BasicRmsNormGrads {
-  TensorView<T> dx;
+  NormMutable<T> dx;
   std::optional<TensorView<T>> dgamma;
 };
 using RmsNormGrads = BasicRmsNormGrads<float>;
-void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
+void rms_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
                        const RmsNormGrads& grads, const RmsNormOptions& options = {},
                        OptionalConst saved_rstd = {});
 
@@ -165,8 +190,8 @@ enum class NormKind { layer_norm, rms_norm };
 template <class T>
 struct BasicAddNormOptions {
   NormKind norm = NormKind::layer_norm;
-  std::optional<TensorView<const T>> gamma;
-  std::optional<TensorView<const T>> beta;  // LayerNorm only
+  std::optional<NormConst<T>> gamma;
+  std::optional<NormConst<T>> beta;  // LayerNorm only
   bool zero_centered_gamma = false;         // RMSNorm only
   T eps = T(1e-5);
 };
@@ -174,8 +199,8 @@ using AddNormOptions = BasicAddNormOptions<float>;
 
 // Pre-norm (GPT-2): h = x + r and y = Norm(h) in one pass. h is what the next residual adds to;
 // y is what the next sub-layer reads. h may be x or r.
-void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
-                  MutableView y, const AddNormOptions& options = {},
+void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
+                  AnyMutableView y, const AddNormOptions& options = {},
                   std::optional<NormStats> stats = {});
 
 // Backward of add_norm_pre. h's gradient arrives from two places: dh_next from the next
@@ -183,18 +208,18 @@ void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, Mutab
 // gradient of x and of r are both dh = dh_next + Norm'(dy); it is written once, to dh.
 template <class T>
 struct BasicAddNormPreGrads {
-  TensorView<T> dh;  // = dx = dr
+  NormMutable<T> dh;  // = dx = dr
   std::optional<TensorView<T>> dgamma;
   std::optional<TensorView<T>> dbeta;
 };
 using AddNormPreGrads = BasicAddNormPreGrads<float>;
-void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
+void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options = {},
                            std::optional<SavedStats> saved = {});
 
 // Post-norm (2017 paper): y = Norm(x + Dropout(s)), with dropout p on the sub-layer output s.
-void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
+void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape, AnyMutableView y,
                    const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
                    std::optional<NormStats> stats = {});
 
@@ -202,13 +227,13 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
 // from the same DropoutOptions. x and s are the forward's inputs.
 template <class T>
 struct BasicAddNormPostGrads {
-  TensorView<T> dx;
-  TensorView<T> ds;
+  NormMutable<T> dx;
+  NormMutable<T> ds;
   std::optional<TensorView<T>> dgamma;
   std::optional<TensorView<T>> dbeta;
 };
 using AddNormPostGrads = BasicAddNormPostGrads<float>;
-void add_norm_post_backward(ConstView dy, ConstView x, ConstView s,
+void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
                             const AddNormOptions& options = {},
                             const DropoutOptions& dropout = {},

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "addnorm/mixed_precision.hpp"
+#include "addnorm/ops.hpp"
 #include "library.hpp"
 
 namespace addnorm::torch_ops {
@@ -220,7 +220,8 @@ BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
   return {static_cast<T>(spec.p), static_cast<uint64_t>(spec.seed),
           static_cast<uint64_t>(spec.offset)};
 }
-MixedNormOptions mixed_options(const NormTensors& t, const NormSpec& spec) {
+// 16-bit input: the float32 ops take every tensor in its own storage type (addnorm/ops.hpp).
+AddNormOptions any_norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_any(t.weight), optional_any(t.bias), spec.zero_centered_weight,
           static_cast<float>(spec.eps)};
 }
@@ -251,9 +252,16 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
                const NormSpec& spec) {
   const Shape shape = shape_of(spec.normalized_shape);
   if (is_16_bit(x.scalar_type())) {
+    const AddNormOptions options = any_norm_options(t, spec);
     return run_library([&] {
-      norm_forward_mixed(any_view(x), shape, any_mutable(y), mixed_options(t, spec),
-                         stats_out<float>(t));
+      if (spec.kind == NormKind::rms_norm) {
+        rms_norm(any_view(x), shape, any_mutable(y),
+                 {options.gamma, options.zero_centered_gamma, options.eps},
+                 optional_mutable<float>(t.rstd));
+      } else {
+        layer_norm(any_view(x), shape, any_mutable(y), {options.gamma, options.beta, options.eps},
+                   stats_out<float>(t));
+      }
     });
   }
   with_element_type(x, [&](auto element) {
@@ -348,11 +356,11 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
     if (grads.dbias.defined()) grads.dbias.zero_();
   } else if (is_16_bit(x.scalar_type())) {
     run_library([&] {
-      norm_backward_mixed(any_view(dy), any_view(x), shape_of(spec.normalized_shape),
-                          {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
-                           optional_mutable<float>(grads.dbias)},
-                          mixed_options(t, spec), optional_any(dh_next),
-                          optional_view<float>(t.rstd));
+      add_norm_pre_backward(any_view(dy), optional_any(dh_next), any_view(x),
+                            shape_of(spec.normalized_shape),
+                            {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
+                             optional_mutable<float>(grads.dbias)},
+                            any_norm_options(t, spec), stats_in<float>(t));
     });
   } else {
     with_element_type(x, [&](auto element) {
@@ -383,8 +391,8 @@ PreNormOutputs add_norm_pre_forward(const at::Tensor& x_in, const at::Tensor& r_
   const Shape shape = shape_of(spec.normalized_shape);
   if (is_16_bit(x.scalar_type())) {
     run_library([&] {
-      add_norm_pre_mixed(any_view(x), any_view(r), shape, any_mutable(h), any_mutable(y),
-                         mixed_options(t, spec), stats_out<float>(t));
+      add_norm_pre(any_view(x), any_view(r), shape, any_mutable(h), any_mutable(y),
+                   any_norm_options(t, spec), stats_out<float>(t));
     });
   } else {
     with_element_type(x, [&](auto element) {

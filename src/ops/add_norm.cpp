@@ -3,6 +3,9 @@
 // normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "addnorm/error.hpp"
@@ -12,12 +15,13 @@
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/storage.hpp"
 
 namespace addnorm {
 
 namespace {
 
-const float* data_or_null(const OptionalConst& view) { return view ? view->data : nullptr; }
+using detail::float32_data;
 float* data_or_null(const OptionalMutable& view) { return view ? view->data : nullptr; }
 
 // The forward kernel's arguments for the chosen norm: x is normalised (after adding residual,
@@ -30,8 +34,8 @@ cpu::NormForward forward_args(const float* x, const float* residual, float* h, f
   args.x = x;
   args.residual = residual;
   args.h = h;
-  args.gamma = data_or_null(options.gamma);
-  args.beta = data_or_null(options.beta);
+  args.gamma = float32_data(options.gamma);
+  args.beta = float32_data(options.beta);
   args.zero_centred_gamma = options.zero_centered_gamma;
   args.y = y;
   args.centre = options.norm == NormKind::layer_norm;
@@ -51,7 +55,7 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
   cpu::NormBackward args;
   args.dy = dy;
   args.x = h;
-  args.gamma = data_or_null(options.gamma);
+  args.gamma = float32_data(options.gamma);
   args.zero_centred_gamma = options.zero_centered_gamma;
   args.saved_rstd = saved ? saved->rstd.data : nullptr;
   args.dh_next = dh_next;
@@ -87,28 +91,62 @@ PostScratch& post_scratch(int64_t block_elements, bool with_keep) {
 
 }  // namespace
 
-void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
-                  MutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape,
+                  AnyMutableView h, AnyMutableView y, const AddNormOptions& options,
+                  std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
+  if (!detail::stores_float32({x, r, h, y}, {options.gamma, options.beta})) {
+    add_norm_pre_mixed(x, r, normalized_shape, h, y, detail::storage_options(options), stats);
+    return;
+  }
   // One pass: each row's h = x + r is written, then normalised while it is still in cache.
-  cpu::norm_forward(forward_args(x.data, r.data, h.data, y.data, options, stats, layout));
+  cpu::norm_forward(forward_args(float32_data(x), float32_data(r), float32_data(h),
+                                 float32_data(y), options, stats, layout));
 }
 
-void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
+void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options, std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_pre_backward(
       dy, dh_next, h, normalized_shape, grads, options, saved);
-  norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data, grads.dgamma, grads.dbeta,
-                options, saved, layout);
+  if (!detail::stores_float32({dy, h, grads.dh, dh_next.value_or(dy)},
+                              {options.gamma, options.beta})) {
+    norm_backward_mixed(dy, h, normalized_shape, {grads.dh, grads.dgamma, grads.dbeta},
+                        detail::storage_options(options), dh_next,
+                        saved ? OptionalConst(saved->rstd) : std::nullopt);
+    return;
+  }
+  norm_backward(float32_data(dy), float32_data(h), float32_data(dh_next),
+                float32_data(grads.dh), grads.dgamma, grads.dbeta, options, saved, layout);
 }
 
-void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
-                   const AddNormOptions& options, const DropoutOptions& dropout,
-                   std::optional<NormStats> stats) {
-  const detail::RowLayout layout =
-      detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
+namespace {
+// Post-norm runs on float32 storage only: its 16-bit form needs the engine's dropout input
+// stage (issue 10), not yet written.
+void refuse_narrow_post_norm(std::initializer_list<std::pair<const char*, DType>> tensors) {
+  for (const auto& [name, type] : tensors) {
+    if (type != DType::float32) {
+      throw Error(std::string(name) + " is stored as " + dtype_name(type) +
+                  ", expected float32 (add_norm_post takes float32 storage only)");
+    }
+  }
+}
+}  // namespace
+
+void add_norm_post(AnyConstView x_any, AnyConstView s_any, const Shape& normalized_shape,
+                   AnyMutableView y_any, const AddNormOptions& options,
+                   const DropoutOptions& dropout, std::optional<NormStats> stats) {
+  const detail::RowLayout layout = detail::check_add_norm_post(
+      x_any, s_any, normalized_shape, y_any, options, dropout, stats);
+  refuse_narrow_post_norm({{"x", x_any.dtype},
+                           {"s", s_any.dtype},
+                           {"y", y_any.dtype},
+                           {"gamma", options.gamma ? options.gamma->dtype : DType::float32},
+                           {"beta", options.beta ? options.beta->dtype : DType::float32}});
+  const ConstView x{float32_data(x_any), x_any.shape};
+  const ConstView s{float32_data(s_any), s_any.shape};
+  const MutableView y{float32_data(y_any), y_any.shape};
   const int64_t count = layout.rows * layout.dim;
   // Per block of rows: h = x + Dropout(s) is built in a per-thread buffer (in cache), then
   // normalised into y. y is written once, with streaming stores when it is too large to stay
@@ -134,11 +172,22 @@ void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, Muta
   });
 }
 
-void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
-                            const AddNormPostGrads& grads, const AddNormOptions& options,
-                            const DropoutOptions& dropout, std::optional<SavedStats> saved) {
+void add_norm_post_backward(AnyConstView dy_any, AnyConstView x_any, AnyConstView s_any,
+                            const Shape& normalized_shape, const AddNormPostGrads& grads,
+                            const AddNormOptions& options, const DropoutOptions& dropout,
+                            std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_post_backward(
-      dy, x, s, normalized_shape, grads, options, dropout, saved);
+      dy_any, x_any, s_any, normalized_shape, grads, options, dropout, saved);
+  refuse_narrow_post_norm({{"dy", dy_any.dtype},
+                           {"x", x_any.dtype},
+                           {"s", s_any.dtype},
+                           {"dx", grads.dx.dtype},
+                           {"ds", grads.ds.dtype},
+                           {"gamma", options.gamma ? options.gamma->dtype : DType::float32},
+                           {"beta", options.beta ? options.beta->dtype : DType::float32}});
+  const ConstView dy{float32_data(dy_any), dy_any.shape};
+  const ConstView x{float32_data(x_any), x_any.shape};
+  const ConstView s{float32_data(s_any), s_any.shape};
   const int64_t count = layout.rows * layout.dim;
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
   // buffer, generating the Philox bits once and keeping the mask (a byte per element); the
@@ -147,7 +196,7 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape&
   // tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has been
   // read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::NormBackward args;
-  args.gamma = data_or_null(options.gamma);
+  args.gamma = float32_data(options.gamma);
   args.zero_centred_gamma = options.zero_centered_gamma;
   args.centre = options.norm == NormKind::layer_norm;
   args.dim = layout.dim;
@@ -177,7 +226,8 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape&
       block.rows = last - first;
       cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),
                                partials.dbeta(chunk));
-      cpu::apply_keep(h, keep, grads.ds.data + at, grads.dx.data + at, length, dropout.p, stream);
+      cpu::apply_keep(h, keep, float32_data(grads.ds) + at, float32_data(grads.dx) + at, length,
+                      dropout.p, stream);
     }
   });
   if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);

@@ -3,6 +3,7 @@
 #include "addnorm/ops.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/storage.hpp"
 
 namespace addnorm {
 
@@ -17,15 +18,19 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
   return x_shape.trailing(static_cast<int>(rank - resolved));
 }
 
-void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
+void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
                 const LayerNormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_layer_norm(x, normalized_shape, y, options, stats);
+  if (!detail::stores_float32({x, y}, {options.gamma, options.beta})) {
+    norm_forward_mixed(x, normalized_shape, y, detail::storage_options(options), stats);
+    return;
+  }
   cpu::NormForward args;
-  args.x = x.data;
-  args.gamma = options.gamma ? options.gamma->data : nullptr;
-  args.beta = options.beta ? options.beta->data : nullptr;
-  args.y = y.data;
+  args.x = detail::float32_data(x);
+  args.gamma = detail::float32_data(options.gamma);
+  args.beta = detail::float32_data(options.beta);
+  args.y = detail::float32_data(y);
   args.mean = stats ? stats->mean.data : nullptr;
   args.rstd = stats ? stats->rstd.data : nullptr;
   args.rows = layout.rows;
@@ -34,17 +39,23 @@ void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
   cpu::norm_forward(args);
 }
 
-void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
+void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
                          const LayerNormGrads& grads, const LayerNormOptions& options,
                          std::optional<SavedStats> saved) {
   const detail::RowLayout layout =
       detail::check_layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
+  if (!detail::stores_float32({dy, x, grads.dx}, {options.gamma, options.beta})) {
+    norm_backward_mixed(dy, x, normalized_shape, {grads.dx, grads.dgamma, grads.dbeta},
+                        detail::storage_options(options), std::nullopt,
+                        saved ? OptionalConst(saved->rstd) : std::nullopt);
+    return;
+  }
   cpu::NormBackward args;
-  args.dy = dy.data;
-  args.x = x.data;
-  args.gamma = options.gamma ? options.gamma->data : nullptr;
+  args.dy = detail::float32_data(dy);
+  args.x = detail::float32_data(x);
+  args.gamma = detail::float32_data(options.gamma);
   args.saved_rstd = saved ? saved->rstd.data : nullptr;
-  args.dx = grads.dx.data;
+  args.dx = detail::float32_data(grads.dx);
   args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
   args.rows = layout.rows;

@@ -1,7 +1,7 @@
 // The mixed-precision norms: blocks of rows stored as bfloat16 or float16 are widened into
 // per-thread float32 staging buffers (a block stays in cache), run through the float32 kernels,
 // and narrowed into their storage once. float32 tensors are used in place, not staged.
-#include "addnorm/mixed_precision.hpp"
+#include "ops/mixed_precision.hpp"
 
 #include <algorithm>
 #include <array>

@@ -59,7 +59,7 @@ int64_t check_dropout_op(const char* input_name, const Const<T>& input, const ch
 // ---- LayerNorm and RMSNorm -----------------------------------------------------------------
 
 template <class T>
-RowLayout check_layer_norm(const Const<T>& x, const Shape& normalized_shape, const Mutable<T>& y,
+RowLayout check_layer_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
                            const BasicLayerNormOptions<T>& options,
                            const std::optional<BasicNormStats<T>>& stats) {
   check_tensor("x", x);
@@ -79,7 +79,7 @@ RowLayout check_layer_norm(const Const<T>& x, const Shape& normalized_shape, con
 }
 
 template <class T>
-RowLayout check_layer_norm_backward(const Const<T>& dy, const Const<T>& x,
+RowLayout check_layer_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                     const Shape& normalized_shape,
                                     const BasicLayerNormGrads<T>& grads,
                                     const BasicLayerNormOptions<T>& options,
@@ -106,13 +106,13 @@ RowLayout check_layer_norm_backward(const Const<T>& dy, const Const<T>& x,
 }
 
 template <class T>
-RowLayout check_rms_norm(const Const<T>& x, const Shape& normalized_shape, const Mutable<T>& y,
+RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
                          const BasicRmsNormOptions<T>& options,
                          const std::optional<Mutable<T>>& rstd) {
   check_tensor("x", x);
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("y", y, x.shape);
-  check_affine(options.gamma, MaybeConst<T>{}, normalized_shape);
+  check_affine(options.gamma, std::optional<NormConst<T>>{}, normalized_shape);
   check_eps(options.eps);
   if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
   check_disjoint({region("y", y), region("rstd", rstd)},
@@ -121,7 +121,7 @@ RowLayout check_rms_norm(const Const<T>& x, const Shape& normalized_shape, const
 }
 
 template <class T>
-RowLayout check_rms_norm_backward(const Const<T>& dy, const Const<T>& x,
+RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                   const Shape& normalized_shape,
                                   const BasicRmsNormGrads<T>& grads,
                                   const BasicRmsNormOptions<T>& options,
@@ -130,7 +130,7 @@ RowLayout check_rms_norm_backward(const Const<T>& dy, const Const<T>& x,
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("dy", dy, x.shape);
   check_shape("dx", grads.dx, x.shape);
-  check_affine(options.gamma, MaybeConst<T>{}, normalized_shape);
+  check_affine(options.gamma, std::optional<NormConst<T>>{}, normalized_shape);
   check_eps(options.eps);
   check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
   if (saved_rstd) check_count("rstd", *saved_rstd, layout.rows, "per row");
@@ -225,8 +225,8 @@ reference::BatchLayout check_batch_norm_backward(
 
 // The norm's options, and x (named x_name) against `other` of the same shape.
 template <class T>
-RowLayout check_add_norm(const char* x_name, const Const<T>& x, const char* other_name,
-                         const Const<T>& other, const Shape& normalized_shape,
+RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* other_name,
+                         const NormConst<T>& other, const Shape& normalized_shape,
                          const BasicAddNormOptions<T>& options) {
   check_tensor(x_name, x);
   const RowLayout layout = row_layout(x.shape, normalized_shape, x_name);
@@ -266,8 +266,8 @@ void check_add_norm_grads(const std::optional<Mutable<T>>& dgamma,
 }
 
 template <class T>
-RowLayout check_add_norm_pre(const Const<T>& x, const Const<T>& r, const Shape& normalized_shape,
-                             const Mutable<T>& h, const Mutable<T>& y,
+RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r, const Shape& normalized_shape,
+                             const NormMutable<T>& h, const NormMutable<T>& y,
                              const BasicAddNormOptions<T>& options,
                              const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
@@ -283,8 +283,8 @@ RowLayout check_add_norm_pre(const Const<T>& x, const Const<T>& r, const Shape& 
 }
 
 template <class T>
-RowLayout check_add_norm_pre_backward(const Const<T>& dy, const MaybeConst<T>& dh_next,
-                                      const Const<T>& h, const Shape& normalized_shape,
+RowLayout check_add_norm_pre_backward(const NormConst<T>& dy, const std::optional<NormConst<T>>& dh_next,
+                                      const NormConst<T>& h, const Shape& normalized_shape,
                                       const BasicAddNormPreGrads<T>& grads,
                                       const BasicAddNormOptions<T>& options,
                                       const std::optional<BasicSavedStats<T>>& saved) {
@@ -304,8 +304,8 @@ RowLayout check_add_norm_pre_backward(const Const<T>& dy, const MaybeConst<T>& d
 }
 
 template <class T>
-RowLayout check_add_norm_post(const Const<T>& x, const Const<T>& s, const Shape& normalized_shape,
-                              const Mutable<T>& y, const BasicAddNormOptions<T>& options,
+RowLayout check_add_norm_post(const NormConst<T>& x, const NormConst<T>& s, const Shape& normalized_shape,
+                              const NormMutable<T>& y, const BasicAddNormOptions<T>& options,
                               const BasicDropoutOptions<T>& dropout,
                               const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
@@ -321,7 +321,7 @@ RowLayout check_add_norm_post(const Const<T>& x, const Const<T>& s, const Shape&
 }
 
 template <class T>
-RowLayout check_add_norm_post_backward(const Const<T>& dy, const Const<T>& x, const Const<T>& s,
+RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T>& x, const NormConst<T>& s,
                                        const Shape& normalized_shape,
                                        const BasicAddNormPostGrads<T>& grads,
                                        const BasicAddNormOptions<T>& options,

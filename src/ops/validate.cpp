@@ -51,6 +51,8 @@ template int64_t check_tensor(const char*, const TensorView<float>&);
 template int64_t check_tensor(const char*, const TensorView<const double>&);
 template int64_t check_tensor(const char*, const TensorView<double>&);
 template int64_t check_tensor(const char*, const TensorView<uint8_t>&);
+template int64_t check_tensor(const char*, const TensorView<const void>&);
+template void check_shape(const char*, const TensorView<const void>&, const Shape&);
 template void check_shape(const char*, const TensorView<const float>&, const Shape&);
 template void check_shape(const char*, const TensorView<float>&, const Shape&);
 template void check_shape(const char*, const TensorView<const double>&, const Shape&);
@@ -59,6 +61,13 @@ template void check_count(const char*, const TensorView<const float>&, int64_t, 
 template void check_count(const char*, const TensorView<float>&, int64_t, const char*);
 template void check_count(const char*, const TensorView<const double>&, int64_t, const char*);
 template void check_count(const char*, const TensorView<double>&, int64_t, const char*);
+
+int64_t check_tensor(const char* name, const AnyConstView& view) {
+  return check_tensor(name, TensorView<const void>{view.data, view.shape});
+}
+void check_shape(const char* name, const AnyConstView& view, const Shape& expected) {
+  check_shape(name, TensorView<const void>{view.data, view.shape}, expected);
+}
 
 RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name) {
   if (normalized_shape.rank() == 0) {
@@ -141,9 +150,15 @@ void check_pair(const Region& output, const Region& other,
   const auto other_end = other_begin + static_cast<uintptr_t>(other.bytes);
   if (out_begin >= other_end || other_begin >= out_end) return;
   const bool allowed = may_coincide(output, other, may_alias);
-  if (allowed && out_begin == other_begin && output.bytes == other.bytes) return;
+  if (allowed && out_begin == other_begin && output.bytes == other.bytes &&
+      output.element == other.element) {
+    return;
+  }
   throw Error(std::string(output.name) + " overlaps " + other.name + ", expected " +
-              (allowed ? "exactly the same memory or separate memory" : "separate memory"));
+              (allowed ? (output.element == other.element
+                              ? "exactly the same memory or separate memory"
+                              : "separate memory (it stores another type)")
+                       : "separate memory"));
 }
 
 }  // namespace

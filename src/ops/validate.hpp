@@ -6,7 +6,9 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 
+#include "addnorm/dtype.hpp"
 #include "addnorm/tensor.hpp"
 
 namespace addnorm::detail {
@@ -24,6 +26,10 @@ int64_t check_tensor(const char* name, const TensorView<T>& view);
 // Checks that `view` has exactly `expected` shape (and data).
 template <class T>
 void check_shape(const char* name, const TensorView<T>& view, const Shape& expected);
+
+// The same for views of any storage type.
+int64_t check_tensor(const char* name, const AnyConstView& view);
+void check_shape(const char* name, const AnyConstView& view, const Shape& expected);
 
 // Checks that `view` holds exactly `count` elements (used for per-row statistics).
 template <class T>
@@ -48,17 +54,17 @@ void check_dropout_p(float p);
 void check_dropout_p(double p);
 
 // gamma and beta (each optional) must have normalized_shape.
-template <class T>
-void check_affine(const std::optional<TensorView<const T>>& gamma,
-                  const std::optional<TensorView<const T>>& beta, const Shape& normalized_shape) {
+template <class Gamma, class Beta>
+void check_affine(const std::optional<Gamma>& gamma, const std::optional<Beta>& beta,
+                  const Shape& normalized_shape) {
   if (gamma) check_shape("gamma", *gamma, normalized_shape);
   if (beta) check_shape("beta", *beta, normalized_shape);
 }
 // A parameter's gradient may only be asked for when the parameter exists, and has its shape.
 void refuse_gradient_without_parameter(const char* grad_name, const char* param_name);
-template <class T>
+template <class T, class Param>
 void check_parameter_grad(const char* grad_name, const std::optional<TensorView<T>>& grad,
-                          const char* param_name, const std::optional<TensorView<const T>>& param,
+                          const char* param_name, const std::optional<Param>& param,
                           const Shape& param_shape) {
   if (!grad) return;
   if (!param) refuse_gradient_without_parameter(grad_name, param_name);
@@ -66,18 +72,36 @@ void check_parameter_grad(const char* grad_name, const std::optional<TensorView<
 }
 
 // The byte range an argument occupies, for overlap checks; absent arguments occupy nothing.
+// `element` names the element type: an output may replace an input only when both store the
+// same type (a bfloat16 y over float16 x would be the same bytes read as something else).
 struct Region {
   const char* name;
   const void* begin;
   int64_t bytes;
+  int element = -1;
 };
+// float32 typed views share the tag of float32 storage (DType::float32) with AnyConstView.
+template <class T>
+int element_tag() {
+  using Plain = std::remove_const_t<T>;
+  if constexpr (std::is_same_v<Plain, float>) return static_cast<int>(DType::float32);
+  if constexpr (std::is_same_v<Plain, double>) return 100;
+  return 101;
+}
 template <class T>
 Region region(const char* name, const TensorView<T>& view) {
   return {name, static_cast<const void*>(view.data),
-          view.shape.numel() * static_cast<int64_t>(sizeof(T))};
+          view.shape.numel() * static_cast<int64_t>(sizeof(T)), element_tag<T>()};
 }
-template <class T>
-Region region(const char* name, const std::optional<TensorView<T>>& view) {
+inline Region region(const char* name, const AnyConstView& view) {
+  return {name, view.data, view.shape.numel() * dtype_size(view.dtype),
+          static_cast<int>(view.dtype)};
+}
+inline Region region(const char* name, const AnyMutableView& view) {
+  return region(name, AnyConstView(view));
+}
+template <class View>
+Region region(const char* name, const std::optional<View>& view) {
   return view ? region(name, *view) : Region{name, nullptr, 0};
 }
 

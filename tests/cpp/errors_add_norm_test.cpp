@@ -30,9 +30,9 @@ const Shape kRows{3};
 template <class Call>
 void add_option_rejections(std::vector<Rejection<Call>>& rejections) {
   add_tensor_rejections<Call>(rejections, "gamma",
-                              [](Call& c) -> ConstView& { return *c.options.gamma; }, kDim, {7});
+                              [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
   add_tensor_rejections<Call>(rejections, "beta",
-                              [](Call& c) -> ConstView& { return *c.options.beta; }, kDim, {2, 4});
+                              [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {2, 4});
   add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
   rejections.push_back({"beta with rms_norm",
                         [](Call& c, Arena&) { c.options.norm = NormKind::rms_norm; },
@@ -172,7 +172,7 @@ TEST(AddNormPreBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {3, 7});
   add_tensor_rejections<Call>(rejections, "dh_next",
                               [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 8, 1});
-  add_tensor_rejections<Call>(rejections, "dh", [](Call& c) -> MutableView& { return c.grads.dh; },
+  add_tensor_rejections<Call>(rejections, "dh", [](Call& c) -> AnyMutableView& { return c.grads.dh; },
                               kX, {2, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);
@@ -306,9 +306,9 @@ TEST(AddNormPostBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {3, 7});
   add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
                               {8, 3});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.grads.dx; },
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> AnyMutableView& { return c.grads.dx; },
                               kX, {3, 1});
-  add_tensor_rejections<Call>(rejections, "ds", [](Call& c) -> MutableView& { return c.grads.ds; },
+  add_tensor_rejections<Call>(rejections, "ds", [](Call& c) -> AnyMutableView& { return c.grads.ds; },
                               kX, {4, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);

@@ -42,7 +42,7 @@ class BasicArena {
 
   template <class View>
   View make(const Shape& shape) {
-    if constexpr (std::is_same_v<View, TensorView<const T>>) {
+    if constexpr (std::is_same_v<View, TensorView<const T>> || std::is_same_v<View, AnyConstView>) {
       return input(shape);
     } else {
       return output(shape);
@@ -110,6 +110,25 @@ TensorView<std::remove_const_t<T>> inside(const TensorView<T>& view, int64_t shi
 }
 template <class T>
 TensorView<std::remove_const_t<T>> inside(const TensorView<T>& view, int64_t shift) {
+  return inside(view, shift, view.shape);
+}
+
+// The same inside a view of any storage type (the norms' tensors). It converts to whichever
+// view the call's field has, typed float32 or any storage.
+struct ShiftedView {
+  void* data;
+  Shape shape;
+  DType dtype;
+  operator AnyMutableView() const { return {data, shape, dtype}; }
+  operator AnyConstView() const { return {data, shape, dtype}; }
+  operator MutableView() const { return {static_cast<float*>(data), shape}; }
+  operator ConstView() const { return {static_cast<const float*>(data), shape}; }
+};
+inline ShiftedView inside(const AnyConstView& view, int64_t shift, const Shape& shape) {
+  auto* bytes = static_cast<uint8_t*>(const_cast<void*>(view.data));
+  return {bytes + shift * dtype_size(view.dtype), shape, view.dtype};
+}
+inline ShiftedView inside(const AnyConstView& view, int64_t shift) {
   return inside(view, shift, view.shape);
 }
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "addnorm/mixed_precision.hpp"
+#include "ops/mixed_precision.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/narrow_norm.hpp"

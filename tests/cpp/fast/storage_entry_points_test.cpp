@@ -1,0 +1,217 @@
+// The public norms (addnorm/ops.hpp) on 16-bit and mixed storage, against the float64 ops on the
+// same (widened) values: each 16-bit output within one unit of its storage type, float32 outputs
+// and statistics within the float32 contract. Also the storage rules of aliasing and post-norm.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "addnorm/dtype.hpp"
+#include "addnorm/float64.hpp"
+#include "addnorm/ops.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::random_floats;
+
+struct Stored {
+  DType dtype;
+  std::vector<uint16_t> bits;
+  std::vector<float> wide;  // the stored values, exactly
+
+  Stored(const std::vector<float>& values, DType type) : dtype(type), bits(values.size()) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      bits[i] = type == DType::bfloat16 ? to_bfloat16(values[i]).bits : to_float16(values[i]).bits;
+      wide.push_back(type == DType::bfloat16 ? to_float(bfloat16{bits[i]})
+                                             : to_float(float16{bits[i]}));
+    }
+  }
+  AnyConstView view(const Shape& shape) const { return {bits.data(), shape, dtype}; }
+};
+
+std::vector<float> widen_bits(const std::vector<uint16_t>& bits, DType dtype) {
+  std::vector<float> out;
+  for (uint16_t b : bits) {
+    out.push_back(dtype == DType::bfloat16 ? to_float(bfloat16{b}) : to_float(float16{b}));
+  }
+  return out;
+}
+
+std::vector<double> as_double(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
+
+// One unit in the last place of a 16-bit type at `value` (8 significand bits for bfloat16, 11
+// for float16; float16's subnormal spacing below 2^-14).
+double unit(double value, DType dtype) {
+  const int bits = dtype == DType::bfloat16 ? 8 : 11;
+  const double magnitude = std::max(std::fabs(value), dtype == DType::float16 ? 0x1p-14 : 0x1p-126);
+  return std::ldexp(1.0, std::ilogb(magnitude) - (bits - 1));
+}
+
+// got (stored as dtype) is want rounded to dtype, give or take the float32 work before the
+// rounding: within one unit, plus `slack` (absolute) for gradients' cancellation.
+void expect_within_unit(const std::vector<float>& got, const std::vector<double>& want,
+                        DType dtype, double slack = 0) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::fabs(got[i] - want[i]), unit(want[i], dtype) + slack)
+        << dtype_name(dtype) << " element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+double max_abs(const std::vector<double>& values) {
+  double m = 0;
+  for (double v : values) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+class SixteenBitStorage : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
+  const DType dtype = GetParam();
+  for (const int64_t dim : {int64_t{67}, int64_t{512}}) {
+    const int64_t rows = 9;
+    const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
+    const Stored x(random_floats(rows * dim, 11, -3.0f, 5.0f), dtype);
+    const Stored dy(random_floats(rows * dim, 12), dtype);
+    const Stored gamma(random_floats(dim, 13, 0.5f, 1.5f), dtype);
+    const Stored beta(random_floats(dim, 14), dtype);
+    std::vector<uint16_t> y(rows * dim), dx(rows * dim);
+    std::vector<float> mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
+    const LayerNormOptions options{gamma.view({dim}), beta.view({dim}), 1e-5f};
+    layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, dtype), options,
+               NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+    layer_norm_backward(dy.view(shape), x.view(shape), normalized,
+                        {AnyMutableView(dx.data(), shape, dtype),
+                         MutableView{dgamma.data(), {dim}}, MutableView{dbeta.data(), {dim}}},
+                        options,
+                        SavedStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+
+    const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide);
+    const auto g64 = as_double(gamma.wide), b64 = as_double(beta.wide);
+    std::vector<double> y64(rows * dim), mean64(rows), rstd64(rows), dx64(rows * dim),
+        dgamma64(dim), dbeta64(dim);
+    const float64::LayerNormOptions options64{float64::ConstView{g64.data(), {dim}},
+                                              float64::ConstView{b64.data(), {dim}}, 1e-5};
+    float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64,
+                        float64::NormStats{{mean64.data(), row_shape}, {rstd64.data(), row_shape}});
+    float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
+                                 {{dx64.data(), shape},
+                                  float64::MutableView{dgamma64.data(), {dim}},
+                                  float64::MutableView{dbeta64.data(), {dim}}},
+                                 options64);
+    expect_within_unit(widen_bits(y, dtype), y64, dtype);
+    // dx cancels terms of the size of rstd * |dy * gamma|: a few float32 roundings of those.
+    expect_within_unit(widen_bits(dx, dtype), dx64, dtype, 1e-5 * max_abs(dx64));
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_NEAR(mean[r], mean64[r], 1e-6 * std::fabs(mean64[r]) + 1e-7);
+      EXPECT_NEAR(rstd[r], rstd64[r], 1e-6 * rstd64[r]);
+    }
+    // dgamma, dbeta: float32 sums over rows of float64 products: a float32 rounding each.
+    for (int64_t i = 0; i < dim; ++i) {
+      EXPECT_NEAR(dgamma[i], dgamma64[i], 1e-5 * max_abs(dgamma64));
+      EXPECT_NEAR(dbeta[i], dbeta64[i], 1e-5 * max_abs(dbeta64));
+    }
+  }
+}
+
+TEST_P(SixteenBitStorage, RmsNormWithZeroCenteredGammaMatchesFloat64) {
+  const DType dtype = GetParam();
+  const int64_t rows = 6, dim = 130;
+  const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
+  const Stored x(random_floats(rows * dim, 21, -2.0f, 2.0f), dtype);
+  const Stored dy(random_floats(rows * dim, 22), dtype);
+  const Stored gamma(random_floats(dim, 23, -0.2f, 0.2f), dtype);
+  std::vector<uint16_t> y(rows * dim), dx(rows * dim);
+  std::vector<float> rstd(rows), dgamma(dim);
+  const RmsNormOptions options{gamma.view({dim}), true, 1e-6f};
+  rms_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, dtype), options,
+           MutableView{rstd.data(), row_shape});
+  rms_norm_backward(dy.view(shape), x.view(shape), normalized,
+                    {AnyMutableView(dx.data(), shape, dtype), MutableView{dgamma.data(), {dim}}},
+                    options, ConstView{rstd.data(), row_shape});
+  const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide), g64 = as_double(gamma.wide);
+  std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim);
+  const float64::RmsNormOptions options64{float64::ConstView{g64.data(), {dim}}, true, 1e-6};
+  float64::rms_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64);
+  float64::rms_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
+                             {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), {dim}}},
+                             options64);
+  expect_within_unit(widen_bits(y, dtype), y64, dtype);
+  expect_within_unit(widen_bits(dx, dtype), dx64, dtype, 1e-5 * max_abs(dx64));
+  for (int64_t i = 0; i < dim; ++i) {
+    EXPECT_NEAR(dgamma[i], dgamma64[i], 1e-5 * max_abs(dgamma64));
+  }
+}
+
+// The layout large-model training uses: a float32 residual stream x and h beside 16-bit
+// sub-layer output r and normalised y. h is x + r rounded once to float32, bit for bit.
+TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
+  const DType dtype = GetParam();
+  const int64_t rows = 5, dim = 96;
+  const Shape shape{rows, dim}, normalized{dim};
+  const std::vector<float> x = random_floats(rows * dim, 31, -4.0f, 4.0f);
+  const Stored r(random_floats(rows * dim, 32), dtype);
+  const std::vector<float> gamma = random_floats(dim, 33, 0.5f, 1.5f);
+  std::vector<float> h(rows * dim);
+  std::vector<uint16_t> y(rows * dim);
+  add_norm_pre(ConstView{x.data(), shape}, r.view(shape), normalized,
+               MutableView{h.data(), shape}, AnyMutableView(y.data(), shape, dtype),
+               AddNormOptions{NormKind::rms_norm, ConstView{gamma.data(), {dim}}, std::nullopt,
+                              false, 1e-6f});
+  for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x[i] + r.wide[i]) << i;
+  const auto h64 = as_double(h), g64 = as_double(gamma);
+  std::vector<double> y64(rows * dim);
+  float64::rms_norm({h64.data(), shape}, normalized, {y64.data(), shape},
+                    float64::RmsNormOptions{float64::ConstView{g64.data(), {dim}}, false, 1e-6});
+  expect_within_unit(widen_bits(y, dtype), y64, dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SixteenBitStorage,
+                         ::testing::Values(DType::bfloat16, DType::float16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// An output may replace an input only when both store the same type.
+TEST(StorageRules, OutputOverInputOfAnotherTypeIsRefused) {
+  const Shape shape{2, 8};
+  std::vector<uint16_t> memory(16, to_bfloat16(1.5f).bits);
+  memory[3] = to_bfloat16(-2.0f).bits;
+  const std::vector<uint16_t> before = memory;
+  try {
+    layer_norm(AnyConstView(memory.data(), shape, DType::bfloat16), Shape{8},
+               AnyMutableView(memory.data(), shape, DType::float16));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("y overlaps x"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("another type"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(memory, before);
+  // The same type in place is allowed, and normalises.
+  layer_norm(AnyConstView(memory.data(), shape, DType::bfloat16), Shape{8},
+             AnyMutableView(memory.data(), shape, DType::bfloat16));
+  EXPECT_NE(memory, before);
+}
+
+TEST(StorageRules, SixteenBitPostNormIsRefusedNamingTheTensor) {
+  const Shape shape{2, 4};
+  const std::vector<float> x(8, 1.0f);
+  const std::vector<uint16_t> s(8, to_bfloat16(0.5f).bits);
+  std::vector<float> y(8, 7.0f);
+  try {
+    add_norm_post(ConstView{x.data(), shape}, AnyConstView(s.data(), shape, DType::bfloat16),
+                  Shape{4}, MutableView{y.data(), shape});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("s is stored as bfloat16"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+}
+
+}  // namespace
+}  // namespace addnorm
