@@ -117,11 +117,16 @@ Workspace::Workspace(int64_t elements, int64_t max_rows, int64_t max_dim, bool w
   fill(running_var, max_dim, 8, 1.0f, 0.0f);
   if (with_bf16) {
     x_bf16 = halves(elements);
+    r_bf16 = halves(elements);
     dy_bf16 = halves(elements);
+    dh_next_bf16 = halves(elements);
     y_bf16 = halves(elements);
+    h_bf16 = halves(elements);
     dx_bf16 = halves(elements);
     convert(x, x_bf16, elements);
+    convert(r, r_bf16, elements);
     convert(dy, dy_bf16, elements);
+    convert(dh_next, dh_next_bf16, elements);
   }
 }
 

@@ -52,10 +52,13 @@ struct Workspace {
   float* mean = nullptr;
   float* rstd = nullptr;
   float* variance = nullptr;  // oneDNN saves the variance, not rstd
-  // bfloat16 storage (raw bits), when with_bf16: inputs converted from x and dy.
+  // bfloat16 storage (raw bits), when with_bf16: inputs converted from x, r, dy and dh_next.
   uint16_t* x_bf16 = nullptr;
+  uint16_t* r_bf16 = nullptr;
   uint16_t* dy_bf16 = nullptr;
+  uint16_t* dh_next_bf16 = nullptr;
   uint16_t* y_bf16 = nullptr;
+  uint16_t* h_bf16 = nullptr;
   uint16_t* dx_bf16 = nullptr;
 
   int64_t max_elements = 0;
