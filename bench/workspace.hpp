@@ -10,7 +10,8 @@
 
 namespace addnorm::bench {
 
-// 2 MiB-aligned memory (so SIMD and non-temporal stores never straddle a line), pre-faulted.
+// 2 MiB-aligned memory (so SIMD and non-temporal stores never straddle a line), pre-faulted,
+// mapped apart from malloc's heap (workspace.cpp says why).
 class AlignedBuffer {
  public:
   explicit AlignedBuffer(size_t bytes);
@@ -23,6 +24,7 @@ class AlignedBuffer {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t mapped_bytes_ = 0;
 };
 
 struct Workspace {
