@@ -3,8 +3,8 @@
 // unfused, at::batch_norm, and gradients through autograd. Inputs wrap the workspace (no copy);
 // outputs are allocated by PyTorch on every call, which is the point of measuring it "as
 // installed" (fresh 64 MiB outputs page-fault) and "tuned" (glibc's allocator kept from
-// unmapping or trimming freed outputs, main.cpp: they are reused, no page faults). Backward-only cases build the graph once, outside the
-// timed call, and keep it (retain_graph).
+// unmapping or trimming freed outputs, main.cpp: they are reused, no page faults). Backward-only
+// cases build the graph once, outside the timed call, and keep it (retain_graph).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>

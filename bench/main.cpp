@@ -3,7 +3,7 @@
 // and, optionally, JSON and Markdown. PyTorch is measured twice: as installed in this process,
 // and with glibc's allocator tuned (kTunables) in a child process (tunables are read when a
 // process starts), whose ratios to addnorm are taken against the addnorm it measured itself.
-// Every timed loop's page faults are counted; faults beyond the allowance (report.hpp) are marked
+// Every timed loop's page faults are counted; faults beyond the allowance (measure.hpp) are marked
 // F! and, except for PyTorch as installed, make the run exit with status 3.
 #include <omp.h>
 #include <spawn.h>
@@ -195,7 +195,9 @@ int run(int argc, char** argv) {
   // PyTorch's outputs and autograd temporaries of a case, with room for the heap's
   // fragmentation: the composed RMSNorm's backward alone makes about ten tensors per call.
   constexpr int64_t kPrefaultTensors = 16;
-  if (tuned && wants_impl(options, "torch-tuned")) prefault_heap(kPrefaultTensors * max_elements * 4);
+  if (tuned && wants_impl(options, "torch-tuned")) {
+    prefault_heap(kPrefaultTensors * max_elements * 4);
+  }
   const dnnl_version_t* dnnl = dnnl_version();
   const std::string dnnl_text = std::to_string(dnnl->major) + "." + std::to_string(dnnl->minor) +
                                 "." + std::to_string(dnnl->patch);

@@ -2,7 +2,7 @@
 """Prints issue 10's performance targets as met / not met, from an addnorm-bench --json result.
 
     ./build-bench/bench/addnorm-bench --json bench.json
-    /usr/bin/python3 bench/targets.py bench.json            # Markdown, as docs/performance.md has it
+    /usr/bin/python3 bench/targets.py bench.json     # Markdown, as docs/performance.md has it
 
 Every figure is taken from the one run in the file: % of the copy ceiling measured beside the case,
 and ratios of medians measured interleaved in the same process (PyTorch tuned: against the addnorm
@@ -150,10 +150,9 @@ def evaluate(records):
                 measured += "–" + format_value(high, unit)
                 measured += f" (worst {worst_shape}: {format_value(worst, unit)})"
             failing = len(passes) - sum(passes)
-            if failing == 0:
-                met = "met"
-            else:
-                met = "not met" + (f" ({failing} of {len(passes)} shapes)" if len(passes) > 1 else "")
+            met = "met" if failing == 0 else "not met"
+            if failing and len(passes) > 1:
+                met += f" ({failing} of {len(passes)} shapes)"
             rows.append((name, str(threads), measured, met))
     return rows
 
