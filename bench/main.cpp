@@ -202,9 +202,10 @@ int run(int argc, char** argv) {
   const std::string dnnl_text = std::to_string(dnnl->major) + "." + std::to_string(dnnl->minor) +
                                 "." + std::to_string(dnnl->patch);
   const std::string machine = machine_line(dnnl_text);
+  const std::string load_at_start = load_average();
   if (!options.child) {
     std::cout << "addnorm-bench: " << machine << "; " << cases.size() << " cases; load average "
-              << load_average() << "\n"
+              << load_at_start << "\n"
               << "workspace " << ws.held_bytes() / (1 << 20) << " MiB; GB/s = bytes the op "
               << "must read + write / median time; 'addnorm x' = this impl's time / addnorm's "
                  "(same run)\n";
@@ -317,6 +318,7 @@ int run(int argc, char** argv) {
           {"onednn", dnnl_text},
           {"torch", torch_version()},
           {"glibc_tunables", std::getenv("GLIBC_TUNABLES") ? std::getenv("GLIBC_TUNABLES") : ""},
+          {"load_average_at_start", load_at_start},
           {"load_average_at_end", load_average()},
           {"tensor_mib", options.tensor_mib},
           {"in_cache_mib", options.in_cache_mib},

@@ -172,6 +172,12 @@ def main(argv):
     print(f"{meta.get('cpu', '?')} ({meta.get('cpu_family', '?')}), {meta.get('cpus', '?')} CPUs; "
           f"addnorm SIMD target {meta.get('simd_target', '?')}; tensors {meta.get('tensor_mib')} "
           f"MiB out of cache.")
+    loads = [float(meta[key]) for key in ("load_average_at_start", "load_average_at_end")
+             if str(meta.get(key, "?")).replace(".", "", 1).isdigit()]
+    if loads and max(loads) > meta.get("cpus", 0):
+        print(f"\n**Warning:** the load average reached {max(loads):g} on {meta.get('cpus')} CPUs "
+              "during this run: other work shared the cores, so its figures (ratios included, "
+              "above all at 2 threads) are not fit to judge targets by.")
     faulted = meta.get("fault_errors", 0)
     if faulted:
         print(f"\n**Warning:** {faulted} timed loop(s) in this run took page faults beyond the "

@@ -96,13 +96,15 @@ def test_command_line_prints_the_table_and_rejects_other_json(tmp_path):
     result_file = tmp_path / "bench.json"
     result_file.write_text(json.dumps({
         "meta": {"cpu": "Test CPU", "cpu_family": "AMD", "cpus": 2, "simd_target": "AVX3",
-                 "tensor_mib": 64, "fault_errors": 1},
+                 "tensor_mib": 64, "fault_errors": 1, "load_average_at_start": "0.50",
+                 "load_average_at_end": "2.50"},
         "records": [record("layer_norm_bwd", "addnorm", 1e-3, pct=86.0)]}))
     script = REPO_ROOT / "bench" / "targets.py"
     out = subprocess.run([sys.executable, str(script), str(result_file)], capture_output=True,
                          text=True, check=True).stdout
     assert "Test CPU (AMD)" in out and "SIMD target AVX3" in out
     assert "1 timed loop(s) in this run took page faults" in out
+    assert "the load average reached 2.5 on 2 CPUs" in out  # 2.50 > 2 CPUs: a shared machine
     assert "| LayerNorm bwd f32: % of copy ceiling | 2 | 86% | met |" in out
     bad = tmp_path / "other.json"
     bad.write_text("{}")
