@@ -50,6 +50,10 @@ Op op_from_name(const std::string& name) {
   throw Error("--ops has '" + name + "', expected one of " + valid);
 }
 
+bool is_decode_op(Op op) {
+  return op == Op::layer_norm_fwd || op == Op::rms_norm_fwd;
+}
+
 std::string dtype_name(DType dtype) {
   return dtype == DType::f32 ? "f32" : "bf16";
 }

@@ -38,9 +38,15 @@ struct Case {
   int64_t dim = 0;
   int threads = 1;
   bool in_cache = false;  // a 1 MiB tensor that stays in cache, instead of ~64 MiB
+  // A decode step: a few rows (1, 4, 16) of a wide model, in cache; what matters is the time of
+  // one call (ns/call), so the per-call overhead (validation, dispatch, waking threads) shows.
+  bool decode = false;
 
   int64_t elements() const { return rows * dim; }
 };
+
+// The ops a decode step runs per token (norms before attention and the MLP).
+bool is_decode_op(Op op);
 
 const std::vector<Op>& all_ops();
 std::string op_name(Op op);

@@ -60,7 +60,8 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
       "kernel and the textbook loop, interleaved in one run on the same data"};
   std::string ops = "all", dims = "64,128,512,768,1024,4096,8192", threads = "1,2";
   std::string impls = join(all_impls()), dtypes = "f32,bf16";
-  bool quick = false, no_in_cache = false, list = false;
+  std::string decode_rows = "1,4,16", decode_dims = "4096,8192";
+  bool quick = false, no_in_cache = false, no_decode = false, list = false;
   app.add_option("--ops", ops, "comma-separated ops, or 'all'")->capture_default_str();
   app.add_option("--dims", dims, "row lengths D; rows = tensor size / D")->capture_default_str();
   app.add_option("--threads", threads, "thread counts")->capture_default_str();
@@ -77,6 +78,10 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
   app.add_option("--in-cache-dim", options.in_cache_dim, "D of the in-cache case")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--no-decode", no_decode, "skip the decode cases");
+  app.add_option("--decode-rows", decode_rows, "rows of the decode cases (ns/call)")
+      ->capture_default_str();
+  app.add_option("--decode-dims", decode_dims, "D of the decode cases")->capture_default_str();
   app.add_option("--reps", options.reps, "samples per implementation (slow ones get fewer)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -84,7 +89,8 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_flag("--quick", quick,
-               "about a minute: D = 1024 (16 MiB) and the in-cache case, 2 threads, f32");
+               "about a minute: D = 1024 (16 MiB), the in-cache and decode cases, 2 threads, "
+               "f32 and bf16");
   app.add_flag("--smoke", options.smoke, "seconds: 4 MiB tensors, D = 64, one sample each");
   app.add_flag("--quiet", options.quiet, "only progress lines and the summary table");
   app.add_option("--json", options.json_path,
@@ -108,7 +114,6 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
   if (quick) {
     dims = "1024";
     threads = "2";
-    dtypes = "f32";
     options.tensor_mib = std::min(options.tensor_mib, 16.0);
     options.reps = std::min(options.reps, 5);
     options.case_seconds = std::min(options.case_seconds, 0.5);
@@ -118,11 +123,20 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
     options.tensor_mib = 4;
     options.in_cache_mib = 0.25;
     options.in_cache_dim = 64;
+    decode_rows = "1";
+    decode_dims = "64";
     options.reps = 1;
     options.case_seconds = 0.05;
     threads = "1";
   }
   options.in_cache = !no_in_cache;
+  options.decode = !no_decode;
+  for (const std::string& r : split_list(decode_rows)) {
+    options.decode_rows.push_back(parse_positive("--decode-rows", r));
+  }
+  for (const std::string& d : split_list(decode_dims)) {
+    options.decode_dims.push_back(parse_positive("--decode-dims", d));
+  }
   options.ops.clear();
   if (ops == "all") {
     options.ops = all_ops();
@@ -162,10 +176,15 @@ std::vector<std::string> child_arguments(const BenchOptions& options,
                                    "--tensor-mib",   std::to_string(options.tensor_mib),
                                    "--in-cache-mib", std::to_string(options.in_cache_mib),
                                    "--in-cache-dim", std::to_string(options.in_cache_dim),
+                                   "--decode-rows",  join(options.decode_rows),
+                                   "--decode-dims",  join(options.decode_dims),
                                    "--reps",         std::to_string(options.reps),
                                    "--case-seconds", std::to_string(options.case_seconds),
                                    "--json",         json_path};
   if (!options.in_cache) args.push_back("--no-in-cache");
+  if (!options.decode || options.decode_rows.empty() || options.decode_dims.empty()) {
+    args.push_back("--no-decode");
+  }
   return args;
 }
 

@@ -23,6 +23,11 @@ struct BenchOptions {
   bool in_cache = true;    // also run the in-cache case
   double in_cache_mib = 1;
   int64_t in_cache_dim = 1024;
+  // Decode cases (LayerNorm and RMSNorm forward, ns/call): rows x dims, every dtype and thread
+  // count of the run.
+  bool decode = true;
+  std::vector<int64_t> decode_rows;
+  std::vector<int64_t> decode_dims;
   int reps = 9;
   double case_seconds = 2.0;
   bool quiet = false;     // no per-case blocks, only progress and the summary

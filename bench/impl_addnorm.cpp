@@ -3,31 +3,53 @@
 #include <omp.h>
 
 #include "addnorm/ops.hpp"
+#include "addnorm/simd.hpp"
 #include "runner.hpp"
 
 namespace addnorm::bench {
-bool addnorm_has_bf16() { return true; }
+
+std::string addnorm_simd_target() {
+  return simd_target();
+}
 
 namespace {
 
-// bfloat16 data (x, dy, y, dx) with float32 gamma, beta and statistics, through
-// the public ops (include/addnorm/ops.hpp), which take any storage type. LayerNorm and RMSNorm,
-// forward and backward.
+// The 16-bit calls' options: float32 gamma (and beta for LayerNorm), the run's eps.
+AddNormOptions bf16_options(NormKind norm, const Case& c, const Workspace& ws) {
+  AddNormOptions options;
+  options.norm = norm;
+  options.gamma = ConstView{ws.gamma, {c.dim}};
+  if (norm == NormKind::layer_norm) options.beta = ConstView{ws.beta, {c.dim}};
+  options.eps = norm == NormKind::layer_norm ? kLayerNormEps : kRmsNormEps;
+  return options;
+}
+LayerNormOptions layer_norm_options(const AddNormOptions& o) { return {o.gamma, o.beta, o.eps}; }
+RmsNormOptions rms_norm_options(const AddNormOptions& o) {
+  return {o.gamma, o.zero_centered_gamma, o.eps};
+}
+
+// bfloat16 data (x, r, dy, dh_next, y, h, dx) with float32 gamma, beta and statistics, through
+// the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward and
+// backward, and the fused pre-norm Add&Norm. There is no 16-bit post-norm (dropout) op yet, and
+// BatchNorm is float32 only.
 void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
-  const AnyConstView x(ws.x_bf16, shape, bf16), dy(ws.dy_bf16, shape, bf16);
-  const AnyMutableView y(ws.y_bf16, shape, bf16), dx(ws.dx_bf16, shape, bf16);
-  const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};
+  const AnyConstView x(ws.x_bf16, shape, bf16), r(ws.r_bf16, shape, bf16);
+  const AnyConstView dy(ws.dy_bf16, shape, bf16), dh_next(ws.dh_next_bf16, shape, bf16);
+  const AnyConstView h_in(ws.h_bf16, shape, bf16);
+  const AnyMutableView y(ws.y_bf16, shape, bf16), h(ws.h_bf16, shape, bf16);
+  const AnyMutableView dx(ws.dx_bf16, shape, bf16);
   const MutableView dgamma{ws.dgamma, {c.dim}}, dbeta{ws.dbeta, {c.dim}};
   const NormStats stats{{ws.mean, row_shape}, {ws.rstd, row_shape}};
-  const SavedStats saved{{ws.mean, row_shape}, {ws.rstd, row_shape}};
-  const LayerNormOptions ln{gamma, beta, kLayerNormEps};
-  const RmsNormOptions rms{gamma, false, kRmsNormEps};
+  const ConstView rstd{ws.rstd, row_shape};
   const MutableView rstd_out{ws.rstd, row_shape};
+  const SavedStats saved{{ws.mean, row_shape}, rstd};
+  const AddNormOptions pre = bf16_options(NormKind::layer_norm, c, ws);
+  const LayerNormOptions ln = layer_norm_options(pre);
+  const RmsNormOptions rms = rms_norm_options(bf16_options(NormKind::rms_norm, c, ws));
   const std::string name = "addnorm";
   const std::string note = "bf16 data, f32 statistics";
-  const ConstView rstd{ws.rstd, row_shape};
   switch (c.op) {
     case Op::layer_norm_fwd:
       out.push_back({name, note, [=] { layer_norm(x, normalized, y, ln, stats); }});
@@ -57,8 +79,43 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
                        rms_norm_backward(dy, x, normalized, {dx, dgamma}, rms, rstd);
                      }});
       break;
+    case Op::add_norm_pre_fwd:
+      out.push_back({name, "fused, " + note,
+                     [=] { add_norm_pre(x, r, normalized, h, y, pre, stats); }});
+      break;
+    case Op::add_norm_pre_bwd:
+      // dh = LN'(dy) at h + dh_next: the residual stream's gradient, as the float32 op.
+      out.push_back({name, "fused, " + note, [=] {
+                       add_norm_pre_backward(dy, dh_next, h_in, normalized, {dx, dgamma, dbeta}, pre,
+                                             saved);
+                     }});
+      break;
     default:
-      break;  // the fused and BatchNorm ops are timed in float32 only
+      break;  // post-norm and BatchNorm: float32 only
+  }
+}
+
+// The bf16 forward that leaves what a bf16 backward case reads (statistics; h for pre-norm).
+void prepare_bf16_saved_stats(const Case& c, Workspace& ws) {
+  constexpr auto bf16 = addnorm::DType::bfloat16;
+  const Shape shape{c.rows, c.dim}, normalized{c.dim};
+  const AnyConstView x(ws.x_bf16, shape, bf16), r(ws.r_bf16, shape, bf16);
+  const AnyMutableView y(ws.y_bf16, shape, bf16), h(ws.h_bf16, shape, bf16);
+  const NormStats stats{{ws.mean, {c.rows}}, {ws.rstd, {c.rows}}};
+  switch (c.op) {
+    case Op::layer_norm_bwd:
+      layer_norm(x, normalized, y, layer_norm_options(bf16_options(NormKind::layer_norm, c, ws)),
+                 stats);
+      break;
+    case Op::rms_norm_bwd:
+      rms_norm(x, normalized, y, rms_norm_options(bf16_options(NormKind::rms_norm, c, ws)),
+               stats.rstd);
+      break;
+    case Op::add_norm_pre_bwd:
+      add_norm_pre(x, r, normalized, h, y, bf16_options(NormKind::layer_norm, c, ws), stats);
+      break;
+    default:
+      break;
   }
 }
 
@@ -147,6 +204,10 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
 // Saved statistics for the backward cases, written by addnorm's own forward so every
 // implementation that takes saved statistics reads the same ones.
 void prepare_saved_stats(const Case& c, Workspace& ws) {
+  if (c.dtype != DType::f32) {
+    prepare_bf16_saved_stats(c, ws);
+    return;
+  }
   const Shape shape{c.rows, c.dim};
   const Shape normalized{c.dim};
   const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};

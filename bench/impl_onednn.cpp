@@ -1,7 +1,8 @@
 // oneDNN (Debian's libdnnl 2.6): layer_normalization forward and backward in f32 and bf16,
-// batch_normalization training forward, and the pre-norm Add&Norm composed from a binary add and
-// a layer_normalization (oneDNN has no fused one, and no RMSNorm before 3.x). Primitives, memory
-// objects, argument maps and a user-mode scratchpad are all made here, outside the timed call.
+// batch_normalization training forward (f32), and the pre-norm Add&Norm (f32 and bf16) composed
+// from a binary add and a layer_normalization (oneDNN has no fused one, and no RMSNorm before
+// 3.x). Primitives, memory objects, argument maps and a user-mode scratchpad are all made here,
+// outside the timed call.
 #include <cmath>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -53,22 +54,31 @@ struct Memories {
   memory src, dst, diff_dst, diff_src, scale, shift, diff_scale, diff_shift, mean, variance;
 };
 
-Memories make_memories(const Case& c, Workspace& ws, const float* src_f32, float* dst_f32) {
+// The workspace's [rows, dim] tensors in the case's storage type.
+struct Tensors {
+  void *x, *r, *h, *y, *dy, *dh_next, *dx;
+};
+
+Tensors tensors(const Case& c, Workspace& ws) {
+  if (c.dtype == DType::bf16) {
+    return {ws.x_bf16, ws.r_bf16, ws.h_bf16, ws.y_bf16, ws.dy_bf16, ws.dh_next_bf16, ws.dx_bf16};
+  }
+  return {ws.x, ws.r, ws.h, ws.y, ws.dy, ws.dh_next, ws.dx};
+}
+
+// Memories of a normalisation reading `src` and writing `dst` (dy and dx are the workspace's).
+Memories make_memories(const Case& c, Workspace& ws, void* src, void* dst) {
   dnnl::engine& engine = cpu_engine();
-  const bool bf16 = c.dtype == DType::bf16;
-  const auto type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto type = c.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const Tensors t = tensors(c, ws);
   Memories m;
   m.data = memory::desc({c.rows, c.dim}, type, memory::format_tag::ab);
   m.stat = memory::desc({c.rows}, memory::data_type::f32, memory::format_tag::a);
   m.column = memory::desc({c.dim}, memory::data_type::f32, memory::format_tag::a);
-  auto* src = bf16 ? static_cast<void*>(ws.x_bf16) : const_cast<float*>(src_f32);
-  auto* dst = bf16 ? static_cast<void*>(ws.y_bf16) : dst_f32;
-  auto* diff_dst = bf16 ? static_cast<void*>(ws.dy_bf16) : ws.dy;
-  auto* diff_src = bf16 ? static_cast<void*>(ws.dx_bf16) : ws.dx;
   m.src = memory(m.data, engine, src);
   m.dst = memory(m.data, engine, dst);
-  m.diff_dst = memory(m.data, engine, diff_dst);
-  m.diff_src = memory(m.data, engine, diff_src);
+  m.diff_dst = memory(m.data, engine, t.dy);
+  m.diff_src = memory(m.data, engine, t.dx);
   m.scale = memory(m.column, engine, ws.gamma);
   m.shift = memory(m.column, engine, ws.beta);
   m.diff_scale = memory(m.column, engine, ws.dgamma);
@@ -121,7 +131,7 @@ Step layer_norm_backward_step(const Memories& m) {
 }
 
 // dst = a + b, elementwise (dst may be a).
-Step add_step(const memory::desc& data, float* a, float* b, float* dst) {
+Step add_step(const memory::desc& data, void* a, void* b, void* dst) {
   dnnl::engine& engine = cpu_engine();
   const dnnl::binary::desc desc(dnnl::algorithm::binary_add, data, data, data);
   const dnnl::binary::primitive_desc pd(desc, user_scratchpad(), engine);
@@ -162,47 +172,47 @@ void push(std::vector<Runner>& out, const std::string& note, std::shared_ptr<Pip
 
 void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   const bool bf16 = c.dtype == DType::bf16;
+  const std::string bf16_note = bf16 ? "bf16 data, f32 statistics" : "";
+  const Tensors t = tensors(c, ws);
   auto pipeline = std::make_shared<Pipeline>();
   try {
     switch (c.op) {
       case Op::layer_norm_fwd: {
-        pipeline->steps.push_back(layer_norm_forward_step(make_memories(c, ws, ws.x, ws.y)));
-        push(out, bf16 ? "bf16 data, f32 statistics" : "", pipeline);
+        pipeline->steps.push_back(layer_norm_forward_step(make_memories(c, ws, t.x, t.y)));
+        push(out, bf16_note, pipeline);
         break;
       }
       case Op::layer_norm_bwd: {
         variance_from_rstd(c, ws);
-        pipeline->steps.push_back(layer_norm_backward_step(make_memories(c, ws, ws.x, ws.y)));
-        push(out, bf16 ? "bf16 data, f32 statistics" : "", pipeline);
+        pipeline->steps.push_back(layer_norm_backward_step(make_memories(c, ws, t.x, t.y)));
+        push(out, bf16_note, pipeline);
         break;
       }
       case Op::layer_norm_fwdbwd: {
-        const Memories m = make_memories(c, ws, ws.x, ws.y);
+        const Memories m = make_memories(c, ws, t.x, t.y);
         pipeline->steps.push_back(layer_norm_forward_step(m));
         pipeline->steps.push_back(layer_norm_backward_step(m));
-        push(out, "", pipeline);
+        push(out, bf16_note, pipeline);
         break;
       }
       case Op::add_norm_pre_fwd: {
-        if (bf16) break;
-        const Memories m = make_memories(c, ws, ws.h, ws.y);
-        pipeline->steps.push_back(add_step(m.data, ws.x, ws.r, ws.h));
+        const Memories m = make_memories(c, ws, t.h, t.y);
+        pipeline->steps.push_back(add_step(m.data, t.x, t.r, t.h));
         pipeline->steps.push_back(layer_norm_forward_step(m));
         push(out, "binary add, then layer_normalization", pipeline);
         break;
       }
       case Op::add_norm_pre_bwd: {
-        if (bf16) break;
         variance_from_rstd(c, ws);
-        const Memories m = make_memories(c, ws, ws.h, ws.y);
+        const Memories m = make_memories(c, ws, t.h, t.y);
         pipeline->steps.push_back(layer_norm_backward_step(m));
-        pipeline->steps.push_back(add_step(m.data, ws.dx, ws.dh_next, ws.dx));
+        pipeline->steps.push_back(add_step(m.data, t.dx, t.dh_next, t.dx));
         push(out, "layer_normalization backward, then binary add", pipeline);
         break;
       }
       case Op::batch_norm_train_fwd: {
         if (bf16) break;
-        pipeline->steps.push_back(batch_norm_forward_step(make_memories(c, ws, ws.x, ws.y), ws));
+        pipeline->steps.push_back(batch_norm_forward_step(make_memories(c, ws, t.x, t.y), ws));
         push(out, "no running-statistics update", pipeline);
         break;
       }

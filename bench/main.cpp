@@ -1,8 +1,10 @@
 // addnorm-bench: for every case (op, storage type, shape, threads), the copy ceiling and every
 // implementation, interleaved round-robin on the same data; then a summary, the memory report
 // and, optionally, JSON and Markdown. PyTorch is measured twice: as installed in this process,
-// and with glibc.malloc.mmap_max=0 in a child process (the tunable must be set before the
+// and with glibc's allocator tuned (kTunables) in a child process (tunables are read when a
 // process starts), whose ratios to addnorm are taken against the addnorm it measured itself.
+// Every timed loop's page faults are counted; faults beyond the allowance (measure.hpp) are marked
+// F! and, except for PyTorch as installed, make the run exit with status 3.
 #include <omp.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include "addnorm/error.hpp"
 #include "bench_options.hpp"
 #include "ceiling.hpp"
+#include "machine.hpp"
 #include "measure.hpp"
 #include "memory_stats.hpp"
 #include "report.hpp"
@@ -30,11 +33,26 @@ extern char** environ;
 namespace addnorm::bench {
 namespace {
 
-constexpr const char* kTunable = "glibc.malloc.mmap_max=0";
+// The glibc tunables of the allocator-tuned PyTorch pass. mmap_max=0: no block is mmapped, so
+// a freed output is not unmapped (with mmap every page of every fresh output faults).
+// trim_threshold of 1 TiB: a freed block at the top of the heap is kept, not returned to the
+// kernel with sbrk (glibc trims above 128 KiB by default, so with mmap_max=0 alone an output at
+// the top of the heap is returned after every call and faults again on the next one). A large
+// top_pad was tried as well: it makes every heap growth larger, and took more faults, not fewer.
+constexpr const char* kTunables =
+    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
 
+// Whether GLIBC_TUNABLES already holds every setting of kTunables.
 bool malloc_tuned() {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
-  return tunables && std::strstr(tunables, kTunable) != nullptr;
+  if (!tunables) return false;
+  const std::string wanted = kTunables;
+  for (size_t start = 0; start < wanted.size();) {
+    const size_t end = std::min(wanted.find(':', start), wanted.size());
+    if (!std::strstr(tunables, wanted.substr(start, end - start).c_str())) return false;
+    start = end + 1;
+  }
+  return true;
 }
 
 std::string format_mib(double bytes) {
@@ -66,27 +84,25 @@ std::vector<Case> build_cases(const BenchOptions& o) {
         const int64_t rows = std::max<int64_t>(1, (in_cache ? small : big) / dim);
         for (int threads : o.threads) cases.push_back({op, dtype, rows, dim, threads, in_cache});
       }
+      if (!o.decode || !is_decode_op(op)) continue;
+      for (int64_t dim : o.decode_dims) {
+        for (int64_t rows : o.decode_rows) {
+          for (int threads : o.threads) {
+            cases.push_back({op, dtype, rows, dim, threads, /*in_cache=*/true, /*decode=*/true});
+          }
+        }
+      }
     }
   }
   return cases;
 }
 
-std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-// The 1-minute load average: above the CPU count, other work shares the cores and absolute GB/s
-// mean little (same-run ratios still do).
-std::string load_average() {
-  std::ifstream file("/proc/loadavg");
-  std::string one;
-  file >> one;
-  return one.empty() ? "?" : one;
+// One line naming what the run measured on: the CPU (model and family), the SIMD target addnorm
+// dispatched to, the copy kernels' instruction set and the libraries compared.
+std::string machine_line(const std::string& onednn_version) {
+  return cpu_model() + " (" + cpu_family() + "), " + std::to_string(omp_get_num_procs()) +
+         " CPUs; addnorm SIMD target " + addnorm_simd_target() + ", copy kernels " + copy_isa() +
+         "; oneDNN " + onednn_version + ", PyTorch " + torch_version();
 }
 
 std::string self_path() {
@@ -114,11 +130,11 @@ std::vector<Record> run_tuned_child(const BenchOptions& options) {
   }
   const char* old = std::getenv("GLIBC_TUNABLES");
   env_strings.push_back(std::string("GLIBC_TUNABLES=") +
-                        (old && *old ? std::string(old) + ":" : "") + kTunable);
+                        (old && *old ? std::string(old) + ":" : "") + kTunables);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::cout << "\n== PyTorch with GLIBC_TUNABLES=" << kTunable
+  std::cout << "\n== PyTorch with GLIBC_TUNABLES=" << kTunables
             << " (child process, interleaved with addnorm there) ==" << std::endl;
   pid_t pid = 0;
   if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0) {
@@ -162,7 +178,7 @@ int run(int argc, char** argv) {
   const std::string torch_here = tuned ? "torch-tuned" : "torch";
   const bool spawn_child = !options.child && !tuned && wants_impl(options, "torch-tuned");
   if (tuned && !options.child && wants_impl(options, "torch")) {
-    std::cout << "note: GLIBC_TUNABLES already sets " << kTunable
+    std::cout << "note: GLIBC_TUNABLES already sets " << kTunables
               << ", so PyTorch as installed is not measured in this run\n";
   }
   const int64_t baseline_rss = current_rss_bytes();
@@ -176,14 +192,20 @@ int run(int argc, char** argv) {
     with_bf16 = with_bf16 || c.dtype == DType::bf16;
   }
   Workspace ws(max_elements, max_rows, max_dim, with_bf16);
+  // PyTorch's outputs and autograd temporaries of a case, with room for the heap's
+  // fragmentation: the composed RMSNorm's backward alone makes about ten tensors per call.
+  constexpr int64_t kPrefaultTensors = 16;
+  if (tuned && wants_impl(options, "torch-tuned")) {
+    prefault_heap(kPrefaultTensors * max_elements * 4);
+  }
   const dnnl_version_t* dnnl = dnnl_version();
   const std::string dnnl_text = std::to_string(dnnl->major) + "." + std::to_string(dnnl->minor) +
                                 "." + std::to_string(dnnl->patch);
+  const std::string machine = machine_line(dnnl_text);
+  const std::string load_at_start = load_average();
   if (!options.child) {
-    std::cout << "addnorm-bench: " << cpu_model() << ", " << omp_get_num_procs()
-              << " CPUs, copy kernels " << copy_isa() << "; oneDNN " << dnnl_text << ", PyTorch "
-              << torch_version() << "; " << cases.size() << " cases; load average "
-              << load_average() << "\n"
+    std::cout << "addnorm-bench: " << machine << "; " << cases.size() << " cases; load average "
+              << load_at_start << "\n"
               << "workspace " << ws.held_bytes() / (1 << 20) << " MiB; GB/s = bytes the op "
               << "must read + write / median time; 'addnorm x' = this impl's time / addnorm's "
                  "(same run)\n";
@@ -200,7 +222,7 @@ int run(int argc, char** argv) {
     ++index;
     omp_set_num_threads(c.threads);
     set_torch_threads(c.threads);
-    if (c.dtype == DType::f32 && is_backward(c.op)) prepare_saved_stats(c, ws);
+    if (is_backward(c.op)) prepare_saved_stats(c, ws);
     const int64_t rss_before_setup = current_rss_bytes();
     std::vector<Runner> runners;
     append_ceiling_runners(c, ws, runners);
@@ -231,7 +253,10 @@ int run(int argc, char** argv) {
     std::vector<Record> case_records = make_records(c, measured);
     if (options.quiet) {
       std::cout << "[" << index << "/" << cases.size() << "] " << op_name(c.op) << " "
-                << dtype_name(c.dtype) << " D=" << c.dim << (c.in_cache ? " (in cache)" : "")
+                << dtype_name(c.dtype) << " D=" << c.dim
+                << (c.decode     ? " rows=" + std::to_string(c.rows) + " (decode)"
+                    : c.in_cache ? " (in cache)"
+                                 : "")
                 << " t=" << c.threads << std::endl;
     } else {
       print_case(std::cout, case_records);
@@ -257,9 +282,9 @@ int run(int argc, char** argv) {
                            {"max_prepared_state_bytes", max_prepared},
                            {"max_extra_rss_bytes_by_impl", extra_by_impl}};
   if (!options.child) {
-    std::cout << "\n== summary: GB/s; in brackets, the time relative to addnorm's in the same "
-                 "run ("
-              << "torch-tuned: in its own run) ==\n";
+    std::cout << "\n== summary: " << machine << "\n   GB/s (decode: ns per call); in brackets, "
+              << "the time relative to addnorm's in the same run (torch-tuned: in its own run); "
+                 "F! = page faults ==\n";
     print_summary(std::cout, records, options.impls, false);
     std::cout << "\nmemory: libraries " << format_mib(baseline_rss) << " MiB + workspace "
               << format_mib(ws.held_bytes()) << " MiB + prepared state (PyTorch's kept graphs) "
@@ -271,19 +296,29 @@ int run(int argc, char** argv) {
     }
     std::cout << "\n";
   }
+  // Only the top-level process judges faults: it holds the child's records too.
+  const int fault_errors = options.child ? 0 : report_faults(std::cout, records);
   if (!options.markdown_path.empty()) {
     std::ofstream md(options.markdown_path);
+    md << machine << ". GB/s (decode rows: ns per call); in brackets, the time relative to "
+       << "addnorm's in the same run; F! = page faults beyond the allowance.\n\n";
     print_summary(md, records, options.impls, true);
   }
   if (!options.json_path.empty()) {
     nlohmann::json document = {
         {"meta",
          {{"cpu", cpu_model()},
+          {"cpu_family", cpu_family()},
+          {"simd_target", addnorm_simd_target()},
+          {"fault_cost_s", kFaultCostS},
+          {"fault_allowance_share", kFaultAllowanceShare},
+          {"fault_errors", fault_errors},
           {"cpus", omp_get_num_procs()},
           {"copy_isa", copy_isa()},
           {"onednn", dnnl_text},
           {"torch", torch_version()},
           {"glibc_tunables", std::getenv("GLIBC_TUNABLES") ? std::getenv("GLIBC_TUNABLES") : ""},
+          {"load_average_at_start", load_at_start},
           {"load_average_at_end", load_average()},
           {"tensor_mib", options.tensor_mib},
           {"in_cache_mib", options.in_cache_mib},
@@ -295,6 +330,12 @@ int run(int argc, char** argv) {
     } else {
       std::ofstream(options.json_path) << document.dump(1) << "\n";
     }
+  }
+  // A smoke run proves the benchmark runs; one sample per case is too few to judge faults by.
+  if (fault_errors > 0 && !options.smoke) {
+    std::cerr << "addnorm-bench: error: " << fault_errors
+              << " timed loop(s) took page faults beyond the allowance (listed above)\n";
+    return 3;
   }
   return 0;
 }

@@ -23,6 +23,10 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
+double fault_allowance_per_call(double seconds_per_call) {
+  return kFaultAllowanceShare * seconds_per_call / kFaultCostS;
+}
+
 std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
                                              const MeasureOptions& options) {
   const size_t count = runners.size();
@@ -30,14 +34,27 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
   std::vector<int> reps(count);
   std::vector<int64_t> faults(count, 0);
   std::vector<int64_t> calls(count, 0);
-  // Warm-up: one untimed-for-the-record call each (lazy initialisation, thread pools), whose
-  // time sizes the samples and the number of rounds.
+  // Warm-up: untimed-for-the-record calls (lazy initialisation, thread pools, the allocator
+  // settling), the last of which sizes the samples and the number of rounds.
   for (size_t i = 0; i < count; ++i) {
-    const int64_t warm_faults_before = minor_faults();
-    const double start = seconds_now();
-    runners[i].run();
-    const double warm = std::max(seconds_now() - start, 1e-7);
-    const int64_t warm_faults = minor_faults() - warm_faults_before;
+    // Warm up until a call takes no more faults than the allowance and the calls have lasted a
+    // sample's length (code paths met for the first time fault their pages in too), or until
+    // the implementation's share of the case's budget is spent (an allocator that never
+    // settles, such as PyTorch's as installed with outputs glibc mmaps).
+    const double warm_budget =
+        std::max(options.min_sample_s, options.case_budget_s / static_cast<double>(count));
+    double warm = 0, warm_total = 0;
+    int64_t warm_faults = 0;
+    while (true) {
+      const int64_t warm_faults_before = minor_faults();
+      const double start = seconds_now();
+      runners[i].run();
+      warm = std::max(seconds_now() - start, 1e-7);
+      warm_faults = minor_faults() - warm_faults_before;
+      warm_total += warm;
+      const bool settled = double(warm_faults) <= fault_allowance_per_call(warm);
+      if ((settled && warm_total >= options.min_sample_s) || warm_total >= warm_budget) break;
+    }
     results[i].impl = runners[i].impl;
     results[i].note = runners[i].note;
     results[i].calls_per_sample =
@@ -56,6 +73,8 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
     }
   }
   const int rounds = count ? *std::max_element(reps.begin(), reps.end()) : 0;
+  // No allocation between samples either (see memory_stats.cpp).
+  for (Measurement& m : results) m.seconds_per_call.reserve(static_cast<size_t>(rounds) + 1);
   for (int round = 0; round < rounds; ++round) {
     for (size_t k = 0; k < count; ++k) {
       const size_t i = (k + static_cast<size_t>(round)) % count;  // rotate who goes first

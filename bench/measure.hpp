@@ -11,6 +11,14 @@
 
 namespace addnorm::bench {
 
+// Page faults in a timed loop are time an implementation spends on the allocator, not the op
+// (a fresh output's pages are zeroed and mapped one by one). Each costs at least kFaultCostS, so
+// a call may take as many as cost kFaultAllowanceShare of its time: about 40 for a 4 ms call, one
+// per 100 calls for a 1 us decode call. Beyond that the report flags it (report.hpp).
+inline constexpr double kFaultCostS = 1e-6;
+inline constexpr double kFaultAllowanceShare = 0.01;
+double fault_allowance_per_call(double seconds_per_call);
+
 struct MeasureOptions {
   int max_reps = 9;            // samples for fast implementations
   int min_reps = 3;            // samples for slow ones (1 in smoke mode)

@@ -16,5 +16,10 @@ int64_t window_peak_rss_bytes();
 int64_t process_peak_rss_bytes();
 // Minor page faults so far, all threads.
 int64_t minor_faults();
+// Grows malloc's heap by `bytes`, touches every page and frees it again. Under the tuned
+// allocator (no mmap, no trimming) the freed block stays in the heap, resident, so an
+// implementation's fresh outputs are carved from memory that takes no more page faults:
+// PyTorch's steady state in a training loop, reached before the first timed call.
+void prefault_heap(int64_t bytes);
 
 }  // namespace addnorm::bench

@@ -27,16 +27,68 @@ std::string case_title(const Case& c) {
   const double mib = double(c.elements() * dtype_bytes(c.dtype)) / double(1 << 20);
   return op_name(c.op) + "  " + dtype_name(c.dtype) + "  " + std::to_string(c.rows) + " x " +
          std::to_string(c.dim) + " (" + format("%.3g", mib) + " MiB" +
-         (c.in_cache ? ", in cache" : "") + ")  " + std::to_string(c.threads) +
+         (c.decode ? ", decode" : c.in_cache ? ", in cache" : "") + ")  " +
+         std::to_string(c.threads) +
          (c.threads == 1 ? " thread" : " threads");
 }
 
 bool same_case(const Case& a, const Case& b) {
   return a.op == b.op && a.dtype == b.dtype && a.rows == b.rows && a.dim == b.dim &&
-         a.threads == b.threads && a.in_cache == b.in_cache;
+         a.threads == b.threads && a.in_cache == b.in_cache && a.decode == b.decode;
+}
+
+// A decode case is read as time per call; every other case as GB/s.
+std::string speed_text(const Record& r) {
+  return r.c.decode ? format("%.0f ns", r.median_s * 1e9) : format("%.1f", r.gbps);
+}
+
+// The mark a record with too many page faults gets in every table.
+std::string fault_mark(const Record& r) {
+  return faults_beyond_allowance(r) ? " F!" : "";
+}
+
+std::string case_label(const Case& c) {
+  return op_name(c.op) + " " + dtype_name(c.dtype) + " " + std::to_string(c.rows) + "x" +
+         std::to_string(c.dim) + (c.decode ? " decode" : c.in_cache ? " in cache" : "") + " t=" +
+         std::to_string(c.threads);
 }
 
 }  // namespace
+
+double fault_allowance_per_call(const Record& r) {
+  return fault_allowance_per_call(r.median_s);
+}
+
+bool faults_beyond_allowance(const Record& r) {
+  return r.faults_per_call > fault_allowance_per_call(r);
+}
+
+bool faults_are_error(const Record& r) {
+  return faults_beyond_allowance(r) && r.impl != "torch";
+}
+
+int report_faults(std::ostream& out, const std::vector<Record>& records) {
+  int errors = 0;
+  bool header = false;
+  for (const Record& r : records) {
+    if (!faults_beyond_allowance(r)) continue;
+    if (!header) {
+      out << "\nFAULTS (F!): timed loops with more minor page faults than the allowance (at "
+          << format("%.0f", kFaultCostS * 1e6) << " us each, more than "
+          << format("%.0f", kFaultAllowanceShare * 100) << "% of the call's time):\n";
+      header = true;
+    }
+    const bool error = faults_are_error(r);
+    errors += error ? 1 : 0;
+    out << (error ? "error: " : "  ") << pad(r.impl, 12, true) << " " << case_label(r.c) << ": "
+        << format("%.1f", r.faults_per_call) << " faults/call (allowance "
+        << format("%.2f", fault_allowance_per_call(r)) << ")"
+        << (error ? "; its time measures the allocator, not the op"
+                  : " (PyTorch as installed: expected for outputs glibc mmaps)")
+        << "\n";
+  }
+  return errors;
+}
 
 std::vector<Record> make_records(const Case& c, const std::vector<Measurement>& measurements) {
   const double op_bytes = counted_bytes(c);
@@ -84,7 +136,7 @@ void print_case(std::ostream& out, const std::vector<Record>& records) {
     first = false;
   }
   out << ")\n";
-  out << "  " << pad("impl", 12, true) << pad("median ms", 11) << pad("GB/s", 8) << pad("% ceil", 8)
+  out << "  " << pad("impl", 12, true) << pad("median us", 11) << pad("GB/s", 8) << pad("% ceil", 8)
       << pad("addnorm x", 11) << pad("faults", 9) << pad("+MiB", 8) << "  note\n";
   for (const Record& r : records) {
     if (r.ceiling_component) continue;
@@ -92,11 +144,11 @@ void print_case(std::ostream& out, const std::vector<Record>& records) {
     const std::string speed = r.impl == "addnorm"         ? "1.00"
                               : addnorm != r.ratios.end() ? format("%.2f", addnorm->second)
                                                           : "-";
-    out << "  " << pad(r.impl, 12, true) << pad(format("%.3f", r.median_s * 1e3), 11)
+    out << "  " << pad(r.impl, 12, true) << pad(format("%.2f", r.median_s * 1e6), 11)
         << pad(format("%.1f", r.gbps), 8) << pad(format("%.0f%%", r.pct_of_ceiling), 8)
         << pad(speed, 11) << pad(format("%.0f", r.faults_per_call), 9)
         << pad(format("%.1f", double(r.extra_rss_bytes) / double(1 << 20)), 8) << "  " << r.note
-        << "\n";
+        << (faults_beyond_allowance(r) ? "  << FAULTS" : "") << "\n";
   }
 }
 
@@ -136,23 +188,31 @@ void print_summary(std::ostream& out, const std::vector<Record>& records,
       if (r.impl == "addnorm") addnorm = &r;
     }
     if (markdown) out << "| ";
+    const std::string rows_text =
+        std::to_string(c.rows) + (c.decode        ? (markdown ? " (decode)" : "d")
+                                  : c.in_cache ? (markdown ? " (in cache)" : "c")
+                                                 : "");
+    // A decode case's copy ceiling (a few KiB in L1) says nothing; its cells are ns per call.
+    const std::string ceiling_text = c.decode ? "-" : format("%.1f", ceiling);
+    const std::string addnorm_text =
+        !addnorm ? "-"
+        : c.decode
+            ? speed_text(*addnorm) + fault_mark(*addnorm)
+            : speed_text(*addnorm) + " (" + format("%.0f", addnorm->pct_of_ceiling) + "%)" +
+                  fault_mark(*addnorm);
     out << (markdown ? op_name(c.op) : pad(op_name(c.op), 21, true)) << sep
         << pad(dtype_name(c.dtype), 5, true) << sep
         << (markdown ? std::to_string(c.dim) : pad(std::to_string(c.dim), 5)) << sep
-        << (markdown ? std::to_string(c.rows) + (c.in_cache ? " (in cache)" : "")
-                     : pad(std::to_string(c.rows) + (c.in_cache ? "c" : ""), 7))
-        << sep << pad(std::to_string(c.threads), 3) << sep << pad(format("%.1f", ceiling), 7) << sep
-        << pad(addnorm ? format("%.1f", addnorm->gbps) + " (" +
-                             format("%.0f", addnorm->pct_of_ceiling) + "%)"
-                       : "-",
-               15);
+        << (markdown ? rows_text : pad(rows_text, 7)) << sep << pad(std::to_string(c.threads), 3)
+        << sep << pad(ceiling_text, 7) << sep << pad(addnorm_text, 15);
     for (const std::string& impl : others) {
       std::string cell = "-";
       for (const Record& r : records) {
         if (!same_case(r.c, c) || r.impl != impl) continue;
         const auto ratio = r.ratios.find("addnorm");
-        cell = format("%.1f", r.gbps) +
-               (ratio != r.ratios.end() ? " (" + format("%.2f", ratio->second) + "x)" : "");
+        cell = speed_text(r) +
+               (ratio != r.ratios.end() ? " (" + format("%.2f", ratio->second) + "x)" : "") +
+               fault_mark(r);
       }
       out << sep << pad(cell, 15);
     }
@@ -169,6 +229,7 @@ nlohmann::json record_json(const Record& r) {
           {"dim", r.c.dim},
           {"threads", r.c.threads},
           {"in_cache", r.c.in_cache},
+          {"decode", r.c.decode},
           {"run", r.run},
           {"note", r.note},
           {"median_s", r.median_s},
@@ -179,6 +240,8 @@ nlohmann::json record_json(const Record& r) {
           {"samples", r.samples},
           {"calls_per_sample", r.calls_per_sample},
           {"faults_per_call", r.faults_per_call},
+          {"fault_allowance_per_call", fault_allowance_per_call(r)},
+          {"faults_beyond_allowance", faults_beyond_allowance(r)},
           {"extra_rss_bytes", r.extra_rss_bytes},
           {"ratios", r.ratios}};
 }
@@ -191,6 +254,7 @@ Record record_from_json(const nlohmann::json& j) {
   r.c.dim = j.at("dim").get<int64_t>();
   r.c.threads = j.at("threads").get<int>();
   r.c.in_cache = j.at("in_cache").get<bool>();
+  r.c.decode = j.at("decode").get<bool>();
   r.impl = j.at("impl").get<std::string>();
   r.note = j.at("note").get<std::string>();
   r.run = j.at("run").get<std::string>();

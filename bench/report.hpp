@@ -32,6 +32,15 @@ struct Record {
   std::map<std::string, double> ratios;  // this median / that implementation's, same run
 };
 
+// The allowance of measure.hpp, applied to a record.
+double fault_allowance_per_call(const Record& r);
+bool faults_beyond_allowance(const Record& r);
+// Flagged faults make the run fail, except PyTorch's as installed (its fresh outputs above 32 MiB
+// are mmapped: that is what "as installed" measures, docs/performance.md).
+bool faults_are_error(const Record& r);
+// Lists every flagged record (an "error:" line for each that fails the run); returns how many fail.
+int report_faults(std::ostream& out, const std::vector<Record>& records);
+
 // Turns a case's measurements (ceiling components first, named "copy", "copy-nt", "memcpy")
 // into records with GB/s, the ceiling (the best copy), % of it and same-run ratios.
 std::vector<Record> make_records(const Case& c, const std::vector<Measurement>& measurements);

@@ -23,7 +23,7 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
 void add_reference_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_textbook_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
-// label: "torch" (malloc as installed) or "torch-tuned" (GLIBC_TUNABLES=glibc.malloc.mmap_max=0).
+// label: "torch" (malloc as installed) or "torch-tuned" (glibc's allocator tuned, main.cpp).
 void add_torch_runners(const Case& c, Workspace& ws, const std::string& label,
                        std::vector<Runner>& out);
 
@@ -35,8 +35,7 @@ void prepare_saved_stats(const Case& c, Workspace& ws);
 void set_torch_threads(int threads);
 std::string torch_version();
 
-// Whether addnorm's public API can store bf16 yet. The hook for the lead's bf16 storage: when it
-// lands, make this true and add the bf16 calls in impl_addnorm.cpp.
-bool addnorm_has_bf16();
+// The SIMD target addnorm's kernels dispatch to on this CPU (Highway's name, "AVX3_ZEN4", ...).
+std::string addnorm_simd_target();
 
 }  // namespace addnorm::bench

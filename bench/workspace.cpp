@@ -2,6 +2,7 @@
 #include "workspace.hpp"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -60,10 +61,22 @@ float from_bf16(uint16_t bits) {
   return value;
 }
 
+// Mapped directly, not through malloc: under the tuned allocator (no mmap) an aligned malloc
+// would come from the heap and leave the untouched space before each aligned start as free
+// chunks there, which PyTorch's outputs would later be carved from, page-faulting as they go.
 AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded);
-  if (!data_) throw std::bad_alloc();
+  const size_t mapped = rounded + kAlignment;
+  void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) throw std::bad_alloc();
+  // Keep the 2 MiB-aligned part; give the rest back.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(mapping);
+  const uintptr_t aligned = (start + kAlignment - 1) / kAlignment * kAlignment;
+  if (aligned > start) munmap(mapping, aligned - start);
+  const size_t tail = start + mapped - (aligned + rounded);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+  data_ = reinterpret_cast<void*>(aligned);
+  mapped_bytes_ = rounded;
   // First touch from every thread's share, so the pages are resident before any timing.
   auto* bytes_ptr = static_cast<unsigned char*>(data_);
   const int64_t total = static_cast<int64_t>(rounded);
@@ -72,7 +85,7 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 AlignedBuffer::~AlignedBuffer() {
-  std::free(data_);
+  munmap(data_, mapped_bytes_);
 }
 
 float* Workspace::floats(int64_t count) {
@@ -117,11 +130,16 @@ Workspace::Workspace(int64_t elements, int64_t max_rows, int64_t max_dim, bool w
   fill(running_var, max_dim, 8, 1.0f, 0.0f);
   if (with_bf16) {
     x_bf16 = halves(elements);
+    r_bf16 = halves(elements);
     dy_bf16 = halves(elements);
+    dh_next_bf16 = halves(elements);
     y_bf16 = halves(elements);
+    h_bf16 = halves(elements);
     dx_bf16 = halves(elements);
     convert(x, x_bf16, elements);
+    convert(r, r_bf16, elements);
     convert(dy, dy_bf16, elements);
+    convert(dh_next, dh_next_bf16, elements);
   }
 }
 

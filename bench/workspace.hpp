@@ -10,7 +10,8 @@
 
 namespace addnorm::bench {
 
-// 2 MiB-aligned memory (so SIMD and non-temporal stores never straddle a line), pre-faulted.
+// 2 MiB-aligned memory (so SIMD and non-temporal stores never straddle a line), pre-faulted,
+// mapped apart from malloc's heap (workspace.cpp says why).
 class AlignedBuffer {
  public:
   explicit AlignedBuffer(size_t bytes);
@@ -23,6 +24,7 @@ class AlignedBuffer {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t mapped_bytes_ = 0;
 };
 
 struct Workspace {
@@ -52,10 +54,13 @@ struct Workspace {
   float* mean = nullptr;
   float* rstd = nullptr;
   float* variance = nullptr;  // oneDNN saves the variance, not rstd
-  // bfloat16 storage (raw bits), when with_bf16: inputs converted from x and dy.
+  // bfloat16 storage (raw bits), when with_bf16: inputs converted from x, r, dy and dh_next.
   uint16_t* x_bf16 = nullptr;
+  uint16_t* r_bf16 = nullptr;
   uint16_t* dy_bf16 = nullptr;
+  uint16_t* dh_next_bf16 = nullptr;
   uint16_t* y_bf16 = nullptr;
+  uint16_t* h_bf16 = nullptr;
   uint16_t* dx_bf16 = nullptr;
 
   int64_t max_elements = 0;

@@ -1,0 +1,121 @@
+"""bench/targets.py, which turns an addnorm-bench --json result into issue 10's target table: each
+target's value is derived here by hand from the records' medians, % of ceiling and same-run
+ratios, and the met / not met verdicts checked on both sides of each threshold. (No benchmark
+runs: the records are written here, in the shape addnorm-bench writes them.)"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+import targets  # noqa: E402  (bench/ is not a package)
+
+
+def record(op, impl, median_s, *, dtype="f32", dim=1024, rows=4096, threads=2, pct=0.0,
+           ratios=None, in_cache=False, decode=False, run="main"):
+    return {"op": op, "case_op": op, "impl": impl, "dtype": dtype, "rows": rows, "dim": dim,
+            "threads": threads, "in_cache": in_cache, "decode": decode, "run": run,
+            "median_s": median_s, "pct_of_ceiling": pct, "ratios": ratios or {}}
+
+
+def verdicts(records):
+    """{(target name prefix, threads): (measured, met)}."""
+    return {(name, threads): (measured, met)
+            for name, threads, measured, met in targets.evaluate(records)}
+
+
+def row(records, prefix, threads):
+    matches = [v for (name, t), v in verdicts(records).items()
+               if name.startswith(prefix) and t == threads]
+    assert len(matches) == 1, (prefix, threads, verdicts(records))
+    return matches[0]
+
+
+def test_percent_of_ceiling_is_met_only_when_every_shape_meets_it():
+    records = [record("layer_norm_fwd", "addnorm", 1e-3, dim=768, pct=91.0),
+               record("layer_norm_fwd", "addnorm", 1e-3, dim=64, pct=89.5),
+               record("layer_norm_fwd", "addnorm", 1e-3, dim=64, threads=1, pct=90.0)]
+    measured, met = row(records, "LayerNorm fwd f32: % of copy ceiling", "2")
+    assert met == "not met (1 of 2 shapes)"
+    assert measured == "90%–91% (worst D=64: 90%)"  # 89.5 rounds to 90 in the text
+    assert row(records, "LayerNorm fwd f32: % of copy ceiling", "1") == ("90%", "met")
+
+
+def test_speedup_is_the_other_implementations_time_over_addnorms():
+    # oneDNN's record holds its median / addnorm's: 1.25 and 1.35 over two shapes.
+    records = [record("layer_norm_fwd", "onednn", 1.25e-3, dim=64, ratios={"addnorm": 1.25}),
+               record("layer_norm_fwd", "onednn", 1.35e-3, dim=512, ratios={"addnorm": 1.35}),
+               record("layer_norm_fwd", "onednn", 1e-4, dim=1024, rows=256, in_cache=True,
+                      ratios={"addnorm": 1.6})]
+    assert row(records, "LayerNorm fwd f32: x oneDNN", "2") == (
+        "1.25x–1.35x (worst D=64: 1.25x)", "not met (1 of 2 shapes)")
+    # The in-cache shape is its own target, not one of the out-of-cache shapes.
+    assert row(records, "in cache (256 x 1024) LayerNorm fwd", "2") == ("1.60x", "met")
+
+
+def test_batch_norm_is_compared_with_tuned_pytorch_when_the_run_has_it():
+    as_installed = record("batch_norm_train_fwd", "torch", 9e-3, ratios={"addnorm": 3.0})
+    tuned = record("batch_norm_train_fwd", "torch-tuned", 4e-3, ratios={"addnorm": 1.4},
+                   run="torch-tuned")
+    assert row([as_installed, tuned], "BatchNorm training fwd f32: x PyTorch", "2") == (
+        "1.40x", "not met")
+    assert row([as_installed], "BatchNorm training fwd f32: x PyTorch", "2") == ("3.00x", "met")
+
+
+def test_bf16_rows_per_second_pairs_the_same_shape_in_the_same_run():
+    records = [record("layer_norm_fwd", "addnorm", 2.0e-3, dim=1024),
+               record("layer_norm_fwd", "addnorm", 1.0e-3, dim=1024, dtype="bf16"),   # 2.00x
+               record("layer_norm_fwd", "addnorm", 2.0e-3, dim=4096, rows=1024),
+               record("layer_norm_fwd", "addnorm", 1.25e-3, dim=4096, rows=1024, dtype="bf16"),
+               # No float32 partner: not counted.
+               record("layer_norm_fwd", "addnorm", 1e-9, dim=8192, rows=512, dtype="bf16")]
+    measured, met = row(records, "LayerNorm fwd: bf16 rows/s", "2")
+    assert measured == "1.60x–2.00x (worst D=4096: 1.60x)"  # 2.0 / 1.25 = 1.6
+    assert met == "not met (1 of 2 shapes)"
+
+
+def test_decode_target_is_time_per_call_and_lower_is_better():
+    fast = record("layer_norm_fwd", "addnorm", 0.85e-6, rows=1, dim=4096, threads=1,
+                  in_cache=True, decode=True)
+    slow = record("layer_norm_fwd", "addnorm", 0.95e-6, rows=1, dim=4096, threads=2,
+                  in_cache=True, decode=True)
+    other_shape = record("layer_norm_fwd", "addnorm", 5e-6, rows=16, dim=4096, threads=1,
+                         in_cache=True, decode=True)
+    assert row([fast, slow, other_shape], "decode, one row of 4096", "1") == ("0.85 us", "met")
+    assert row([fast, slow, other_shape], "decode, one row of 4096", "2") == ("0.95 us", "not met")
+
+
+def test_a_target_without_records_says_so():
+    assert row([], "post-norm", "-") == ("not measured in this run", "-")
+
+
+def test_command_line_prints_the_table_and_rejects_other_json(tmp_path):
+    result_file = tmp_path / "bench.json"
+    result_file.write_text(json.dumps({
+        "meta": {"cpu": "Test CPU", "cpu_family": "AMD", "cpus": 2, "simd_target": "AVX3",
+                 "tensor_mib": 64, "fault_errors": 1, "load_average_at_start": "0.50",
+                 "load_average_at_end": "2.50"},
+        "records": [record("layer_norm_bwd", "addnorm", 1e-3, pct=86.0)]}))
+    script = REPO_ROOT / "bench" / "targets.py"
+    out = subprocess.run([sys.executable, str(script), str(result_file)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "Test CPU (AMD)" in out and "SIMD target AVX3" in out
+    assert "1 timed loop(s) in this run took page faults" in out
+    assert "the load average reached 2.5 on 2 CPUs" in out  # 2.50 > 2 CPUs: a shared machine
+    assert "| LayerNorm bwd f32: % of copy ceiling | 2 | 86% | met |" in out
+    bad = tmp_path / "other.json"
+    bad.write_text("{}")
+    failed = subprocess.run([sys.executable, str(script), str(bad)], capture_output=True,
+                            text=True)
+    assert failed.returncode == 2
+    assert "is not an addnorm-bench --json result" in failed.stderr
+
+
+@pytest.mark.parametrize("threshold_side", [89.99, 90.0])
+def test_threshold_is_inclusive(threshold_side):
+    records = [record("layer_norm_fwd", "addnorm", 1e-3, pct=threshold_side)]
+    _, met = row(records, "LayerNorm fwd f32: % of copy ceiling", "2")
+    assert met == ("met" if threshold_side >= 90.0 else "not met")
