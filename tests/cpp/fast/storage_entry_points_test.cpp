@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "addnorm/dtype.hpp"
 #include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "test_support.hpp"
 
 namespace addnorm {
@@ -70,10 +73,16 @@ double max_abs(const std::vector<double>& values) {
   return m;
 }
 
-class SixteenBitStorage : public ::testing::TestWithParam<DType> {};
+// Each storage type on every SIMD target this machine runs.
+class SixteenBitStorage : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {
+ protected:
+  void SetUp() override { cpu::force_target(std::get<1>(GetParam())); }
+  void TearDown() override { cpu::force_target(0); }
+  static DType storage() { return std::get<0>(GetParam()); }
+};
 
 TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
-  const DType dtype = GetParam();
+  const DType dtype = storage();
   for (const int64_t dim : {int64_t{67}, int64_t{512}}) {
     const int64_t rows = 9;
     const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
@@ -121,7 +130,7 @@ TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
 }
 
 TEST_P(SixteenBitStorage, RmsNormWithZeroCenteredGammaMatchesFloat64) {
-  const DType dtype = GetParam();
+  const DType dtype = storage();
   const int64_t rows = 6, dim = 130;
   const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
   const Stored x(random_floats(rows * dim, 21, -2.0f, 2.0f), dtype);
@@ -152,7 +161,7 @@ TEST_P(SixteenBitStorage, RmsNormWithZeroCenteredGammaMatchesFloat64) {
 // The layout large-model training uses: a float32 residual stream x and h beside 16-bit
 // sub-layer output r and normalised y. h is x + r rounded once to float32, bit for bit.
 TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
-  const DType dtype = GetParam();
+  const DType dtype = storage();
   const int64_t rows = 5, dim = 96;
   const Shape shape{rows, dim}, normalized{dim};
   const std::vector<float> x = random_floats(rows * dim, 31, -4.0f, 4.0f);
@@ -172,9 +181,14 @@ TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
   expect_within_unit(widen_bits(y, dtype), y64, dtype);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, SixteenBitStorage,
-                         ::testing::Values(DType::bfloat16, DType::float16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndTargets, SixteenBitStorage,
+    ::testing::Combine(::testing::Values(DType::bfloat16, DType::float16),
+                       ::testing::ValuesIn(cpu::available_targets())),
+    [](const auto& info) {
+      return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+             cpu::target_name(std::get<1>(info.param));
+    });
 
 // An output may replace an input only when both store the same type.
 TEST(StorageRules, OutputOverInputOfAnotherTypeIsRefused) {
