@@ -145,9 +145,9 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
               int64_t first, int64_t rows, int64_t dim) {
   args.gamma = parameters.gamma;
   args.beta = parameters.beta;
-  args.zero_centred_gamma = options.zero_centered_gamma;
-  args.centre = options.norm == NormKind::layer_norm;
-  args.mean = stats && args.centre ? stats->mean.data + first : nullptr;
+  args.zero_centered_gamma = options.zero_centered_gamma;
+  args.norm = options.norm;
+  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data + first : nullptr;
   args.rstd = stats ? stats->rstd.data + first : nullptr;
   args.rows = rows;
   args.dim = dim;
@@ -176,9 +176,9 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
     args.type = x.dtype;
     args.gamma = parameters.gamma;
     args.beta = parameters.beta;
-    args.zero_centred_gamma = options.zero_centered_gamma;
-    args.centre = options.norm == NormKind::layer_norm;
-    args.mean = stats && args.centre ? stats->mean.data : nullptr;
+    args.zero_centered_gamma = options.zero_centered_gamma;
+    args.norm = options.norm;
+    args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
     args.rstd = stats ? stats->rstd.data : nullptr;
     args.rows = layout.rows;
     args.dim = layout.dim;
@@ -284,11 +284,11 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
     args.dx = grads.dx.data;
     args.storage = storage;
     args.gamma = parameters.gamma;
-    args.zero_centred_gamma = options.zero_centered_gamma;
+    args.zero_centered_gamma = options.zero_centered_gamma;
     args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
     args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
     args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
-    args.centre = options.norm == NormKind::layer_norm;
+    args.norm = options.norm;
     args.rows = layout.rows;
     args.dim = layout.dim;
     args.eps = options.eps;
@@ -312,9 +312,9 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
       float* dx_rows = output_rows(grads.dx, at, count, kH);
       args.dx = dx_rows;
       args.gamma = parameters.gamma;
-      args.zero_centred_gamma = options.zero_centered_gamma;
+      args.zero_centered_gamma = options.zero_centered_gamma;
       args.saved_rstd = saved_rstd ? saved_rstd->data + first : nullptr;
-      args.centre = options.norm == NormKind::layer_norm;
+      args.norm = options.norm;
       args.rows = rows;
       args.dim = layout.dim;
       args.eps = options.eps;

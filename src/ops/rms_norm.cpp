@@ -12,13 +12,13 @@ void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
   cpu::NormForward args;
   args.x = x.data;
   args.gamma = options.gamma ? options.gamma->data : nullptr;
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.y = y.data;
   args.rstd = rstd ? rstd->data : nullptr;
   args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
-  args.centre = false;
+  args.norm = NormKind::rms_norm;
   cpu::norm_forward(args);
 }
 
@@ -31,14 +31,14 @@ void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
   args.dy = dy.data;
   args.x = x.data;
   args.gamma = options.gamma ? options.gamma->data : nullptr;
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
   args.dx = grads.dx.data;
   args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
-  args.centre = false;
+  args.norm = NormKind::rms_norm;
   cpu::norm_backward(args);
 }
 

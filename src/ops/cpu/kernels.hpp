@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "addnorm/dtype.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/cpu/norm_numerics.hpp"
 
 namespace addnorm::cpu {
 
@@ -22,15 +24,7 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
-// The float32-lanes passes of the norms round centred values x - mean to float32 before scaling
-// them by rstd. Below a spread of 2^-100 those values lie near or inside float32's denormal
-// range, where rounding is absolute (to multiples of 2^-149), not relative: with eps > 0, rstd
-// stays ordinary (~316 at eps = 1e-5) and would magnify that rounding to hundreds of ulp of
-// x_hat (and of dgamma). Rows whose variance (mean square for RMSNorm) is below this bound take
-// the float64 lanes instead; ordinary rows never come near it.
-inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
-
-// LayerNorm (centre = true) or RMSNorm (centre = false) over rows of x, with an optional fused
+// LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused
 // residual add: when `residual` is given, h = x + residual is written to `h` (rounded to
 // float32) and normalised instead of x.
 struct NormForward {
@@ -39,14 +33,14 @@ struct NormForward {
   float* h = nullptr;               // required when residual is given; may be x or residual
   const float* gamma = nullptr;     // nullable
   const float* beta = nullptr;      // nullable; LayerNorm only
-  bool zero_centred_gamma = false;  // RMSNorm: scale by 1 + gamma
+  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
   float* y = nullptr;               // may be x (or h)
   float* mean = nullptr;            // nullable, one per row
   float* rstd = nullptr;            // nullable, one per row
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
-  bool centre = true;
+  NormKind norm = NormKind::layer_norm;
   // Write y and h with non-temporal stores. norm_forward sets it itself (streams_output);
   // norm_forward_range, whose callers write into buffers they read back at once, takes it as is.
   bool stream_outputs = false;
@@ -63,7 +57,7 @@ struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
   const float* gamma = nullptr;       // nullable
-  bool zero_centred_gamma = false;
+  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
   const float* saved_rstd = nullptr;  // nullable
   const void* dh_next = nullptr;      // nullable
   void* dx = nullptr;                 // may be dy, x or dh_next
@@ -73,7 +67,7 @@ struct NormBackward {
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
-  bool centre = true;
+  NormKind norm = NormKind::layer_norm;
   // Write dx with non-temporal stores: set by norm_backward itself, as for NormForward.
   bool stream_outputs = false;
 };

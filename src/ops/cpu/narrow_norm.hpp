@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "addnorm/dtype.hpp"
+#include "addnorm/ops.hpp"
 
 namespace addnorm::cpu {
 
@@ -15,13 +16,13 @@ struct NarrowNormForward {
   DType type = DType::bfloat16;     // of x and y: bfloat16 or float16
   const float* gamma = nullptr;     // nullable
   const float* beta = nullptr;      // nullable; LayerNorm only
-  bool zero_centred_gamma = false;  // RMSNorm: scale by 1 + gamma
+  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
   float* mean = nullptr;            // nullable, one per row
   float* rstd = nullptr;            // nullable, one per row
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
-  bool centre = true;          // LayerNorm; false: RMSNorm
+  NormKind norm = NormKind::layer_norm;
   bool stream_output = false;  // set by narrow_norm_forward
 };
 

@@ -47,16 +47,9 @@ constexpr int64_t kPrefetchHalves = 2048;
 
 // The row's constants for the normalising pass, split into float32 hi + lo parts.
 struct SplitRow {
-  float centre_hi, centre_lo, rstd_hi, rstd_lo;
+  HiLo centre, rstd;
 };
-SplitRow split(double centre, double rstd) {
-  SplitRow s;
-  s.centre_hi = static_cast<float>(centre);
-  s.centre_lo = static_cast<float>(centre - static_cast<double>(s.centre_hi));
-  s.rstd_hi = static_cast<float>(rstd);
-  s.rstd_lo = static_cast<float>(rstd - static_cast<double>(s.rstd_hi));
-  return s;
-}
+SplitRow split_row(double centre, double rstd) { return {split(centre), split(rstd)}; }
 
 // bfloat16 rows of even length are also read as 32-bit pairs: the even element of a pair is
 // the pair shifted left by 16 bits, the odd one the pair with its low 16 bits cleared. That
@@ -168,8 +161,8 @@ void row_moments(const uint16_t* x, int64_t dim, double& mean, double& variance)
     variance = shifted_variance;
     return;
   }
-  const SplitRow m = split(mean, 0.0);
-  const CentredSums centred = row_sums<kType, true, true>(x, dim, m.centre_hi, m.centre_lo);
+  const HiLo m = split(mean);
+  const CentredSums centred = row_sums<kType, true, true>(x, dim, m.hi, m.lo);
   const double residue = centred.sum / count;  // ~0: the float32 split's own error
   variance = std::max(0.0, centred.squares / count - residue * residue);
   if (std::isnan(centred.squares)) variance = centred.squares;
@@ -195,13 +188,8 @@ void row_moments_float64(Half type, const uint16_t* x, int64_t dim, bool centre,
 template <Half kType, Affine kAffine>
 uint16_t normalise_one(uint16_t bits, const SplitRow& s, const float* gamma, const float* beta,
                        int64_t i) {
-  const hn::CappedTag<float, 1> d1;
-  const auto centred =
-      hn::Sub(hn::Sub(hn::Set(d1, widen_one(kType, bits)), hn::Set(d1, s.centre_hi)),
-              hn::Set(d1, s.centre_lo));
-  const auto x_hat =
-      hn::MulAdd(centred, hn::Set(d1, s.rstd_hi), hn::Mul(centred, hn::Set(d1, s.rstd_lo)));
-  return narrow_one(kType, affine_one<kAffine>(hn::GetLane(x_hat), gamma, beta, i));
+  const float x_hat = x_hat_one(widen_one(kType, bits), s.centre, s.rstd);
+  return narrow_one(kType, affine_one<kAffine>(x_hat, gamma, beta, i));
 }
 
 // y = affine((x - centre) * rstd), two float registers (one full register of 16-bit lanes) at
@@ -214,22 +202,13 @@ void normalise_row(const uint16_t* x, uint16_t* y, const int64_t dim, const Spli
   const HalfTag dh;
   const WideTag dw;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const auto centre_hi = hn::Set(df, s.centre_hi), centre_lo = hn::Set(df, s.centre_lo);
-  const auto rstd_hi = hn::Set(df, s.rstd_hi), rstd_lo = hn::Set(df, s.rstd_lo);
+  const auto centre_hi = hn::Set(df, s.centre.hi), centre_lo = hn::Set(df, s.centre.lo);
+  const auto rstd_hi = hn::Set(df, s.rstd.hi), rstd_lo = hn::Set(df, s.rstd.lo);
   auto normalise = [&](auto v, int64_t i) HWY_ATTR {
-    const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
-    const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
-    return affine<kAffine>(df, x_hat, gamma, beta, i);
+    return affine<kAffine>(df, x_hat_lanes(v, centre_hi, centre_lo, rstd_hi, rstd_lo), gamma,
+                           beta, i);
   };
-  int64_t start = 0;
-  if constexpr (kStream) {
-    // The caller has checked that y is 2-byte aligned.
-    const auto bytes = static_cast<uintptr_t>(hn::Lanes(dw) * sizeof(uint16_t));
-    const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
-    if (misalignment != 0) {
-      start = std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / 2));
-    }
-  }
+  const int64_t start = aligned_start(dw, y, dim, kStream);
   for (int64_t i = 0; i < start; ++i) y[i] = normalise_one<kType, kAffine>(x[i], s, gamma, beta, i);
   int64_t i = start;
   for (; i + 2 * n <= dim; i += 2 * n) {
@@ -262,22 +241,14 @@ void normalise_row_pairs(const uint16_t* x, uint16_t* y, const int64_t dim, cons
   const hn::RebindToUnsigned<FloatTag> du32;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   const int64_t half = dim / 2;
-  const auto centre_hi = hn::Set(df, s.centre_hi), centre_lo = hn::Set(df, s.centre_lo);
-  const auto rstd_hi = hn::Set(df, s.rstd_hi), rstd_lo = hn::Set(df, s.rstd_lo);
+  const auto centre_hi = hn::Set(df, s.centre.hi), centre_lo = hn::Set(df, s.centre.lo);
+  const auto rstd_hi = hn::Set(df, s.rstd.hi), rstd_lo = hn::Set(df, s.rstd.lo);
   // Pair k's even element uses parameter k, its odd one parameter half + k.
   auto normalise = [&](auto v, int64_t at) HWY_ATTR {
-    const auto centred = hn::Sub(hn::Sub(v, centre_hi), centre_lo);
-    const auto x_hat = hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo));
-    return affine<kAffine>(df, x_hat, pair.gamma, pair.beta, at);
+    return affine<kAffine>(df, x_hat_lanes(v, centre_hi, centre_lo, rstd_hi, rstd_lo),
+                           pair.gamma, pair.beta, at);
   };
-  int64_t start = 0;
-  if constexpr (kStream) {
-    const auto bytes = static_cast<uintptr_t>(n * sizeof(uint32_t));
-    const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;  // a multiple of 4
-    if (misalignment != 0) {
-      start = std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / 2));
-    }
-  }
+  const int64_t start = aligned_start(du32, reinterpret_cast<uint32_t*>(y), dim / 2, kStream) * 2;
   for (int64_t i = 0; i < start; ++i) {
     y[i] = normalise_one<Half::bfloat16, kAffine>(x[i], s, gamma, beta, i);
   }
@@ -355,7 +326,7 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       double& mean = means[k];
       double& mean_square = mean_squares[k];
       mean = 0;
-      if (a.centre) {
+      if (a.norm == NormKind::layer_norm) {
         row_moments<kType>(x, dim, mean, mean_square);
       } else {
         mean_square = row_sums<kType, false, false>(x, dim, 0.0f, 0.0f).squares / count;
@@ -363,7 +334,7 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       if (!(mean_square >= 0x1p-100 && mean_square <= 0x1p100)) {
         // float32 squares may have overflowed (values beyond ~1e19) or lost precision to
         // underflow (below ~1e-19): the row again in float64 (also for non-finite rows).
-        row_moments_float64(kType, x, dim, a.centre, mean, mean_square);
+        row_moments_float64(kType, x, dim, a.norm == NormKind::layer_norm, mean, mean_square);
       }
     }
     double rstds[kMaxGroup];
@@ -374,9 +345,8 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
       uint16_t* y = a.y + row * dim;
       const double mean = means[k], rstd = rstds[k];
       const bool finite = std::isfinite(mean) && std::isfinite(mean_squares[k]);
-      // float32 lanes need rstd a normal float32 and x - mean unable to overflow.
-      if (finite && rstd < 0x1p64 && rstd >= 0x1p-100 && std::fabs(mean) < 0x1p100) {
-        const SplitRow s = split(mean, rstd);
+      if (finite && forward_fits_float32(mean, mean_squares[k], rstd)) {
+        const SplitRow s = split_row(mean, xhat_scale(rstd));
         if (pairs) {
           if (stream_pairs && finite_parameters) {
             normalise_row_pairs<kAffine, false, true>(x, y, dim, s, a.gamma, a.beta, pair);
@@ -418,14 +388,9 @@ void narrow_norm_rows_as(const NarrowNormForward& a, int64_t begin, int64_t end)
 
 template <Half kType>
 void narrow_norm_rows_typed(const NarrowNormForward& a, int64_t begin, int64_t end) {
-  if (!a.gamma) {
-    if (a.beta) return narrow_norm_rows_as<kType, Affine::beta>(a, begin, end);
-    return narrow_norm_rows_as<kType, Affine::none>(a, begin, end);
-  }
-  if (a.zero_centred_gamma)
-    return narrow_norm_rows_as<kType, Affine::one_plus_gamma>(a, begin, end);
-  if (a.beta) return narrow_norm_rows_as<kType, Affine::gamma_beta>(a, begin, end);
-  narrow_norm_rows_as<kType, Affine::gamma>(a, begin, end);
+  with_affine(affine_form(a.gamma, a.beta, a.zero_centered_gamma), [&](auto form) {
+    narrow_norm_rows_as<kType, form()>(a, begin, end);
+  });
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 

@@ -91,42 +91,6 @@ RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool
   return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
 }
 
-// Where a row's vector stores begin: with streaming stores (which need aligned addresses) the
-// first elements up to y's next vector boundary are written by the scalar loop.
-template <class D>
-int64_t aligned_start(D d, const float* y, int64_t dim, bool stream) {
-  if (!stream) return 0;
-  const auto bytes = static_cast<uintptr_t>(hn::Lanes(d) * sizeof(float));
-  const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
-  if (misalignment == 0 || misalignment % sizeof(float) != 0) return misalignment ? dim : 0;
-  return std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / sizeof(float)));
-}
-
-// Calls body(std::integral_constant<Affine, form>{}): the form as a template argument.
-template <class Body>
-void with_affine(Affine form, const Body& body) {
-  switch (form) {
-    case Affine::none:
-      return body(std::integral_constant<Affine, Affine::none>{});
-    case Affine::gamma:
-      return body(std::integral_constant<Affine, Affine::gamma>{});
-    case Affine::gamma_beta:
-      return body(std::integral_constant<Affine, Affine::gamma_beta>{});
-    case Affine::beta:
-      return body(std::integral_constant<Affine, Affine::beta>{});
-    case Affine::one_plus_gamma:
-      return body(std::integral_constant<Affine, Affine::one_plus_gamma>{});
-  }
-}
-
-Affine affine_form(const NormForward& a) {
-  if (a.gamma) {
-    if (a.zero_centred_gamma) return Affine::one_plus_gamma;
-    return a.beta ? Affine::gamma_beta : Affine::gamma;
-  }
-  return a.beta ? Affine::beta : Affine::none;
-}
-
 // y = x_hat * scale + beta with x_hat = (v - centre) * rstd, the scale being gamma, 1 + gamma
 // (x_hat * gamma + x_hat in one fused multiply-add) or 1, and v = x, or with a residual
 // v = h = x + residual, which is then stored too. y and h may be x or residual: each element is
@@ -143,23 +107,19 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
                    float* y, const int64_t dim) {
   const hn::ScalableTag<float> df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const float centre_hi = static_cast<float>(centre);
-  const float centre_lo = static_cast<float>(centre - static_cast<double>(centre_hi));
   // rstd too is split, so that centred * rstd is rounded once (fma(c, hi, c * lo)), not twice.
-  const float rstd_hi = static_cast<float>(rstd);
-  const float rstd_lo = static_cast<float>(rstd - static_cast<double>(rstd_hi));
-  const auto hi_v = hn::Set(df, centre_hi);
-  const auto lo_v = hn::Set(df, centre_lo);
-  const auto rstd_hi_v = hn::Set(df, rstd_hi);
-  const auto rstd_lo_v = hn::Set(df, rstd_lo);
+  const HiLo centre_s = split(centre), rstd_s = split(rstd);
+  const auto hi_v = hn::Set(df, centre_s.hi);
+  const auto lo_v = hn::Set(df, centre_s.lo);
+  const auto rstd_hi_v = hn::Set(df, rstd_s.hi);
+  const auto rstd_lo_v = hn::Set(df, rstd_s.lo);
   auto scalar = [&](int64_t i) {
     float v = x[i];
     if constexpr (kResidual) {
       v += residual[i];
       h[i] = v;
     }
-    const float centred = (v - centre_hi) - centre_lo;
-    y[i] = affine_one<kAffine>(mul_add(centred, rstd_hi, centred * rstd_lo), gamma, beta, i);
+    y[i] = affine_one<kAffine>(x_hat_one(v, centre_s, rstd_s), gamma, beta, i);
   };
   const int64_t start = aligned_start(df, y, dim, kStream);
   for (int64_t i = 0; i < start; ++i) scalar(i);
@@ -175,9 +135,8 @@ void normalise_row(const float* x, const float* residual, float* h, double centr
         hn::StoreU(v, df, h + i);
       }
     }
-    const auto centred = hn::Sub(hn::Sub(v, hi_v), lo_v);
-    const auto out = affine<kAffine>(
-        df, hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v)), gamma, beta, i);
+    const auto out =
+        affine<kAffine>(df, x_hat_lanes(v, hi_v, lo_v, rstd_hi_v, rstd_lo_v), gamma, beta, i);
     if constexpr (kStream) {
       hn::Stream(out, df, y + i);
     } else {
@@ -206,7 +165,7 @@ void normalise_row_as(const float* x, const float* residual, float* h, double ce
 
 void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
                    const NormForward& a, float* y) {
-  with_affine(affine_form(a), [&](auto form) {
+  with_affine(affine_form(a.gamma, a.beta, a.zero_centered_gamma), [&](auto form) {
     normalise_row_as<form()>(x, residual, h, centre, rstd, a, y);
   });
 }
@@ -251,18 +210,19 @@ struct ForwardRow {
 ForwardRow forward_row_stats(const NormForward& a, int64_t row) {
   const int64_t offset = row * a.dim;
   const float* x = a.x + offset;
+  const bool centre = a.norm == NormKind::layer_norm;
   ShiftedSums sums;
   double shift = 0;
   if (a.residual) {
     const float* residual = a.residual + offset;
-    if (a.centre) shift = static_cast<double>(x[0] + residual[0]);
+    if (centre) shift = static_cast<double>(x[0] + residual[0]);
     sums = add_and_sum_row(x, residual, a.dim, shift);
   } else {
-    if (a.centre) shift = static_cast<double>(x[0]);
+    if (centre) shift = static_cast<double>(x[0]);
     sums = shifted_sums_row(x, a.dim, shift);
   }
   ForwardRow r;
-  r.moments = moments_from(sums, shift, a.dim, a.centre);
+  r.moments = moments_from(sums, shift, a.dim, centre);
   r.finite = std::isfinite(sums.sum) && std::isfinite(r.moments.variance);
   return r;
 }
@@ -274,23 +234,17 @@ void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) 
   const float* residual = a.residual ? a.residual + offset : nullptr;
   float* h = a.residual ? a.h + offset : nullptr;
   float* y = a.y + offset;
-  // float32 lanes need rstd and its low part in float32's range, v - mean not to overflow
-  // (|mean| < 2^100 guarantees it) and the row's spread clear of float32's denormal grid
-  // (kFloat32LanesMinVariance); a zero-spread row with eps = 0 (rstd infinite) has v - mean = 0.
-  const bool fits_float32 = r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
-                            std::fabs(r.moments.mean) < 0x1p100 &&
-                            r.moments.variance >= kFloat32LanesMinVariance;
-  if (r.finite && (std::isinf(r.rstd) || fits_float32)) {
-    // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
-    normalise_row(x, residual, h, r.moments.mean, std::isinf(r.rstd) ? 0.0 : r.rstd, a, y);
+  if (r.finite && forward_fits_float32(r.moments.mean, r.moments.variance, r.rstd)) {
+    normalise_row(x, residual, h, r.moments.mean, xhat_scale(r.rstd), a, y);
   } else {
     if (residual) {
       add_row(x, residual, h, a.dim);
       x = h;
     }
     if (r.finite) {
-      with_affine(affine_form(a), [&](auto form) {
-        normalise_row_float64<form()>(x, r.moments.mean, r.rstd, a.gamma, a.beta, y, a.dim);
+      with_affine(affine_form(a.gamma, a.beta, a.zero_centered_gamma), [&](auto form) {
+        normalise_row_float64<form()>(x, r.moments.mean, xhat_scale(r.rstd), a.gamma, a.beta, y,
+                                      a.dim);
       });
     } else {
       // A NaN or Inf in the row poisons this row only.
@@ -381,24 +335,6 @@ void store_one(typename S::Elem* p, int64_t i, float value) {
   }
 }
 
-// The scale g = dy * scale uses, fixed per call.
-enum class Scale { one, gamma, one_plus_gamma };
-
-Scale scale_form(const NormBackward& a) {
-  if (!a.gamma) return Scale::one;
-  return a.zero_centred_gamma ? Scale::one_plus_gamma : Scale::gamma;
-}
-
-// Calls body(std::bool_constant<flag>{}): turns a run-time flag into a template argument.
-template <class Body>
-void with_flag(bool flag, const Body& body) {
-  if (flag) {
-    body(std::true_type{});
-  } else {
-    body(std::false_type{});
-  }
-}
-
 struct BackwardSums {
   ShiftedSums x;     // of d = x - shift
   double g = 0;      // sum(g)
@@ -408,7 +344,7 @@ struct BackwardSums {
 
 // Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is
 // saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
-template <class S, Scale kScale, bool kCentre>
+template <class S, Affine kScale, bool kCentre>
 BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
                            const typename S::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
@@ -419,15 +355,15 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
   const auto shift_v = hn::Set(dd, shift);
   // g = dy * scale in float64 (exact: a product of two floats fits a double).
   auto scaled = [&](auto dy_v, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_v;
+    if constexpr (kScale == Affine::none) return dy_v;
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
-    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
+    if constexpr (kScale == Affine::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Affine::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
   };
   auto scaled_scalar = [&](double dy_i, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_i;
+    if constexpr (kScale == Affine::none) return dy_i;
     const double g = static_cast<double>(gamma[i]);
-    return dy_i * (kScale == Scale::one_plus_gamma ? 1.0 + g : g);
+    return dy_i * (kScale == Affine::one_plus_gamma ? 1.0 + g : g);
   };
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
   auto max_g = hn::Zero(dd);
@@ -473,7 +409,7 @@ struct BackwardRow {
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows that do not fit the
 // float32 pass (fits_float32: rstd >= 2^64 or infinite, a spread below 2^-100, non-finite
 // statistics).
-template <class S, Scale kScale>
+template <class S, Affine kScale>
 void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
                          const typename S::Elem* dy, const typename S::Elem* dh_next,
                          typename S::Elem* dx, const BackwardRow& r,
@@ -484,17 +420,17 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   const float* gamma = a.gamma;
   const auto one = hn::Set(dd, 1.0);
   // A zero-variance row with eps = 0 has x_hat = 0 (not 0 * inf); its dx stays undefined.
-  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
+  const double scale = xhat_scale(r.rstd);
   const auto mean_v = hn::Set(dd, r.mean);
-  const auto xhat_scale_v = hn::Set(dd, xhat_scale);
+  const auto xhat_scale_v = hn::Set(dd, scale);
   const auto mean_g_v = hn::Set(dd, r.mean_g);
   const auto mean_g_xhat_v = hn::Set(dd, r.mean_g_xhat);
   const auto rstd_v = hn::Set(dd, r.rstd);
   auto scaled = [&](auto dy_v, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_v;
+    if constexpr (kScale == Affine::none) return dy_v;
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
-    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
+    if constexpr (kScale == Affine::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Affine::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
   };
   // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
   int64_t i = 0;
@@ -516,9 +452,9 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   }
   for (; i < a.dim; ++i) {
     const double dy_i = static_cast<double>(load_one<S>(dy, i));
-    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * xhat_scale;
+    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * scale;
     double g = dy_i;
-    if (gamma) g *= kScale == Scale::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
+    if (gamma) g *= kScale == Affine::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
     double grad = r.rstd * (g - r.mean_g - x_hat * r.mean_g_xhat);
     if (dh_next) grad += static_cast<double>(load_one<S>(dh_next, i));
     if (dgamma_partial) dgamma_partial[i] += dy_i * x_hat;
@@ -540,14 +476,13 @@ struct BackwardRowData {
 #if HWY_TARGET != HWY_SCALAR  // one lane has no halves to widen: scalar uses the float64 pass
 // The float32 constants of one row's dx formula.
 struct Float32Row {
-  float mean_hi, mean_lo, rstd_hi, rstd_lo, mean_g, neg_mean_g_xhat;
+  HiLo mean, rstd;
+  float mean_g, neg_mean_g_xhat;
 };
 Float32Row float32_row(const BackwardRow& r) {
   Float32Row c;
-  c.mean_hi = static_cast<float>(r.mean);
-  c.mean_lo = static_cast<float>(r.mean - static_cast<double>(c.mean_hi));
-  c.rstd_hi = static_cast<float>(r.rstd);
-  c.rstd_lo = static_cast<float>(r.rstd - static_cast<double>(c.rstd_hi));
+  c.mean = split(r.mean);
+  c.rstd = split(r.rstd);
   c.mean_g = static_cast<float>(r.mean_g);
   c.neg_mean_g_xhat = static_cast<float>(-r.mean_g_xhat);
   return c;
@@ -564,7 +499,7 @@ Float32Row float32_row(const BackwardRow& r) {
 // bottleneck of a one-row pass) by kRows without changing a single rounding.
 // With `stream` (every dx row then starts on a vector boundary), dx is written with
 // non-temporal stores.
-template <class S, Scale kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
+template <class S, Affine kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
 void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRICT gamma,
                          const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
                          double* HWY_RESTRICT dbeta_partial) {
@@ -579,18 +514,17 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
   // Element i of row k, in scalar code (the ends of rows).
   auto one = [&](int k, int64_t i) {
     const BackwardRowData<S>& row = rows[k];
-    const float centred = (load_one<S>(row.x, i) - c[k].mean_hi) - c[k].mean_lo;
-    const float x_hat = mul_add(centred, c[k].rstd_hi, centred * c[k].rstd_lo);
+    const float x_hat = x_hat_one(load_one<S>(row.x, i), c[k].mean, c[k].rstd);
     const float dy = load_one<S>(row.dy, i);
     float g = dy;
-    if constexpr (kScale == Scale::gamma) g = dy * gamma[i];
-    if constexpr (kScale == Scale::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
+    if constexpr (kScale == Affine::gamma) g = dy * gamma[i];
+    if constexpr (kScale == Affine::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
     const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
     if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
     if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
     store_one<S>(row.dx, i,
-                 kDhNext ? mul_add(t, c[k].rstd_hi, load_one<S>(row.dh_next, i))
-                         : t * c[k].rstd_hi);
+                 kDhNext ? mul_add(t, c[k].rstd.hi, load_one<S>(row.dh_next, i))
+                         : t * c[k].rstd.hi);
   };
   auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
   auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
@@ -610,20 +544,19 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
     for (int k = 0; k < kRows; ++k) {
       const BackwardRowData<S>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
-      const auto centred =
-          hn::Sub(hn::Sub(load<S>(df, row.x + i), hn::Set(df, c[k].mean_hi)),
-                  hn::Set(df, c[k].mean_lo));
-      const auto x_hat = hn::MulAdd(centred, hn::Set(df, c[k].rstd_hi),
-                                    hn::Mul(centred, hn::Set(df, c[k].rstd_lo)));
+      const auto x_hat =
+          x_hat_lanes(load<S>(df, row.x + i), hn::Set(df, c[k].mean.hi),
+                      hn::Set(df, c[k].mean.lo), hn::Set(df, c[k].rstd.hi),
+                      hn::Set(df, c[k].rstd.lo));
       const auto dy = load<S>(df, row.dy + i);
       auto g = dy;
-      if constexpr (kScale == Scale::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
-      if constexpr (kScale == Scale::one_plus_gamma) {
+      if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
+      if constexpr (kScale == Affine::one_plus_gamma) {
         g = hn::MulAdd(dy, hn::LoadU(df, gamma + i), dy);
       }
       const auto t = hn::MulAdd(x_hat, hn::Set(df, c[k].neg_mean_g_xhat),
                                 hn::Sub(g, hn::Set(df, c[k].mean_g)));
-      const auto rstd = hn::Set(df, c[k].rstd_hi);
+      const auto rstd = hn::Set(df, c[k].rstd.hi);
       const auto out =
           kDhNext ? hn::MulAdd(t, rstd, load<S>(df, row.dh_next + i)) : hn::Mul(t, rstd);
       if constexpr (kDgamma) {
@@ -659,7 +592,7 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
 }
 
 // Calls the float32 pass 2 instance for this call's flags on kRows rows.
-template <class S, Scale kScale, int kRows>
+template <class S, Affine kScale, int kRows>
 void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* rows, bool stream,
                             double* dgamma_partial, double* dbeta_partial) {
   with_flag(a.dh_next != nullptr, [&](auto dh_next) {
@@ -674,7 +607,7 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* row
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // Pass 1 of one row, and what pass 2 needs.
-template <class S, Scale kScale>
+template <class S, Affine kScale>
 BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
   using Elem = typename S::Elem;
   const int64_t dim = a.dim;
@@ -685,19 +618,19 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
                           dh_next ? dh_next + offset : nullptr,
                           static_cast<Elem*>(a.dx) + offset, {}};
   const double count = static_cast<double>(dim);
-  const double shift = a.centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
+  const bool centre = a.norm == NormKind::layer_norm;
+  const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const BackwardSums sums =
-      a.centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
+      centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
                : backward_sums<S, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
-  const RowMoments moments = moments_from(sums.x, shift, dim, a.centre);
+  const RowMoments moments = moments_from(sums.x, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
   r.variance = moments.variance;
   r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
                         : 1.0 / std::sqrt(moments.variance + a.eps);
-  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
-  r.mean_g = a.centre ? sums.g / count : 0.0;
-  r.mean_g_xhat = xhat_scale * (sums.gd - (moments.mean - shift) * sums.g) / count;
+  r.mean_g = centre ? sums.g / count : 0.0;
+  r.mean_g_xhat = xhat_scale(r.rstd) * (sums.gd - (moments.mean - shift) * sums.g) / count;
   r.max_g = sums.max_g;
   return data;
 }
@@ -708,15 +641,13 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
 // never lost to an overflow in between; and the row's spread is clear of float32's denormal grid
 // (kFloat32LanesMinVariance), so x_hat and dgamma keep their precision. NaNs fail the tests too.
 bool fits_float32(const BackwardRow& r) {
-  return r.variance >= kFloat32LanesMinVariance && std::fabs(r.mean) < 0x1p100 &&
-         r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
-         r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
+  return float32_lanes_hold(r.mean, r.variance, r.rstd) && r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 
 // Rows per group of the float32 pass 2.
 constexpr int kGroupRows = 4;
 
-template <class S, Scale kScale>
+template <class S, Affine kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
                            double* dgamma_partial, double* dbeta_partial) {
   for (int64_t first = begin; first < end; first += kGroupRows) {
@@ -759,18 +690,9 @@ void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
 template <class S>
 void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
                               double* dgamma_partial, double* dbeta_partial) {
-  switch (scale_form(a)) {
-    case Scale::one:
-      norm_backward_rows_as<S, Scale::one>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case Scale::gamma:
-      norm_backward_rows_as<S, Scale::gamma>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case Scale::one_plus_gamma:
-      norm_backward_rows_as<S, Scale::one_plus_gamma>(a, begin, end, dgamma_partial,
-                                                       dbeta_partial);
-      break;
-  }
+  with_affine(affine_form(a.gamma, nullptr, a.zero_centered_gamma), [&](auto form) {
+    norm_backward_rows_as<S, scale_only(form())>(a, begin, end, dgamma_partial, dbeta_partial);
+  });
 }
 
 // Whether this target runs the backward on rows stored as `storage` (16-bit rows need vector
