@@ -1,17 +1,21 @@
-// The mixed-precision norms: blocks of rows stored as bfloat16 or float16 are widened into
+// The mixed-precision norms. When every row tensor of a call shares one storage type that this
+// machine's kernels take (norm_supports: float32 anywhere, bfloat16 on every vector target,
+// float16 from AVX2), the kernels read and write it directly. Otherwise (tensors of different
+// types in one call, or 16-bit rows on the scalar target) blocks of rows are widened into
 // per-thread float32 staging buffers (a block stays in cache), run through the float32 kernels,
-// and narrowed into their storage once. float32 tensors are used in place, not staged.
+// and narrowed into their storage once; float32 tensors are used in place, not staged.
 #include "addnorm/mixed_precision.hpp"
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "addnorm/error.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/cpu/narrow_norm.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/validate.hpp"
 
@@ -78,6 +82,16 @@ void check_stats(const std::optional<NormStats>& stats, const MixedNormOptions& 
     detail::check_count("mean", stats->mean, rows, "per row");
   }
   detail::check_count("rstd", stats->rstd, rows, "per row");
+}
+
+// The storage type every row tensor of a call shares, when the kernels take it directly.
+std::optional<DType> direct_storage(std::initializer_list<DType> types) {
+  const DType first = *types.begin();
+  for (DType type : types) {
+    if (type != first) return std::nullopt;
+  }
+  if (!cpu::norm_supports(first)) return std::nullopt;
+  return first;
 }
 
 // ---- staging -----------------------------------------------------------------------------
@@ -168,22 +182,14 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (x.dtype == y.dtype && x.dtype != DType::float32) {
-    // Both 16-bit: the direct kernel, where this SIMD target has one.
-    cpu::NarrowNormForward args;
-    args.x = static_cast<const uint16_t*>(x.data);
-    args.y = static_cast<uint16_t*>(y.data);
-    args.type = x.dtype;
-    args.gamma = parameters.gamma;
-    args.beta = parameters.beta;
-    args.zero_centered_gamma = options.zero_centered_gamma;
-    args.norm = options.norm;
-    args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
-    args.rstd = stats ? stats->rstd.data : nullptr;
-    args.rows = layout.rows;
-    args.dim = layout.dim;
-    args.eps = options.eps;
-    if (cpu::narrow_norm_forward(args)) return;
+  if (const auto storage = direct_storage({x.dtype, y.dtype})) {
+    cpu::NormForward args;
+    args.x = x.data;
+    args.y = y.data;
+    args.storage = *storage;
+    set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
+    cpu::norm_forward(args);
+    return;
   }
   const int64_t block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
@@ -191,11 +197,12 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       const int64_t rows = std::min(block, end - first);
       const int64_t at = first * layout.dim, count = rows * layout.dim;
       cpu::NormForward args;
+      float* y_rows = output_rows(y, at, count, kY);
       args.x = input_rows(x, at, count, kX);
-      args.y = output_rows(y, at, count, kY);
+      args.y = y_rows;
       set_norm(args, parameters, options, stats, first, rows, layout.dim);
       cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, args.y, at, count);
+      store_rows(y, y_rows, at, count);
     }
   });
 }
@@ -216,22 +223,37 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
        region("beta", options.beta)},
       {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
   const Parameters parameters(options, layout.dim);
+  if (const auto storage = direct_storage({x.dtype, r.dtype, h.dtype, y.dtype})) {
+    cpu::NormForward args;
+    args.x = x.data;
+    args.residual = r.data;
+    args.h = h.data;
+    args.y = y.data;
+    args.storage = *storage;
+    set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
+    cpu::norm_forward(args);
+    return;
+  }
   const int64_t block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
     for (int64_t first = begin; first < end; first += block) {
       const int64_t rows = std::min(block, end - first);
       const int64_t at = first * layout.dim, count = rows * layout.dim;
       cpu::NormForward args;
-      args.x = input_rows(x, at, count, kX);
-      args.residual = input_rows(r, at, count, kResidual);
-      args.h = output_rows(h, at, count, kH);
-      args.y = output_rows(y, at, count, kY);
+      const float* x_rows = input_rows(x, at, count, kX);
+      const float* r_rows = input_rows(r, at, count, kResidual);
+      float* h_rows = output_rows(h, at, count, kH);
+      float* y_rows = output_rows(y, at, count, kY);
+      args.x = x_rows;
+      args.residual = r_rows;
+      args.h = h_rows;
+      args.y = y_rows;
       if (h.dtype != DType::float32) {
         // The norm must see h as stored: form it, store it, and round it to its storage type
         // in cache (narrowed into a scratch slot and widened back; rereading it from h's
         // memory would miss the cache once h is written with streaming stores).
-        float* staged_h = args.h;
-        for (int64_t i = 0; i < count; ++i) staged_h[i] = args.x[i] + args.residual[i];
+        float* staged_h = h_rows;
+        for (int64_t i = 0; i < count; ++i) staged_h[i] = x_rows[i] + r_rows[i];
         store_rows(h, staged_h, at, count);
         void* narrowed = staging(kExtra, count);
         cpu::from_float32(staged_h, narrowed, h.dtype, count);
@@ -242,7 +264,7 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
       }
       set_norm(args, parameters, options, stats, first, rows, layout.dim);
       cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, args.y, at, count);
+      store_rows(y, y_rows, at, count);
     }
   });
 }
@@ -273,16 +295,15 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
        {"dx", dx_view.dtype == x.dtype ? "x" : ""},
        {"dx", dh_next && dx_view.dtype == dh_next->dtype ? "dh_next" : ""}});
   const Parameters parameters(options, layout.dim);
-  const DType storage = x.dtype;
-  if (storage != DType::float32 && dy.dtype == storage && grads.dx.dtype == storage &&
-      (!dh_next || dh_next->dtype == storage) && cpu::norm_backward_supports(storage)) {
-    // Every row tensor in one 16-bit type: the float32 kernels read and write it directly.
+  const std::optional<DType> storage =
+      direct_storage({x.dtype, dy.dtype, grads.dx.dtype, dh_next ? dh_next->dtype : x.dtype});
+  if (storage) {
     cpu::NormBackward args;
     args.dy = dy.data;
     args.x = x.data;
     args.dh_next = dh_next ? dh_next->data : nullptr;
     args.dx = grads.dx.data;
-    args.storage = storage;
+    args.storage = *storage;
     args.gamma = parameters.gamma;
     args.zero_centered_gamma = options.zero_centered_gamma;
     args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;

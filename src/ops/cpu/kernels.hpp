@@ -24,19 +24,22 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
-// LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused
-// residual add: when `residual` is given, h = x + residual is written to `h` (rounded to
-// float32) and normalised instead of x.
+// LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused residual add: when
+// `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
+// normalised as stored, instead of x.
+// x, residual, h and y are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
+// when norm_supports(storage) on this machine; gamma, beta, mean and rstd are float32 either way.
 struct NormForward {
-  const float* x = nullptr;
-  const float* residual = nullptr;  // nullable
-  float* h = nullptr;               // required when residual is given; may be x or residual
-  const float* gamma = nullptr;     // nullable
-  const float* beta = nullptr;      // nullable; LayerNorm only
+  const void* x = nullptr;
+  const void* residual = nullptr;  // nullable
+  void* h = nullptr;               // required when residual is given; may be x or residual
+  const float* gamma = nullptr;    // nullable
+  const float* beta = nullptr;     // nullable; LayerNorm only
   bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
-  float* y = nullptr;               // may be x (or h)
-  float* mean = nullptr;            // nullable, one per row
-  float* rstd = nullptr;            // nullable, one per row
+  void* y = nullptr;               // may be x (or h)
+  DType storage = DType::float32;
+  float* mean = nullptr;           // nullable, one per row
+  float* rstd = nullptr;           // nullable, one per row
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
@@ -51,7 +54,7 @@ void norm_forward(const NormForward& args);
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
 // dy, x, dh_next and dx are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
-// when norm_backward_supports(storage) on this machine; gamma, rstd and the gradients of the
+// when norm_supports(storage) on this machine; gamma, rstd and the gradients of the
 // parameters are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
@@ -72,10 +75,12 @@ struct NormBackward {
   bool stream_outputs = false;
 };
 void norm_backward(const NormBackward& args);
-bool norm_backward_supports(DType storage);
+// Whether the running SIMD target's kernels take rows stored as `storage` (16-bit rows need
+// vector conversions: bfloat16 on every vector target, float16 from AVX2).
+bool norm_supports(DType storage);
 
 // The same on rows [begin, end) only, on the calling thread: for callers that split the work
-// themselves (the mixed-precision ops stage blocks of rows through float32 buffers).
+// themselves (post-norm builds each block's h in a buffer; mixed-storage calls stage blocks).
 // norm_backward_range adds into the given float64 partials (nullable) instead of dgamma/dbeta.
 void norm_forward_range(const NormForward& args, int64_t begin, int64_t end);
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,

@@ -1,11 +1,12 @@
-// Per-target SIMD row kernels for LayerNorm and RMSNorm (forward, fused residual add, backward)
-// and their run-time dispatch. Highway compiles the HWY_NAMESPACE part once per x86-64 target;
-// the HWY_ONCE part picks the best target for this CPU and spreads rows over OpenMP threads.
+// Per-target SIMD row kernels for the LayerNorm and RMSNorm backward (the forward is
+// norm_forward_kernels.cpp; both share norm_numerics.hpp, lane_ops-inl.h and
+// row_storage-inl.h), on rows of any storage type, and the SIMD targets' dispatch. Highway
+// compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the best
+// target for this CPU and spreads rows over OpenMP threads.
 //
 // Numerics (docs/numerics.md): sums, means and variances accumulate in float64 lanes (floats
-// are promoted on load), the variance is taken from centred values in a second pass over the
-// row (which is then in cache), and each output is one float32 rounding of a float64 value,
-// followed for the affine step by one float32 fused multiply-add.
+// are promoted on load), and each dx is rounded once to its storage type from float64 or from
+// a few float32 fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,7 +14,7 @@
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
-#include "ops/cpu/narrow-inl.h"
+#include "ops/cpu/row_storage-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 
 #include <algorithm>
@@ -34,253 +35,6 @@ using DoubleTag = hn::ScalableTag<double>;
 using FloatTag = hn::Rebind<float, DoubleTag>;
 
 
-// The shifted sums of h = x + residual (one float32 rounding, as the unfused add). h itself is
-// written by the second pass, which reads x and residual again from cache: storing it here would
-// either cost a second write of the row or, with streaming stores, evict it before pass 2.
-ShiftedSums add_and_sum_row(const float* HWY_RESTRICT x, const float* HWY_RESTRICT residual,
-                            int64_t dim, double shift) {
-  const DoubleTag dd;
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto shift_v = hn::Set(dd, shift);
-  auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + 2 * n <= dim; i += 2 * n) {
-    hwy::Prefetch(x + i + kPrefetchFloats);
-    hwy::Prefetch(residual + i + kPrefetchFloats);
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto h1 = hn::Add(hn::LoadU(df, x + i + n), hn::LoadU(df, residual + i + n));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, h1), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sum1 = hn::Add(sum1, d1);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-    sq1 = hn::MulAdd(d1, d1, sq1);
-  }
-  for (; i + n <= dim; i += n) {
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-  }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum0, sum1))),
-                   hn::GetLane(hn::SumOfLanes(dd, hn::Add(sq0, sq1)))};
-  for (; i < dim; ++i) {
-    const double d = static_cast<double>(x[i] + residual[i]) - shift;
-    sums.sum += d;
-    sums.squares += d * d;
-  }
-  return sums;
-}
-
-// h = x + residual, stored (for the rows the fast pass does not handle).
-void add_row(const float* x, const float* residual, float* h, int64_t dim) {
-  for (int64_t i = 0; i < dim; ++i) h[i] = x[i] + residual[i];
-}
-
-// Mean and population variance from shifted sums (the variance clamped at 0 against rounding).
-struct RowMoments {
-  double mean;
-  double variance;
-};
-RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool centre) {
-  const double count = static_cast<double>(dim);
-  if (!centre) return {0.0, sums.squares / count};  // RMSNorm: shift is 0, mean(x^2)
-  const double mean_shifted = sums.sum / count;
-  const double variance = sums.squares / count - mean_shifted * mean_shifted;
-  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
-}
-
-// y = x_hat * scale + beta with x_hat = (v - centre) * rstd, the scale being gamma, 1 + gamma
-// (x_hat * gamma + x_hat in one fused multiply-add) or 1, and v = x, or with a residual
-// v = h = x + residual, which is then stored too. y and h may be x or residual: each element is
-// loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
-// with non-temporal stores: an output larger than the cache then goes straight to memory
-// instead of first being read into the cache (a write-allocate) and evicting the inputs.
-// This pass runs in float32 lanes, twice as wide as float64 ones: the float64 centre is split
-// into hi + lo floats, and v - hi is exact whenever v is within a factor 2 of the centre (the
-// large-mean rows where cancellation matters), so x_hat carries at most
-// about three float32 roundings (one when v is near the centre, and for RMSNorm).
-template <Affine kAffine, bool kResidual, bool kStream>
-void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
-                   const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
-                   float* y, const int64_t dim) {
-  const hn::ScalableTag<float> df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  // rstd too is split, so that centred * rstd is rounded once (fma(c, hi, c * lo)), not twice.
-  const HiLo centre_s = split(centre), rstd_s = split(rstd);
-  const auto hi_v = hn::Set(df, centre_s.hi);
-  const auto lo_v = hn::Set(df, centre_s.lo);
-  const auto rstd_hi_v = hn::Set(df, rstd_s.hi);
-  const auto rstd_lo_v = hn::Set(df, rstd_s.lo);
-  auto scalar = [&](int64_t i) {
-    float v = x[i];
-    if constexpr (kResidual) {
-      v += residual[i];
-      h[i] = v;
-    }
-    y[i] = affine_one<kAffine>(x_hat_one(v, centre_s, rstd_s), gamma, beta, i);
-  };
-  const int64_t start = aligned_start(df, y, dim, kStream);
-  for (int64_t i = 0; i < start; ++i) scalar(i);
-  const bool stream_h = kStream && kResidual && aligned_start(df, h + start, dim - start, true) == 0;
-  int64_t i = start;
-  for (; i + n <= dim; i += n) {
-    auto v = hn::LoadU(df, x + i);
-    if constexpr (kResidual) {
-      v = hn::Add(v, hn::LoadU(df, residual + i));
-      if (stream_h) {
-        hn::Stream(v, df, h + i);
-      } else {
-        hn::StoreU(v, df, h + i);
-      }
-    }
-    const auto out =
-        affine<kAffine>(df, x_hat_lanes(v, hi_v, lo_v, rstd_hi_v, rstd_lo_v), gamma, beta, i);
-    if constexpr (kStream) {
-      hn::Stream(out, df, y + i);
-    } else {
-      hn::StoreU(out, df, y + i);
-    }
-  }
-  for (; i < dim; ++i) scalar(i);
-}
-
-// Picks the instance of normalise_row for this call's affine form, residual and stores.
-template <Affine kAffine>
-void normalise_row_as(const float* x, const float* residual, float* h, double centre,
-                      double rstd, const NormForward& a, float* y) {
-  if (residual) {
-    if (a.stream_outputs) {
-      normalise_row<kAffine, true, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-    } else {
-      normalise_row<kAffine, true, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-    }
-  } else if (a.stream_outputs) {
-    normalise_row<kAffine, false, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-  } else {
-    normalise_row<kAffine, false, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-  }
-}
-
-void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
-                   const NormForward& a, float* y) {
-  with_affine(affine_form(a.gamma, a.beta, a.zero_centered_gamma), [&](auto form) {
-    normalise_row_as<form()>(x, residual, h, centre, rstd, a, y);
-  });
-}
-
-// The same in float64 lanes, for rows whose spread is so small (below 2^-100: denormal-range
-// inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
-// the centre's low part would not survive float32, or whose mean is so large that x - mean
-// could overflow float32.
-template <Affine kAffine>
-void normalise_row_float64(const float* x, double centre, double rstd,
-                           const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
-                           float* y, const int64_t dim) {
-  const DoubleTag dd;
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto centre_v = hn::Set(dd, centre);
-  const auto rstd_v = hn::Set(dd, rstd);
-  int64_t i = 0;
-  for (; i + n <= dim; i += n) {
-    const auto x_hat = hn::DemoteTo(
-        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), centre_v), rstd_v));
-    hn::StoreU(affine<kAffine>(df, x_hat, gamma, beta, i), df, y + i);
-  }
-  for (; i < dim; ++i) {
-    const float x_hat = static_cast<float>((static_cast<double>(x[i]) - centre) * rstd);
-    y[i] = affine_one<kAffine>(x_hat, gamma, beta, i);
-  }
-}
-
-void fill_row(float* y, int64_t dim, float value) {
-  for (int64_t i = 0; i < dim; ++i) y[i] = value;
-}
-
-// A row's statistics between the two passes of the forward.
-struct ForwardRow {
-  RowMoments moments;
-  bool finite;
-  double rstd;
-};
-
-// Pass 1 of one row.
-ForwardRow forward_row_stats(const NormForward& a, int64_t row) {
-  const int64_t offset = row * a.dim;
-  const float* x = a.x + offset;
-  const bool centre = a.norm == NormKind::layer_norm;
-  ShiftedSums sums;
-  double shift = 0;
-  if (a.residual) {
-    const float* residual = a.residual + offset;
-    if (centre) shift = static_cast<double>(x[0] + residual[0]);
-    sums = add_and_sum_row(x, residual, a.dim, shift);
-  } else {
-    if (centre) shift = static_cast<double>(x[0]);
-    sums = shifted_sums_row(x, a.dim, shift);
-  }
-  ForwardRow r;
-  r.moments = moments_from(sums, shift, a.dim, centre);
-  r.finite = std::isfinite(sums.sum) && std::isfinite(r.moments.variance);
-  return r;
-}
-
-// Pass 2 of one row, and its statistics.
-void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) {
-  const int64_t offset = row * a.dim;
-  const float* x = a.x + offset;
-  const float* residual = a.residual ? a.residual + offset : nullptr;
-  float* h = a.residual ? a.h + offset : nullptr;
-  float* y = a.y + offset;
-  if (r.finite && forward_fits_float32(r.moments.mean, r.moments.variance, r.rstd)) {
-    normalise_row(x, residual, h, r.moments.mean, xhat_scale(r.rstd), a, y);
-  } else {
-    if (residual) {
-      add_row(x, residual, h, a.dim);
-      x = h;
-    }
-    if (r.finite) {
-      with_affine(affine_form(a.gamma, a.beta, a.zero_centered_gamma), [&](auto form) {
-        normalise_row_float64<form()>(x, r.moments.mean, xhat_scale(r.rstd), a.gamma, a.beta, y,
-                                      a.dim);
-      });
-    } else {
-      // A NaN or Inf in the row poisons this row only.
-      fill_row(y, a.dim, std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (a.mean) a.mean[row] = r.finite ? static_cast<float>(r.moments.mean) : nan;
-  if (a.rstd) a.rstd[row] = r.finite ? static_cast<float>(r.rstd) : nan;
-}
-
-// Rows are done in groups: pass 1 of every row of the group, then their square roots and
-// divisions (independent, so they overlap in the pipeline instead of each stalling its row
-// for some 40 cycles: as long as a short row's whole pass), then pass 2. Groups of small rows
-// only, so that a group stays in the L1 cache between the passes.
-int64_t forward_group_rows(int64_t dim) {
-  constexpr int64_t kMaxGroup = 8;
-  constexpr int64_t kGroupFloats = 4096;  // 16 KiB of a row's input
-  return std::clamp<int64_t>(kGroupFloats / dim, 1, kMaxGroup);
-}
-
-void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
-  const int64_t group = forward_group_rows(a.dim);
-  ForwardRow rows[8];
-  for (int64_t first = begin; first < end; first += group) {
-    const int64_t count = std::min(group, end - first);
-    for (int64_t k = 0; k < count; ++k) rows[k] = forward_row_stats(a, first + k);
-    for (int64_t k = 0; k < count; ++k) {
-      rows[k].rstd = rows[k].finite ? 1.0 / std::sqrt(rows[k].moments.variance + a.eps) : 0.0;
-    }
-    for (int64_t k = 0; k < count; ++k) forward_row_output(a, first + k, rows[k]);
-  }
-  // Streaming stores are weakly ordered: make them visible before another thread reads y.
-  if (a.stream_outputs) hwy::FlushStream();
-}
-
 // ---- backward ----------------------------------------------------------------------------
 // One row: with x_hat = (x - mean) * rstd and g = dy * scale,
 //   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
@@ -288,52 +42,6 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
 // Pass 1 (x and dy from memory) gathers the statistics and both means in shifted form, in
 // float64: sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
 // Pass 2 (in cache) writes dx in float32 lanes, twice as wide as float64 ones.
-
-// The rows of a backward are float32 or, for the 16-bit types, their bits (the NormBackward
-// pointers then point to uint16_t): loads widen exactly, stores round once (narrow-inl.h).
-struct Float32Rows {
-  using Elem = float;
-  static constexpr bool kStreams = true;
-};
-template <narrow::Half kType>
-struct HalfRows {
-  using Elem = uint16_t;
-  static constexpr bool kStreams = false;  // a float register makes half a register of these
-  static constexpr narrow::Half type = kType;
-};
-
-template <class S, class D>
-hn::Vec<D> load(D d, const typename S::Elem* p) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    return hn::LoadU(d, p);
-  } else {
-    return narrow::widen<S::type>(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
-  }
-}
-template <class S>
-float load_one(const typename S::Elem* p, int64_t i) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    return p[i];
-  } else {
-    return narrow::widen_one(S::type, p[i]);
-  }
-}
-template <class S, class D>
-void store(D d, hn::Vec<D> v, typename S::Elem* p) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    hn::StoreU(v, d, p);
-  } else {
-    hn::StoreU(narrow::narrow<S::type>(d, v), hn::Rebind<uint16_t, D>(), p);
-  }
-}
-template <class S>
-void store_one(typename S::Elem* p, int64_t i, float value) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    p[i] = value;
-  } else {
-    p[i] = narrow::narrow_one(S::type, value);
-  }
-}
 
 struct BackwardSums {
   ShiftedSums x;     // of d = x - shift
@@ -567,7 +275,7 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
         dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
         dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
       }
-      if constexpr (S::kStreams) {
+      if constexpr (!S::kHalf) {
         if (stream) {
           hn::Stream(out, df, row.dx + i);
         } else {
@@ -623,7 +331,7 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
   const BackwardSums sums =
       centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
                : backward_sums<S, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
-  const RowMoments moments = moments_from(sums.x, shift, dim, centre);
+  const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
   r.variance = moments.variance;
@@ -662,7 +370,7 @@ void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
     // Streaming needs every row of dx on a vector boundary.
     const hn::ScalableTag<float> df;
     bool stream = false;
-    if constexpr (S::kStreams) {
+    if constexpr (!S::kHalf) {
       stream = a.stream_outputs && aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
                a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
     }
@@ -695,31 +403,11 @@ void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
   });
 }
 
-// Whether this target runs the backward on rows stored as `storage` (16-bit rows need vector
-// conversions: bfloat16 on every vector target, float16 from AVX2).
-bool backward_supports(DType storage) {
-  if (storage == DType::float32) return true;
-  if (HWY_TARGET == HWY_SCALAR) return false;
-  return storage == DType::bfloat16 || narrow::kHasFloat16Vectors;
-}
-
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
-  switch (a.storage) {
-    case DType::float32:
-      norm_backward_rows_typed<Float32Rows>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case DType::bfloat16:
-      norm_backward_rows_typed<HalfRows<narrow::Half::bfloat16>>(a, begin, end, dgamma_partial,
-                                                                 dbeta_partial);
-      break;
-    case DType::float16:
-      if constexpr (narrow::kHasFloat16Vectors) {
-        norm_backward_rows_typed<HalfRows<narrow::Half::float16>>(a, begin, end, dgamma_partial,
-                                                                  dbeta_partial);
-      }
-      break;
-  }
+  with_storage(a.storage, [&](auto storage) {
+    norm_backward_rows_typed<decltype(storage)>(a, begin, end, dgamma_partial, dbeta_partial);
+  });
   if (a.stream_outputs) hwy::FlushStream();
 }
 
@@ -735,25 +423,16 @@ HWY_AFTER_NAMESPACE();
 
 namespace addnorm::cpu {
 
-HWY_EXPORT(norm_forward_rows);
 HWY_EXPORT(norm_backward_rows);
-HWY_EXPORT(backward_supports);
+HWY_EXPORT(storage_supported);
 HWY_EXPORT(compiled_target_name);
-
-void norm_forward(const NormForward& args) {
-  NormForward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
-  parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_forward_rows)(streamed, begin, end);
-  });
-}
 
 void norm_backward(const NormBackward& args) {
   // dgamma and dbeta: each fixed chunk of rows sums into its own float64 partials, in row order;
   // the chunks are then added in chunk order. The chunks depend only on the row count, so the
   // result is bitwise the same for any number of threads.
   NormBackward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
+  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.storage));
   const bool want_partials = args.dgamma || args.dbeta;
   const int64_t chunks = want_partials ? reduction_chunks(args.rows) : 1;
   PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
@@ -766,13 +445,7 @@ void norm_backward(const NormBackward& args) {
   if (args.dbeta) partials.reduce_dbeta(args.dbeta);
 }
 
-void norm_forward_range(const NormForward& args, int64_t begin, int64_t end) {
-  HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
-}
-
-bool norm_backward_supports(DType storage) {
-  return HWY_DYNAMIC_DISPATCH(backward_supports)(storage);
-}
+bool norm_supports(DType storage) { return HWY_DYNAMIC_DISPATCH(storage_supported)(storage); }
 
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
                          double* dgamma_partial, double* dbeta_partial) {

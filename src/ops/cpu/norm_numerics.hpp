@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace addnorm::cpu {
@@ -28,6 +29,22 @@ struct HiLo {
 inline HiLo split(double value) {
   const float hi = static_cast<float>(value);
   return {hi, static_cast<float>(value - static_cast<double>(hi))};
+}
+
+// Mean and population variance (mean square for RMSNorm, `centre` false) of `dim` values from
+// their sums shifted by `shift`: sum = sum(x - shift), squares = sum((x - shift)^2). The
+// variance is clamped at 0 against rounding; a NaN stays NaN.
+struct RowMoments {
+  double mean;
+  double variance;
+};
+inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim,
+                               bool centre) {
+  const double count = static_cast<double>(dim);
+  if (!centre) return {0.0, squares / count};  // RMSNorm: shift is 0, mean(x^2)
+  const double mean_shifted = sum / count;
+  const double variance = squares / count - mean_shifted * mean_shifted;
+  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};
 }
 
 // What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has

@@ -1,6 +1,7 @@
 // bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target), the
-// norms with each tensor stored in its own type against float64, and the direct 16-bit
-// forward kernel (narrow_norm_kernels.cpp) on every target, streaming or not.
+// norms with each tensor stored in its own type against float64, and the forward and backward
+// kernels on 16-bit rows (norm_forward_kernels.cpp, norm_kernels.cpp) on every target, with and
+// without the fused residual add, streaming or not.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,7 +12,6 @@
 #include "addnorm/mixed_precision.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/cpu/narrow_norm.hpp"
 #include "ops/reference/layer_norm.hpp"
 #include "ops/reference/rms_norm.hpp"
 #include "test_support.hpp"
@@ -456,33 +456,107 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
   }
 }
 
+// Pre-norm with every tensor in one 16-bit type, run by the forward kernel directly on every
+// target that takes the type: h = x + r rounded once to the type, y = Norm(h) against float64
+// (in place, h over x, too), LayerNorm and RMSNorm.
+TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
+  const int64_t rows = 5;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind : {"ordinary", "large_mean", "nan_row", "outliers_first"}) {
+      for (const int64_t dim : {1, 7, 64, 203, 1000}) {
+        for (const bool layer : {true, false}) {
+          for (const bool in_place : {false, true}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                         std::to_string(dim) + (layer ? " layer" : " rms") +
+                         (in_place ? " in place" : ""));
+            const Shape shape{rows, dim}, normalized{dim};
+            auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
+            const auto r_bits = narrow_all(
+                random_floats(static_cast<size_t>(rows * dim), 73, -0.25f, 0.25f), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 74, 0.5f, 1.5f);
+            const auto x = widen_all(x_bits, dtype), r = widen_all(r_bits, dtype);
+            std::vector<float> sum(x.size());
+            for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + r[i];
+            const auto want_h_bits = narrow_all(sum, dtype);
+            const auto h64 = widen(widen_all(want_h_bits, dtype));
+            std::vector<double> want_y(h64.size()), want_rstd(rows);
+            std::vector<double> gamma64(gamma.begin(), gamma.end());
+            if (layer) {
+              reference::layer_norm_forward<double>(h64.data(), gamma64.data(), nullptr,
+                                                    want_y.data(), nullptr, want_rstd.data(),
+                                                    rows, dim, 1e-5);
+            } else {
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
+                                                  want_y.data(), want_rstd.data(), rows, dim,
+                                                  1e-5);
+            }
+            MixedNormOptions options;
+            options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+            options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+            std::vector<uint16_t> separate_h(x_bits.size()), y_bits(x_bits.size());
+            uint16_t* h_bits = in_place ? x_bits.data() : separate_h.data();
+            std::vector<float> mean(rows), rstd(rows);
+            add_norm_pre_mixed(AnyConstView(x_bits.data(), shape, dtype),
+                               AnyConstView(r_bits.data(), shape, dtype), normalized,
+                               AnyMutableView(h_bits, shape, dtype),
+                               AnyMutableView(y_bits.data(), shape, dtype), options,
+                               NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
+            ASSERT_EQ(std::vector<uint16_t>(h_bits, h_bits + x_bits.size()), want_h_bits);
+            const auto y = widen_all(y_bits, dtype);
+            for (int64_t row = 0; row < rows; ++row) {
+              const auto at = static_cast<std::ptrdiff_t>(row * dim);
+              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
+              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
+              if (kind == "nan_row" && row == 1) {
+                for (float v : got) ASSERT_TRUE(std::isnan(v));
+                continue;
+              }
+              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+              EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
+                          1e-6 * want_rstd[static_cast<size_t>(row)]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Streaming stores (whole aligned registers) give the same bits as ordinary ones, at every
-// alignment of y.
+// alignment of y (and of h with the fused residual add).
 TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
   const int64_t rows = 6;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const int64_t dim : {5, 64, 203}) {
-      for (const int64_t shift : {0, 1, 9}) {
-        const auto x_bits = narrow_all(random_floats(static_cast<size_t>(rows * dim), 64), dtype);
-        const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
-        std::vector<std::vector<uint16_t>> outputs;
-        for (const bool stream : {false, true}) {
-          std::vector<uint16_t> y(x_bits.size() + 64);
-          cpu::NarrowNormForward args;
-          args.x = x_bits.data();
-          args.y = y.data() + shift;
-          args.type = dtype;
-          args.gamma = gamma.data();
-          args.rows = rows;
-          args.dim = dim;
-          args.eps = 1e-5;
-          args.stream_output = stream;
-          if (!cpu::narrow_norm_forward_range(args, 0, rows)) break;  // staged on this target
-          outputs.push_back(y);
+    if (!cpu::norm_supports(dtype)) continue;  // staged on this target
+    for (const bool residual : {false, true}) {
+      for (const int64_t dim : {5, 64, 203}) {
+        for (const int64_t shift : {0, 1, 9}) {
+          const auto x_bits =
+              narrow_all(random_floats(static_cast<size_t>(rows * dim), 64), dtype);
+          const auto r_bits =
+              narrow_all(random_floats(static_cast<size_t>(rows * dim), 67), dtype);
+          const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
+          std::vector<std::vector<uint16_t>> outputs;
+          for (const bool stream : {false, true}) {
+            std::vector<uint16_t> y(x_bits.size() + 64), h(x_bits.size() + 64);
+            cpu::NormForward args;
+            args.x = x_bits.data();
+            args.residual = residual ? r_bits.data() : nullptr;
+            args.h = residual ? h.data() + shift : nullptr;
+            args.y = y.data() + shift;
+            args.storage = dtype;
+            args.gamma = gamma.data();
+            args.rows = rows;
+            args.dim = dim;
+            args.eps = 1e-5;
+            args.stream_outputs = stream;
+            cpu::norm_forward_range(args, 0, rows);
+            y.insert(y.end(), h.begin(), h.end());
+            outputs.push_back(y);
+          }
+          EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
+                                            << shift << (residual ? " residual" : "");
         }
-        if (outputs.size() < 2) continue;
-        EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
-                                          << shift;
       }
     }
   }
