@@ -187,7 +187,7 @@ struct CentredSums {
   double squares = 0;
 };
 template <class S, bool kResidual, bool kSum, bool kLow, bool kPairs>
-CentredSums centred_sums(const RowPointers<S>& p, int64_t dim, float hi, float lo) {
+CentredSums centred_sums(const RowPointers<S> p, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
   const hn::Half<FloatTag> dfh;
@@ -377,8 +377,11 @@ void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typenam
 // x_hat carries at most about three float32 roundings (one when v is near the centre, and for
 // RMSNorm), then one rounding to the storage type.
 template <class S, Affine kAffine, bool kResidual, bool kStream, bool kNaNs>
-void normalise_row(const RowPointers<S>& p, HiLo centre, HiLo rstd, const Parameters& w,
+void normalise_row(const RowPointers<S>& row, HiLo centre, HiLo rstd, const Parameters& w,
                    const int64_t dim) {
+  // The pointers by value: a vector store may alias anything, a struct's fields included, and
+  // would otherwise make the compiler reload them after every store.
+  const RowPointers<S> p = row;
   const FloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   constexpr int64_t kVectors = S::kHalf ? 2 : 1;  // float registers per store
@@ -414,9 +417,11 @@ void normalise_row(const RowPointers<S>& p, HiLo centre, HiLo rstd, const Parame
 // pairs. Each element gets the same operations as in normalise_row. kStream requires y on a
 // 4-byte boundary.
 template <Affine kAffine, bool kNaNs, bool kStream>
-void normalise_row_pairs(const RowPointers<HalfRows<narrow::Half::bfloat16>>& p, HiLo centre,
-                         HiLo rstd, const Parameters& w, const int64_t dim) {
+void normalise_row_pairs(const RowPointers<HalfRows<narrow::Half::bfloat16>>& row, HiLo centre,
+                         HiLo rstd, const Parameters& parameters, const int64_t dim) {
   using S = HalfRows<narrow::Half::bfloat16>;
+  const RowPointers<S> p = row;        // by value, as in normalise_row
+  const Parameters w = parameters;
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
