@@ -168,6 +168,20 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
   args.eps = options.eps;
 }
 
+// The whole forward in the kernels, on rows all of one storage type.
+void forward_directly(const void* x, const void* r, void* h, void* y, DType storage,
+                      const Parameters& parameters, const MixedNormOptions& options,
+                      const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
+  cpu::NormForward args;
+  args.x = x;
+  args.residual = r;
+  args.h = h;
+  args.y = y;
+  args.storage = storage;
+  set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
+  cpu::norm_forward(args);
+}
+
 }  // namespace
 
 void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
@@ -183,12 +197,8 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
   if (const auto storage = direct_storage({x.dtype, y.dtype})) {
-    cpu::NormForward args;
-    args.x = x.data;
-    args.y = y.data;
-    args.storage = *storage;
-    set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
-    cpu::norm_forward(args);
+    forward_directly(x.data, nullptr, nullptr, y.data, *storage, parameters, options, stats,
+                     layout);
     return;
   }
   const int64_t block = block_rows(layout.dim);
@@ -224,14 +234,8 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
       {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
   const Parameters parameters(options, layout.dim);
   if (const auto storage = direct_storage({x.dtype, r.dtype, h.dtype, y.dtype})) {
-    cpu::NormForward args;
-    args.x = x.data;
-    args.residual = r.data;
-    args.h = h.data;
-    args.y = y.data;
-    args.storage = *storage;
-    set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
-    cpu::norm_forward(args);
+    forward_directly(x.data, r.data, h.data, y.data, *storage, parameters, options, stats,
+                     layout);
     return;
   }
   const int64_t block = block_rows(layout.dim);

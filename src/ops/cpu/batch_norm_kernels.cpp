@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 
@@ -95,6 +96,17 @@ using FloatTag = hn::ScalableTag<float>;
 // receive the samples one by one in order.
 constexpr int kSampleGroup = 4;
 
+// The length-1 skeleton: body(first_sample, std::integral_constant<int, rows>{}) over samples
+// [begin, end), kSampleGroup samples at a time and then one at a time, in order.
+template <class Body>
+void for_sample_groups(int64_t begin, int64_t end, const Body& body) {
+  int64_t n = begin;
+  for (; n + kSampleGroup <= end; n += kSampleGroup) {
+    body(n, std::integral_constant<int, kSampleGroup>{});
+  }
+  for (; n < end; ++n) body(n, std::integral_constant<int, 1>{});
+}
+
 // The passes over x prefetch kPrefetchFloats (shifted_sums-inl.h) ahead per stream of rows.
 // The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
 // float64 work per cache line keeps too few lines in flight.
@@ -150,13 +162,10 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
   const int64_t sample_size = channels * length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      accumulate_across_channels<kSampleGroup>(x + n * channels, channels, channels, shifts, sums,
-                                               squares);
-    }
-    for (; n < end; ++n) {
-      accumulate_across_channels<1>(x + n * channels, channels, channels, shifts, sums, squares);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      accumulate_across_channels<rows()>(x + first * channels, channels, channels, shifts, sums,
+                                         squares);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -437,14 +446,10 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      backward_sums_across_channels<kSampleGroup>(dy + n * channels, x + n * channels, channels,
-                                                  channels, shifts, sums);
-    }
-    for (; n < end; ++n) {
-      backward_sums_across_channels<1>(dy + n * channels, x + n * channels, channels, channels,
-                                       shifts, sums);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      backward_sums_across_channels<rows()>(dy + first * channels, x + first * channels, channels,
+                                            channels, shifts, sums);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -524,15 +529,11 @@ void backward_training_dx(const float* dy, const float* x, float* dx, const Batc
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      const int64_t offset = n * channels;
-      training_dx_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
-                                                channels, t);
-    }
-    for (; n < end; ++n) {
-      const int64_t offset = n * channels;
-      training_dx_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, t);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      const int64_t offset = first * channels;
+      training_dx_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
+                                          t);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -632,16 +633,11 @@ void backward_inference_samples(const float* dy, const float* x, float* dx, cons
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      const int64_t offset = n * channels;
-      inference_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
-                                              channels, mean, rstd, scale, sum_dy, sum_dy_xhat);
-    }
-    for (; n < end; ++n) {
-      const int64_t offset = n * channels;
-      inference_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, mean,
-                                   rstd, scale, sum_dy, sum_dy_xhat);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      const int64_t offset = first * channels;
+      inference_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
+                                        mean, rstd, scale, sum_dy, sum_dy_xhat);
+    });
     return;
   }
   for (; n < end; ++n) {

@@ -98,53 +98,13 @@ void add_row(const RowPointers<S>& p, int64_t dim) {
 
 // ---- statistics of float32 rows: float64 lanes ----------------------------------------------
 
-// The shifted sums of h = x + residual (one float32 rounding, as the unfused add). h itself is
-// written by the second pass, which reads x and residual again from cache: storing it here would
-// either cost a second write of the row or, with streaming stores, evict it before pass 2.
-ShiftedSums add_and_sum_row(const float* HWY_RESTRICT x, const float* HWY_RESTRICT residual,
-                            int64_t dim, double shift) {
-  const DoubleTag dd;
-  const HalfFloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto shift_v = hn::Set(dd, shift);
-  auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + 2 * n <= dim; i += 2 * n) {
-    hwy::Prefetch(x + i + kPrefetchFloats);
-    hwy::Prefetch(residual + i + kPrefetchFloats);
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto h1 = hn::Add(hn::LoadU(df, x + i + n), hn::LoadU(df, residual + i + n));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, h1), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sum1 = hn::Add(sum1, d1);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-    sq1 = hn::MulAdd(d1, d1, sq1);
-  }
-  for (; i + n <= dim; i += n) {
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-  }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum0, sum1))),
-                   hn::GetLane(hn::SumOfLanes(dd, hn::Add(sq0, sq1)))};
-  for (; i < dim; ++i) {
-    const double d = static_cast<double>(x[i] + residual[i]) - shift;
-    sums.sum += d;
-    sums.squares += d * d;
-  }
-  return sums;
-}
-
 // Shifted by the row's first value: the one-pass variance is then exact to float64 rounding
 // times D (shifted_sums-inl.h).
 template <bool kResidual>
 RowMoments float64_lane_moments(const RowPointers<Float32Rows>& p, int64_t dim, bool centre) {
   const double shift = centre ? static_cast<double>(input_one<Float32Rows, kResidual>(p.x, p.r, 0))
                               : 0.0;
-  const ShiftedSums sums =
-      kResidual ? add_and_sum_row(p.x, p.r, dim, shift) : shifted_sums_row(p.x, dim, shift);
+  const ShiftedSums sums = shifted_sums_of<kResidual>(p.x, p.r, dim, shift);
   return moments_from(sums.sum, sums.squares, shift, dim, centre);
 }
 
