@@ -1,9 +1,11 @@
-// The mixed-precision norms. When every row tensor of a call shares one storage type that this
-// machine's kernels take (norm_supports: float32 anywhere, bfloat16 on every vector target,
-// float16 from AVX2), the kernels read and write it directly. Otherwise (tensors of different
-// types in one call, or 16-bit rows on the scalar target) blocks of rows are widened into
-// per-thread float32 staging buffers (a block stays in cache), run through the float32 kernels,
-// and narrowed into their storage once; float32 tensors are used in place, not staged.
+// The mixed-precision norms. The kernels read and write the tensors' storage types directly
+// where they take them (cpu::norm_supports: float32 anywhere, bfloat16 on every vector target,
+// float16 from AVX2): a forward whose x and h (the residual stream) share one type and r and y
+// (the branch) another, the two equal or the stream float32; a backward whose row tensors share
+// one type. Other calls (say a bfloat16 stream with float32 activations, or 16-bit rows on the
+// scalar target) widen blocks of rows into per-thread float32 staging buffers (a block stays in
+// cache), run them through the float32 kernels, and narrow into their storage once; float32
+// tensors are used in place, not staged.
 #include "addnorm/mixed_precision.hpp"
 
 #include <algorithm>
@@ -168,16 +170,19 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
   args.eps = options.eps;
 }
 
-// The whole forward in the kernels, on rows all of one storage type.
-void forward_directly(const void* x, const void* r, void* h, void* y, DType storage,
+// The whole forward in the kernels: x and h (the stream) of one storage type, r and y (the
+// branch) of one, a pair that cpu::norm_forward_supports.
+void forward_directly(const AnyConstView& x, const std::optional<AnyConstView>& r,
+                      const std::optional<AnyMutableView>& h, const AnyMutableView& y,
                       const Parameters& parameters, const MixedNormOptions& options,
                       const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
   cpu::NormForward args;
-  args.x = x;
-  args.residual = r;
-  args.h = h;
-  args.y = y;
-  args.storage = storage;
+  args.x = x.data;
+  args.residual = r ? r->data : nullptr;
+  args.h = h ? h->data : nullptr;
+  args.y = y.data;
+  args.storage = x.dtype;
+  args.branch_storage = y.dtype;
   set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
   cpu::norm_forward(args);
 }
@@ -196,9 +201,8 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (const auto storage = direct_storage({x.dtype, y.dtype})) {
-    forward_directly(x.data, nullptr, nullptr, y.data, *storage, parameters, options, stats,
-                     layout);
+  if (cpu::norm_forward_supports(x.dtype, y.dtype)) {
+    forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
     return;
   }
   const int64_t block = block_rows(layout.dim);
@@ -233,9 +237,8 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
        region("beta", options.beta)},
       {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (const auto storage = direct_storage({x.dtype, r.dtype, h.dtype, y.dtype})) {
-    forward_directly(x.data, r.data, h.data, y.data, *storage, parameters, options, stats,
-                     layout);
+  if (h.dtype == x.dtype && y.dtype == r.dtype && cpu::norm_forward_supports(x.dtype, r.dtype)) {
+    forward_directly(x, r, h, y, parameters, options, stats, layout);
     return;
   }
   const int64_t block = block_rows(layout.dim);

@@ -27,8 +27,9 @@ inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes
 // LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused residual add: when
 // `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
 // normalised as stored, instead of x.
-// x, residual, h and y are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
-// when norm_supports(storage) on this machine; gamma, beta, mean and rstd are float32 either way.
+// x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
+// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_forward_supports on this
+// machine; gamma, beta, mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
   const void* residual = nullptr;  // nullable
@@ -36,8 +37,9 @@ struct NormForward {
   const float* gamma = nullptr;    // nullable
   const float* beta = nullptr;     // nullable; LayerNorm only
   bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
-  void* y = nullptr;               // may be x (or h)
-  DType storage = DType::float32;
+  void* y = nullptr;               // may be x (or h) when of the same type
+  DType storage = DType::float32;         // of x and h
+  DType branch_storage = DType::float32;  // of residual and y
   float* mean = nullptr;           // nullable, one per row
   float* rstd = nullptr;           // nullable, one per row
   int64_t rows = 0;
@@ -49,6 +51,10 @@ struct NormForward {
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
+// Whether the running SIMD target's forward takes x and h stored as `stream` with residual and
+// y stored as `branch`: both types supported (norm_supports), and either the same type or a
+// float32 stream.
+bool norm_forward_supports(DType stream, DType branch);
 
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,

@@ -1,13 +1,17 @@
 // The LayerNorm and RMSNorm forward, one kernel for every storage type of the rows (float32,
 // bfloat16, float16: row_storage-inl.h) and every fusion: an input stage (x, or h = x + residual
-// rounded to the storage type and stored) and an output stage (y, and the row's mean and rstd).
+// rounded to h's type and stored) and an output stage (y, and the row's mean and rstd).
+// Two storage policies per call: SS for the residual stream (x and h), SB for the branch (the
+// residual r added to it and the normalised y handed on), so that a float32 residual stream with
+// 16-bit activations runs without staging. The pairs compiled are SS = SB (any type) and
+// SS = float32 with SB of any type (norm_forward_supports).
 // Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the
 // best target for this CPU and spreads rows over OpenMP threads.
 //
 // Each row takes two passes: its statistics, then its outputs (from cache). The statistics
 // accumulate as the storage type makes fastest within docs/numerics.md's contract:
-//  - float32 rows: shifted sums in float64 lanes (floats promoted on load), as BatchNorm does;
-//  - 16-bit rows: values widen exactly to float32; sums shifted by an estimate of the mean
+//  - a float32 stream: shifted sums in float64 lanes (floats promoted on load), as BatchNorm does;
+//  - a 16-bit stream (and branch): values widen exactly to float32; sums shifted by an estimate of the mean
 //    accumulate in float32 lanes over blocks of kBlock vectors and in float64 across blocks,
 //    with a second pass over centred values for the rare row whose estimate was poor
 //    (block_moments), so cancellation never amplifies rounding more than 4 times. The float32
@@ -46,69 +50,68 @@ using DoubleTag = hn::ScalableTag<double>;
 using HalfFloatTag = hn::Rebind<float, DoubleTag>;
 using FloatTag = hn::ScalableTag<float>;
 
-// One row's pointers.
-template <class S>
+// One row's pointers: x and h of the stream's type SS, r and y of the branch's type SB.
+template <class SS, class SB>
 struct RowPointers {
-  using Elem = typename S::Elem;
-  const Elem* x;
-  const Elem* r;  // null without a residual
-  Elem* h;        // null without a residual
-  Elem* y;
+  using Stream = typename SS::Elem;
+  using Branch = typename SB::Elem;
+  const Stream* x;
+  const Branch* r;  // null without a residual
+  Stream* h;        // null without a residual
+  Branch* y;
 };
-template <class S>
-RowPointers<S> row_pointers(const NormForward& a, int64_t row) {
-  using Elem = typename S::Elem;
+template <class SS, class SB>
+RowPointers<SS, SB> row_pointers(const NormForward& a, int64_t row) {
+  using Stream = typename SS::Elem;
+  using Branch = typename SB::Elem;
   const int64_t offset = row * a.dim;
-  return {static_cast<const Elem*>(a.x) + offset,
-          a.residual ? static_cast<const Elem*>(a.residual) + offset : nullptr,
-          a.residual ? static_cast<Elem*>(a.h) + offset : nullptr,
-          static_cast<Elem*>(a.y) + offset};
+  return {static_cast<const Stream*>(a.x) + offset,
+          a.residual ? static_cast<const Branch*>(a.residual) + offset : nullptr,
+          a.residual ? static_cast<Stream*>(a.h) + offset : nullptr,
+          static_cast<Branch*>(a.y) + offset};
 }
 
 // ---- input stage -------------------------------------------------------------------------
 
-// v = x, or h = x + residual rounded to the storage type: the norm sees h as the unfused add
-// stores it.
-template <class S, bool kResidual, class D>
-hn::Vec<D> input(D d, const typename S::Elem* x, const typename S::Elem* r, int64_t i) {
-  const auto v = load<S>(d, x + i);
+// v = x, or h = x + residual rounded to h's type: the norm sees h as the unfused add stores it.
+template <class SS, class SB, bool kResidual, class D>
+hn::Vec<D> input(D d, const RowPointers<SS, SB>& p, int64_t i) {
+  const auto v = load<SS>(d, p.x + i);
   if constexpr (kResidual) {
-    return round_to<S>(d, hn::Add(v, load<S>(d, r + i)));
+    return round_to<SS>(d, hn::Add(v, load<SB>(d, p.r + i)));
   } else {
-    (void)r;
     return v;
   }
 }
-template <class S, bool kResidual>
-float input_one(const typename S::Elem* x, const typename S::Elem* r, int64_t i) {
-  const float v = load_one<S>(x, i);
+template <class SS, class SB, bool kResidual>
+float input_one(const RowPointers<SS, SB>& p, int64_t i) {
+  const float v = load_one<SS>(p.x, i);
   if constexpr (kResidual) {
-    return round_one<S>(v + load_one<S>(r, i));
+    return round_one<SS>(v + load_one<SB>(p.r, i));
   } else {
-    (void)r;
     return v;
   }
 }
 
 // h = x + residual, stored (for the rows the float32 lanes do not normalise).
-template <class S>
-void add_row(const RowPointers<S>& p, int64_t dim) {
-  for (int64_t i = 0; i < dim; ++i) store_one<S>(p.h, i, input_one<S, true>(p.x, p.r, i));
+template <class SS, class SB>
+void add_row(const RowPointers<SS, SB>& p, int64_t dim) {
+  for (int64_t i = 0; i < dim; ++i) store_one<SS>(p.h, i, input_one<SS, SB, true>(p, i));
 }
 
-// ---- statistics of float32 rows: float64 lanes ----------------------------------------------
+// ---- statistics of a float32 stream: float64 lanes -------------------------------------------
 
 // Shifted by the row's first value: the one-pass variance is then exact to float64 rounding
 // times D (shifted_sums-inl.h).
-template <bool kResidual>
-RowMoments float64_lane_moments(const RowPointers<Float32Rows>& p, int64_t dim, bool centre) {
-  const double shift = centre ? static_cast<double>(input_one<Float32Rows, kResidual>(p.x, p.r, 0))
-                              : 0.0;
-  const ShiftedSums sums = shifted_sums_of<kResidual>(p.x, p.r, dim, shift);
+template <class SB, bool kResidual>
+RowMoments float64_lane_moments(const RowPointers<Float32Rows, SB>& p, int64_t dim, bool centre) {
+  const double shift =
+      centre ? static_cast<double>(input_one<Float32Rows, SB, kResidual>(p, 0)) : 0.0;
+  const ShiftedSums sums = shifted_sums_of<SB, kResidual>(p.x, p.r, dim, shift);
   return moments_from(sums.sum, sums.squares, shift, dim, centre);
 }
 
-// ---- statistics of 16-bit rows: float32 block sums ------------------------------------------
+// ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
 #if HWY_TARGET != HWY_SCALAR
 
 // Vectors per float32 block sum: flushed into float64 after this many additions per lane.
@@ -137,8 +140,8 @@ template <class S>
 constexpr bool kBfloat16Rows = false;
 template <>
 constexpr bool kBfloat16Rows<HalfRows<narrow::Half::bfloat16>> = true;
-template <class S, bool kResidual>
-constexpr bool kPairsAllowed = kBfloat16Rows<S> && !kResidual;
+template <class SS, class SB, bool kResidual>
+constexpr bool kPairsAllowed = kBfloat16Rows<SS> && kBfloat16Rows<SB> && !kResidual;
 
 // Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
 // float32 lanes within blocks of kBlock vectors and in float64 across blocks and for the end.
@@ -146,8 +149,8 @@ struct CentredSums {
   double sum = 0;
   double squares = 0;
 };
-template <class S, bool kResidual, bool kSum, bool kLow, bool kPairs>
-CentredSums centred_sums(const RowPointers<S> p, int64_t dim, float hi, float lo) {
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
+CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
   const hn::Half<FloatTag> dfh;
@@ -171,8 +174,8 @@ CentredSums centred_sums(const RowPointers<S> p, int64_t dim, float hi, float lo
         v0 = hn::BitCast(df, even_of_pairs(pairs));
         v1 = hn::BitCast(df, odd_of_pairs(pairs));
       } else {
-        v0 = input<S, kResidual>(df, p.x, p.r, i);
-        v1 = input<S, kResidual>(df, p.x, p.r, i + n);
+        v0 = input<SS, SB, kResidual>(df, p, i);
+        v1 = input<SS, SB, kResidual>(df, p, i + n);
       }
       auto c0 = hn::Sub(v0, hi_v);
       auto c1 = hn::Sub(v1, hi_v);
@@ -192,7 +195,7 @@ CentredSums centred_sums(const RowPointers<S> p, int64_t dim, float hi, float lo
   }
   const double centre = static_cast<double>(hi) + static_cast<double>(lo);
   for (; i < dim; ++i) {
-    const double c = static_cast<double>(input_one<S, kResidual>(p.x, p.r, i)) - centre;
+    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - centre;
     sums.sum += c;
     sums.squares += c * c;
   }
@@ -200,12 +203,12 @@ CentredSums centred_sums(const RowPointers<S> p, int64_t dim, float hi, float lo
 }
 
 // The statistics pass of a row, by pairs where the row allows it.
-template <class S, bool kResidual, bool kSum, bool kLow>
-CentredSums row_sums(const RowPointers<S>& p, int64_t dim, float hi, float lo) {
-  if constexpr (kPairsAllowed<S, kResidual>) {
-    if (dim % 2 == 0) return centred_sums<S, kResidual, kSum, kLow, true>(p, dim, hi, lo);
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow>
+CentredSums row_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float lo) {
+  if constexpr (kPairsAllowed<SS, SB, kResidual>) {
+    if (dim % 2 == 0) return centred_sums<SS, SB, kResidual, kSum, kLow, true>(p, dim, hi, lo);
   }
-  return centred_sums<S, kResidual, kSum, kLow, false>(p, dim, hi, lo);
+  return centred_sums<SS, SB, kResidual, kSum, kLow, false>(p, dim, hi, lo);
 }
 
 // Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
@@ -213,27 +216,27 @@ CentredSums row_sums(const RowPointers<S>& p, int64_t dim, float hi, float lo) {
 // block sums' rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that
 // holds for any ordinary row. Otherwise (the first elements were outliers) a second pass takes
 // the variance from values centred on the mean itself, where nothing cancels.
-template <class S, bool kResidual>
-RowMoments centred_block_moments(const RowPointers<S>& p, int64_t dim) {
+template <class SS, class SB, bool kResidual>
+RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
   const double count = static_cast<double>(dim);
   // The estimate: the mean of the first register's worth of values (or of the whole row).
   const FloatTag df;
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
   float shift = 0;
   if (dim >= lanes) {
-    shift = hn::GetLane(hn::SumOfLanes(df, input<S, kResidual>(df, p.x, p.r, 0))) /
+    shift = hn::GetLane(hn::SumOfLanes(df, input<SS, SB, kResidual>(df, p, 0))) /
             static_cast<float>(lanes);
   } else {
-    for (int64_t i = 0; i < dim; ++i) shift += input_one<S, kResidual>(p.x, p.r, i);
+    for (int64_t i = 0; i < dim; ++i) shift += input_one<SS, SB, kResidual>(p, i);
     shift /= static_cast<float>(dim);
   }
-  const CentredSums sums = row_sums<S, kResidual, true, false>(p, dim, shift, 0.0f);
+  const CentredSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, shift, 0.0f);
   const double offset = sums.sum / count;
   const double shifted_variance = sums.squares / count - offset * offset;
   const double mean = static_cast<double>(shift) + offset;
   if (offset * offset <= 3 * shifted_variance) return {mean, shifted_variance};
   const HiLo m = split(mean);
-  const CentredSums centred = row_sums<S, kResidual, true, true>(p, dim, m.hi, m.lo);
+  const CentredSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, m.hi, m.lo);
   const double residue = centred.sum / count;  // ~0: the float32 split's own error
   if (std::isnan(centred.squares)) return {mean, centred.squares};
   return {mean, std::max(0.0, centred.squares / count - residue * residue)};
@@ -241,42 +244,43 @@ RowMoments centred_block_moments(const RowPointers<S>& p, int64_t dim) {
 
 // Mean (0 without centre) and mean of squared deviations in float64, two scalar passes: for
 // rows whose magnitude is beyond what float32 sums of squares hold.
-template <class S, bool kResidual>
-RowMoments scalar_float64_moments(const RowPointers<S>& p, int64_t dim, bool centre) {
+template <class SS, class SB, bool kResidual>
+RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
   double mean = 0;
   if (centre) {
-    for (int64_t i = 0; i < dim; ++i) mean += input_one<S, kResidual>(p.x, p.r, i);
+    for (int64_t i = 0; i < dim; ++i) mean += input_one<SS, SB, kResidual>(p, i);
     mean /= static_cast<double>(dim);
   }
   double mean_square = 0;
   for (int64_t i = 0; i < dim; ++i) {
-    const double c = static_cast<double>(input_one<S, kResidual>(p.x, p.r, i)) - mean;
+    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean;
     mean_square += c * c;
   }
   return {mean, mean_square / static_cast<double>(dim)};
 }
 
-template <class S, bool kResidual>
-RowMoments block_moments(const RowPointers<S>& p, int64_t dim, bool centre) {
+template <class SS, class SB, bool kResidual>
+RowMoments block_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
   const RowMoments m =
-      centre ? centred_block_moments<S, kResidual>(p, dim)
-             : RowMoments{0.0, row_sums<S, kResidual, false, false>(p, dim, 0.0f, 0.0f).squares /
+      centre ? centred_block_moments<SS, SB, kResidual>(p, dim)
+             : RowMoments{0.0, row_sums<SS, SB, kResidual, false, false>(p, dim, 0.0f, 0.0f)
+                                       .squares /
                                    static_cast<double>(dim)};
   // float32 squares may have overflowed (values beyond ~1e19) or lost precision to underflow
   // (below ~1e-19): the row again in float64 (also for non-finite rows).
   if (m.variance >= 0x1p-100 && m.variance <= 0x1p100) return m;
-  return scalar_float64_moments<S, kResidual>(p, dim, centre);
+  return scalar_float64_moments<SS, SB, kResidual>(p, dim, centre);
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 
-// A row's mean and variance (mean square for RMSNorm), by its storage type's accumulation.
-template <class S, bool kResidual>
-RowMoments row_moments(const RowPointers<S>& p, int64_t dim, bool centre) {
-  if constexpr (!S::kHalf) {
-    return float64_lane_moments<kResidual>(p, dim, centre);
+// A row's mean and variance (mean square for RMSNorm), by its stream type's accumulation.
+template <class SS, class SB, bool kResidual>
+RowMoments row_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
+  if constexpr (!SS::kHalf) {
+    return float64_lane_moments<SB, kResidual>(p, dim, centre);
   } else {
 #if HWY_TARGET != HWY_SCALAR
-    return block_moments<S, kResidual>(p, dim, centre);
+    return block_moments<SS, SB, kResidual>(p, dim, centre);
 #endif
   }
 }
@@ -303,19 +307,21 @@ int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
   }
 }
 
-// Stores one step of a row: the lanes of `lo`, and for 16-bit rows those of `hi` after them
-// (one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
-template <class S, bool kNaNs>
+// Stores one step of a row: the lanes of `lo`, and with kVectors = 2 those of `hi` after them
+// (16-bit rows: one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
+template <class S, bool kNaNs, int64_t kVectors>
 void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typename S::Elem* p,
                 bool stream) {
   if constexpr (!S::kHalf) {
-    (void)hi;
     if (stream) {
       hn::Stream(lo, df, p);
+      if constexpr (kVectors == 2) hn::Stream(hi, df, p + hn::Lanes(df));
     } else {
       hn::StoreU(lo, df, p);
+      if constexpr (kVectors == 2) hn::StoreU(hi, df, p + hn::Lanes(df));
     }
   } else {
+    static_assert(kVectors == 2, "16-bit rows are stored a full register at a time");
 #if HWY_TARGET != HWY_SCALAR
     if (stream) {
       hn::Stream(narrow::narrow_pair<S::type, kNaNs>(df, lo, hi),
@@ -336,38 +342,42 @@ void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typenam
 // instead of first being read into the cache (a write-allocate) and evicting the inputs.
 // x_hat carries at most about three float32 roundings (one when v is near the centre, and for
 // RMSNorm), then one rounding to the storage type.
-template <class S, Affine kAffine, bool kResidual, bool kStream, bool kNaNs>
-void normalise_row(const RowPointers<S>& row, HiLo centre, HiLo rstd, const Parameters& w,
+template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream, bool kNaNs>
+void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const Parameters& w,
                    const int64_t dim) {
   // The pointers by value: a vector store may alias anything, a struct's fields included, and
   // would otherwise make the compiler reload them after every store.
-  const RowPointers<S> p = row;
+  const RowPointers<SS, SB> p = row;
   const FloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  constexpr int64_t kVectors = S::kHalf ? 2 : 1;  // float registers per store
+  // Float registers per step: two where a 16-bit row takes a full register of 16-bit lanes.
+  constexpr int64_t kVectors = SS::kHalf || SB::kHalf ? 2 : 1;
   const float* HWY_RESTRICT gamma = w.gamma;
   const float* HWY_RESTRICT beta = w.beta;
   const auto hi_v = hn::Set(df, centre.hi), lo_v = hn::Set(df, centre.lo);
   const auto rstd_hi_v = hn::Set(df, rstd.hi), rstd_lo_v = hn::Set(df, rstd.lo);
   auto scalar = [&](int64_t i) {
-    const float v = input_one<S, kResidual>(p.x, p.r, i);
-    if constexpr (kResidual) store_one<S>(p.h, i, v);
-    store_one<S>(p.y, i, affine_one<kAffine>(x_hat_one(v, centre, rstd), gamma, beta, i));
+    const float v = input_one<SS, SB, kResidual>(p, i);
+    if constexpr (kResidual) store_one<SS>(p.h, i, v);
+    store_one<SB>(p.y, i, affine_one<kAffine>(x_hat_one(v, centre, rstd), gamma, beta, i));
   };
-  const int64_t start = store_start<S>(p.y, dim, kStream);
+  const int64_t start = store_start<SB>(p.y, dim, kStream);
   for (int64_t i = 0; i < start; ++i) scalar(i);
-  const bool stream_h = kStream && kResidual && store_start<S>(p.h + start, dim - start, true) == 0;
+  const bool stream_h =
+      kStream && kResidual && store_start<SS>(p.h + start, dim - start, true) == 0;
   int64_t i = start;
   for (; i + kVectors * n <= dim; i += kVectors * n) {
     hn::Vec<FloatTag> v[kVectors], out[kVectors];
-    for (int64_t k = 0; k < kVectors; ++k) v[k] = input<S, kResidual>(df, p.x, p.r, i + k * n);
+    for (int64_t k = 0; k < kVectors; ++k) v[k] = input<SS, SB, kResidual>(df, p, i + k * n);
     for (int64_t k = 0; k < kVectors; ++k) {
       out[k] = affine<kAffine>(df, x_hat_lanes(v[k], hi_v, lo_v, rstd_hi_v, rstd_lo_v), gamma,
                                beta, i + k * n);
     }
     // h is stored in its own type already (finite: only finite rows come here).
-    if constexpr (kResidual) store_step<S, false>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
-    store_step<S, kNaNs>(df, out[0], out[kVectors - 1], p.y + i, kStream);
+    if constexpr (kResidual) {
+      store_step<SS, false, kVectors>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
+    }
+    store_step<SB, kNaNs, kVectors>(df, out[0], out[kVectors - 1], p.y + i, kStream);
   }
   for (; i < dim; ++i) scalar(i);
 }
@@ -376,11 +386,12 @@ void normalise_row(const RowPointers<S>& row, HiLo centre, HiLo rstd, const Para
 // normalise_row for a bfloat16 row of even length (no residual), read and written as 32-bit
 // pairs. Each element gets the same operations as in normalise_row. kStream requires y on a
 // 4-byte boundary.
+using Bfloat16Rows = HalfRows<narrow::Half::bfloat16>;
 template <Affine kAffine, bool kNaNs, bool kStream>
-void normalise_row_pairs(const RowPointers<HalfRows<narrow::Half::bfloat16>>& row, HiLo centre,
+void normalise_row_pairs(const RowPointers<Bfloat16Rows, Bfloat16Rows>& row, HiLo centre,
                          HiLo rstd, const Parameters& parameters, const int64_t dim) {
-  using S = HalfRows<narrow::Half::bfloat16>;
-  const RowPointers<S> p = row;        // by value, as in normalise_row
+  using S = Bfloat16Rows;
+  const RowPointers<S, S> p = row;  // by value, as in normalise_row
   const Parameters w = parameters;
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
@@ -444,10 +455,10 @@ void pair_parameters(Parameters& w, int64_t dim) {
 // inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
 // the centre's low part would not survive float32, or whose mean is so large that x - mean
 // could overflow float32. v is x, or h already stored.
-template <class S, Affine kAffine>
-void normalise_row_float64(const typename S::Elem* v, double centre, double scale,
+template <class SS, class SB, Affine kAffine>
+void normalise_row_float64(const typename SS::Elem* v, double centre, double scale,
                            const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
-                           typename S::Elem* y, const int64_t dim) {
+                           typename SB::Elem* y, const int64_t dim) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
@@ -456,36 +467,36 @@ void normalise_row_float64(const typename S::Elem* v, double centre, double scal
   int64_t i = 0;
   for (; i + n <= dim; i += n) {
     const auto x_hat = hn::DemoteTo(
-        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, load<S>(df, v + i)), centre_v), scale_v));
-    store<S>(df, affine<kAffine>(df, x_hat, gamma, beta, i), y + i);
+        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, load<SS>(df, v + i)), centre_v), scale_v));
+    store<SB>(df, affine<kAffine>(df, x_hat, gamma, beta, i), y + i);
   }
   for (; i < dim; ++i) {
     const float x_hat =
-        static_cast<float>((static_cast<double>(load_one<S>(v, i)) - centre) * scale);
-    store_one<S>(y, i, affine_one<kAffine>(x_hat, gamma, beta, i));
+        static_cast<float>((static_cast<double>(load_one<SS>(v, i)) - centre) * scale);
+    store_one<SB>(y, i, affine_one<kAffine>(x_hat, gamma, beta, i));
   }
 }
 
 // ---- the row loop ------------------------------------------------------------------------
 
-template <class S>
-using NormaliseFn = void (*)(const RowPointers<S>&, HiLo, HiLo, const Parameters&, int64_t);
+template <class SS, class SB>
+using NormaliseFn = void (*)(const RowPointers<SS, SB>&, HiLo, HiLo, const Parameters&, int64_t);
 
 // The instance of the normalising pass for this call: its affine form, stores and storage.
-template <class S, bool kResidual>
-NormaliseFn<S> pick_normalise(Affine form, bool stream, bool nans, bool pairs) {
-  NormaliseFn<S> fn = nullptr;
+template <class SS, class SB, bool kResidual>
+NormaliseFn<SS, SB> pick_normalise(Affine form, bool stream, bool nans, bool pairs) {
+  NormaliseFn<SS, SB> fn = nullptr;
   with_affine(form, [&](auto affine_c) {
     with_flag(stream, [&](auto streams) {
-      if constexpr (!S::kHalf) {
+      if constexpr (!SB::kHalf) {
         (void)nans;
         (void)pairs;
-        fn = &normalise_row<S, affine_c(), kResidual, streams(), true>;
+        fn = &normalise_row<SS, SB, affine_c(), kResidual, streams(), true>;
       } else {
         with_flag(nans, [&](auto nan_lanes) {
-          fn = &normalise_row<S, affine_c(), kResidual, streams(), nan_lanes()>;
+          fn = &normalise_row<SS, SB, affine_c(), kResidual, streams(), nan_lanes()>;
 #if HWY_TARGET != HWY_SCALAR
-          if constexpr (kPairsAllowed<S, kResidual>) {
+          if constexpr (kPairsAllowed<SS, SB, kResidual>) {
             if (pairs) fn = &normalise_row_pairs<affine_c(), nan_lanes(), streams()>;
           }
 #endif
@@ -508,19 +519,19 @@ bool all_finite(const float* values, int64_t count) {
 // divisions (independent, so they overlap in the pipeline instead of each stalling its row
 // for some 40 cycles: as long as a short row's whole pass), then pass 2. Groups of small rows
 // only (up to 8 rows, 16 KiB of input), so that a group stays in the L1 cache between passes.
-template <class S, bool kResidual>
+template <class SS, class SB, bool kResidual>
 void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
-  using Elem = typename S::Elem;
+  using Elem = typename SS::Elem;
   const int64_t dim = a.dim;
   const bool centre = a.norm == NormKind::layer_norm;
   const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
   Parameters w{a.gamma, a.beta, nullptr, nullptr};
   bool stream = a.stream_outputs;
   // 16-bit stores of finite values skip the NaN handling of the rounding.
-  const bool nans = S::kHalf && !(all_finite(a.gamma, dim) && all_finite(a.beta, dim));
+  const bool nans = SB::kHalf && !(all_finite(a.gamma, dim) && all_finite(a.beta, dim));
   bool pairs = false;
 #if HWY_TARGET != HWY_SCALAR
-  if constexpr (kPairsAllowed<S, kResidual>) {
+  if constexpr (kPairsAllowed<SS, SB, kResidual>) {
     pairs = dim % 2 == 0;
     if (pairs) {
       pair_parameters(w, dim);
@@ -529,7 +540,8 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
     }
   }
 #endif
-  const NormaliseFn<S> normalise = pick_normalise<S, kResidual>(form, stream, nans, pairs);
+  const NormaliseFn<SS, SB> normalise =
+      pick_normalise<SS, SB, kResidual>(form, stream, nans, pairs);
   constexpr int64_t kMaxGroup = 8;
   constexpr int64_t kGroupElements = (int64_t{16} << 10) / int64_t{sizeof(Elem)};
   const int64_t group = std::clamp<int64_t>(kGroupElements / dim, 1, kMaxGroup);
@@ -539,12 +551,13 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   for (int64_t first = begin; first < end; first += group) {
     const int64_t count = std::min(group, end - first);
     for (int64_t k = 0; k < count; ++k) {
-      moments[k] = row_moments<S, kResidual>(row_pointers<S>(a, first + k), dim, centre);
+      moments[k] =
+          row_moments<SS, SB, kResidual>(row_pointers<SS, SB>(a, first + k), dim, centre);
     }
     for (int64_t k = 0; k < count; ++k) rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t row = first + k;
-      const RowPointers<S> p = row_pointers<S>(a, row);
+      const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, row);
       const double mean = moments[k].mean, rstd = rstds[k];
       const bool finite = std::isfinite(mean) && std::isfinite(moments[k].variance);
       if (finite && forward_fits_float32(mean, moments[k].variance, rstd)) {
@@ -552,17 +565,17 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
       } else {
         const Elem* v = p.x;
         if constexpr (kResidual) {
-          add_row<S>(p, dim);
+          add_row<SS, SB>(p, dim);
           v = p.h;
         }
         if (finite) {
           with_affine(form, [&](auto affine_c) {
-            normalise_row_float64<S, affine_c()>(v, mean, xhat_scale(rstd), a.gamma, a.beta,
-                                                    p.y, dim);
+            normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), a.gamma,
+                                                        a.beta, p.y, dim);
           });
         } else {
           // A NaN or Inf in the row poisons this row only.
-          for (int64_t i = 0; i < dim; ++i) store_one<S>(p.y, i, nan);
+          for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
         }
       }
       if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
@@ -573,13 +586,27 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   if (a.stream_outputs) hwy::FlushStream();
 }
 
+// The pairs of storage types compiled: SS = SB, or a float32 stream with any branch.
+template <class SS, class SB>
+constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf;
+
 void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
-  with_storage(a.storage, [&](auto storage) {
-    using S = decltype(storage);
-    with_flag(a.residual != nullptr, [&](auto residual) {
-      norm_forward_rows_as<S, residual()>(a, begin, end);
+  with_storage(a.storage, [&](auto stream_storage) {
+    using SS = decltype(stream_storage);
+    with_storage(a.branch_storage, [&](auto branch_storage) {
+      using SB = decltype(branch_storage);
+      if constexpr (kCompiledPair<SS, SB>) {
+        with_flag(a.residual != nullptr, [&](auto residual) {
+          norm_forward_rows_as<SS, SB, residual()>(a, begin, end);
+        });
+      }
     });
   });
+}
+
+bool forward_supports(DType stream, DType branch) {
+  return storage_supported(stream) && storage_supported(branch) &&
+         (stream == branch || stream == DType::float32);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -592,10 +619,15 @@ HWY_AFTER_NAMESPACE();
 namespace addnorm::cpu {
 
 HWY_EXPORT(norm_forward_rows);
+HWY_EXPORT(forward_supports);
+
+bool norm_forward_supports(DType stream, DType branch) {
+  return HWY_DYNAMIC_DISPATCH(forward_supports)(stream, branch);
+}
 
 void norm_forward(const NormForward& args) {
   NormForward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.storage));
+  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.branch_storage));
   parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(norm_forward_rows)(streamed, begin, end);
   });

@@ -522,29 +522,109 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
   }
 }
 
+// A float32 residual stream (x and h) with a 16-bit branch (r and y), run by the forward kernel
+// directly (no float32 staging) on every target that takes the type: h = x + r in float32
+// exactly, y = Norm(h) rounded once to the branch type, against float64. Without r: x float32,
+// y 16-bit. Streaming stores (a call above the threshold, through cpu::norm_forward) give the
+// same bits as the ordinary ones.
+TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind : {"ordinary", "large_mean", "nan_row", "outliers_first"}) {
+      for (const int64_t dim : {1, 7, 64, 203}) {
+        for (const bool residual : {false, true}) {
+          for (const bool layer : {true, false}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                         std::to_string(dim) + (residual ? " residual" : "") +
+                         (layer ? " layer" : " rms"));
+            const int64_t rows = 5;
+            const Shape shape{rows, dim}, normalized{dim};
+            const auto x = stress_rows(kind, rows, dim, DType::float32);
+            const auto r_bits = narrow_all(
+                random_floats(static_cast<size_t>(rows * dim), 75, -0.5f, 0.5f), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 76, 0.5f, 1.5f);
+            const auto beta = random_floats(static_cast<size_t>(dim), 77);
+            const auto r = widen_all(r_bits, dtype);
+            std::vector<float> want_h(x);
+            if (residual) {
+              for (size_t i = 0; i < x.size(); ++i) want_h[i] = x[i] + r[i];
+            }
+            const auto h64 = widen(want_h);
+            std::vector<double> gamma64(gamma.begin(), gamma.end()),
+                beta64(beta.begin(), beta.end()), want_y(h64.size());
+            if (layer) {
+              reference::layer_norm_forward<double>(h64.data(), gamma64.data(), beta64.data(),
+                                                    want_y.data(), nullptr, nullptr, rows, dim,
+                                                    1e-5);
+            } else {
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
+                                                  want_y.data(), nullptr, rows, dim, 1e-5);
+            }
+            MixedNormOptions options;
+            options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+            options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+            if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
+            std::vector<float> h(x.size());
+            std::vector<uint16_t> y_bits(x.size());
+            if (residual) {
+              add_norm_pre_mixed(ConstView{x.data(), shape}, AnyConstView(r_bits.data(), shape, dtype),
+                                 normalized, MutableView{h.data(), shape},
+                                 AnyMutableView(y_bits.data(), shape, dtype), options);
+              for (size_t i = 0; i < h.size(); ++i) {
+                if (!std::isnan(want_h[i])) {
+                  ASSERT_EQ(h[i], want_h[i]) << "element " << i;
+                }
+              }
+            } else {
+              norm_forward_mixed(ConstView{x.data(), shape}, normalized,
+                                 AnyMutableView(y_bits.data(), shape, dtype), options);
+            }
+            const auto y = widen_all(y_bits, dtype);
+            for (int64_t row = 0; row < rows; ++row) {
+              const auto at = static_cast<std::ptrdiff_t>(row * dim);
+              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
+              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
+              if (kind == "nan_row" && row == 1) {
+                for (float v : got) ASSERT_TRUE(std::isnan(v));
+                continue;
+              }
+              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Streaming stores (whole aligned registers) give the same bits as ordinary ones, at every
-// alignment of y (and of h with the fused residual add).
+// alignment of y (and of h with the fused residual add), for one 16-bit type throughout and for
+// a float32 stream (x, h) with a 16-bit branch (r, y).
 TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
   const int64_t rows = 6;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     if (!cpu::norm_supports(dtype)) continue;  // staged on this target
     for (const bool residual : {false, true}) {
+     for (const bool float32_stream : {false, true}) {
       for (const int64_t dim : {5, 64, 203}) {
         for (const int64_t shift : {0, 1, 9}) {
-          const auto x_bits =
-              narrow_all(random_floats(static_cast<size_t>(rows * dim), 64), dtype);
+          const auto x_floats = random_floats(static_cast<size_t>(rows * dim), 64);
+          const auto x_bits = narrow_all(x_floats, dtype);
           const auto r_bits =
               narrow_all(random_floats(static_cast<size_t>(rows * dim), 67), dtype);
           const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
           std::vector<std::vector<uint16_t>> outputs;
           for (const bool stream : {false, true}) {
             std::vector<uint16_t> y(x_bits.size() + 64), h(x_bits.size() + 64);
+            std::vector<float> h_floats(x_bits.size() + 64);
             cpu::NormForward args;
-            args.x = x_bits.data();
+            args.x = float32_stream ? static_cast<const void*>(x_floats.data()) : x_bits.data();
             args.residual = residual ? r_bits.data() : nullptr;
-            args.h = residual ? h.data() + shift : nullptr;
+            args.h = !residual ? nullptr
+                     : float32_stream ? static_cast<void*>(h_floats.data() + shift)
+                                      : h.data() + shift;
             args.y = y.data() + shift;
-            args.storage = dtype;
+            args.storage = float32_stream ? DType::float32 : dtype;
+            args.branch_storage = dtype;
             args.gamma = gamma.data();
             args.rows = rows;
             args.dim = dim;
@@ -552,12 +632,16 @@ TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
             args.stream_outputs = stream;
             cpu::norm_forward_range(args, 0, rows);
             y.insert(y.end(), h.begin(), h.end());
+            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v)));
             outputs.push_back(y);
           }
           EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
-                                            << shift << (residual ? " residual" : "");
+                                            << shift << (residual ? " residual" : "")
+                                            << (float32_stream ? " float32 stream" : "");
         }
       }
+     }
     }
   }
 }
