@@ -527,12 +527,17 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
   Parameters w{a.gamma, a.beta, nullptr, nullptr};
   bool stream = a.stream_outputs;
+  // What is set up once per call over gamma and beta (checking them, de-interleaving them for
+  // the pairs) costs as much as a row: it pays from a few rows on, not for one (decoding).
+  constexpr int64_t kSetUpRows = 4;
+  const bool few_rows = end - begin < kSetUpRows;
   // 16-bit stores of finite values skip the NaN handling of the rounding.
-  const bool nans = SB::kHalf && !(all_finite(a.gamma, dim) && all_finite(a.beta, dim));
+  const bool nans =
+      SB::kHalf && (few_rows || !(all_finite(a.gamma, dim) && all_finite(a.beta, dim)));
   bool pairs = false;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (kPairsAllowed<SS, SB, kResidual>) {
-    pairs = dim % 2 == 0;
+    pairs = dim % 2 == 0 && !few_rows;
     if (pairs) {
       pair_parameters(w, dim);
       // Pairs stream 32-bit lanes: y must sit on a 4-byte boundary.
