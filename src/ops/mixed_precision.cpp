@@ -1,8 +1,8 @@
 // The mixed-precision norms. The kernels read and write the tensors' storage types directly
 // where they take them (cpu::norm_supports: float32 anywhere, bfloat16 on every vector target,
 // float16 from AVX2): a forward whose x and h (the residual stream) share one type and r and y
-// (the branch) another, the two equal or the stream float32; a backward whose row tensors share
-// one type. Other calls (say a bfloat16 stream with float32 activations, or 16-bit rows on the
+// (the branch) another, the two equal or the stream float32; a backward likewise with x, dh_next
+// and dx as the stream and dy as the branch. Other calls (say a bfloat16 stream with float32 activations, or 16-bit rows on the
 // scalar target) widen blocks of rows into per-thread float32 staging buffers (a block stays in
 // cache), run them through the float32 kernels, and narrow into their storage once; float32
 // tensors are used in place, not staged.
@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,16 +83,6 @@ void check_stats(const std::optional<NormStats>& stats, const MixedNormOptions& 
     detail::check_count("mean", stats->mean, rows, "per row");
   }
   detail::check_count("rstd", stats->rstd, rows, "per row");
-}
-
-// The storage type every row tensor of a call shares, when the kernels take it directly.
-std::optional<DType> direct_storage(std::initializer_list<DType> types) {
-  const DType first = *types.begin();
-  for (DType type : types) {
-    if (type != first) return std::nullopt;
-  }
-  if (!cpu::norm_supports(first)) return std::nullopt;
-  return first;
 }
 
 // ---- staging -----------------------------------------------------------------------------
@@ -171,7 +160,7 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
 }
 
 // The whole forward in the kernels: x and h (the stream) of one storage type, r and y (the
-// branch) of one, a pair that cpu::norm_forward_supports.
+// branch) of one, a pair that cpu::norm_pair_supported.
 void forward_directly(const AnyConstView& x, const std::optional<AnyConstView>& r,
                       const std::optional<AnyMutableView>& h, const AnyMutableView& y,
                       const Parameters& parameters, const MixedNormOptions& options,
@@ -201,7 +190,7 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (cpu::norm_forward_supports(x.dtype, y.dtype)) {
+  if (cpu::norm_pair_supported(x.dtype, y.dtype)) {
     forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
     return;
   }
@@ -237,7 +226,7 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
        region("beta", options.beta)},
       {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (h.dtype == x.dtype && y.dtype == r.dtype && cpu::norm_forward_supports(x.dtype, r.dtype)) {
+  if (h.dtype == x.dtype && y.dtype == r.dtype && cpu::norm_pair_supported(x.dtype, r.dtype)) {
     forward_directly(x, r, h, y, parameters, options, stats, layout);
     return;
   }
@@ -302,15 +291,15 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
        {"dx", dx_view.dtype == x.dtype ? "x" : ""},
        {"dx", dh_next && dx_view.dtype == dh_next->dtype ? "dh_next" : ""}});
   const Parameters parameters(options, layout.dim);
-  const std::optional<DType> storage =
-      direct_storage({x.dtype, dy.dtype, grads.dx.dtype, dh_next ? dh_next->dtype : x.dtype});
-  if (storage) {
+  if (grads.dx.dtype == x.dtype && (!dh_next || dh_next->dtype == x.dtype) &&
+      cpu::norm_pair_supported(x.dtype, dy.dtype)) {
     cpu::NormBackward args;
     args.dy = dy.data;
     args.x = x.data;
     args.dh_next = dh_next ? dh_next->data : nullptr;
     args.dx = grads.dx.data;
-    args.storage = *storage;
+    args.storage = x.dtype;
+    args.dy_storage = dy.dtype;
     args.gamma = parameters.gamma;
     args.zero_centered_gamma = options.zero_centered_gamma;
     args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;

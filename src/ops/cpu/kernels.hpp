@@ -28,7 +28,7 @@ inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes
 // `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
 // normalised as stored, instead of x.
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
-// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_forward_supports on this
+// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported on this
 // machine; gamma, beta, mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
@@ -51,17 +51,17 @@ struct NormForward {
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
-// Whether the running SIMD target's forward takes x and h stored as `stream` with residual and
-// y stored as `branch`: both types supported (norm_supports), and either the same type or a
-// float32 stream.
-bool norm_forward_supports(DType stream, DType branch);
+// Whether the running SIMD target's kernels take x and h (backward: x, dh_next, dx) stored as
+// `stream` with residual and y (backward: dy) stored as `branch`: both types supported
+// (norm_supports), and either the same type or a float32 stream.
+bool norm_pair_supported(DType stream, DType branch);
 
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
-// dy, x, dh_next and dx are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
-// when norm_supports(storage) on this machine; gamma, rstd and the gradients of the
-// parameters are float32 either way.
+// x, dh_next and dx are rows of `storage`, dy rows of `dy_storage`: float32, or the bits
+// (uint16_t) of a 16-bit type, a pair that norm_pair_supported(storage, dy_storage) on this
+// machine; gamma, rstd and the gradients of the parameters are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
@@ -70,7 +70,8 @@ struct NormBackward {
   const float* saved_rstd = nullptr;  // nullable
   const void* dh_next = nullptr;      // nullable
   void* dx = nullptr;                 // may be dy, x or dh_next
-  DType storage = DType::float32;
+  DType storage = DType::float32;     // of x, dh_next and dx
+  DType dy_storage = DType::float32;  // of dy
   float* dgamma = nullptr;            // nullable
   float* dbeta = nullptr;             // nullable; LayerNorm only
   int64_t rows = 0;

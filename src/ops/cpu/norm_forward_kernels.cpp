@@ -4,7 +4,7 @@
 // Two storage policies per call: SS for the residual stream (x and h), SB for the branch (the
 // residual r added to it and the normalised y handed on), so that a float32 residual stream with
 // 16-bit activations runs without staging. The pairs compiled are SS = SB (any type) and
-// SS = float32 with SB of any type (norm_forward_supports).
+// SS = float32 with SB of any type (norm_pair_supported).
 // Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the
 // best target for this CPU and spreads rows over OpenMP threads.
 //
@@ -626,7 +626,7 @@ namespace addnorm::cpu {
 HWY_EXPORT(norm_forward_rows);
 HWY_EXPORT(forward_supports);
 
-bool norm_forward_supports(DType stream, DType branch) {
+bool norm_pair_supported(DType stream, DType branch) {
   return HWY_DYNAMIC_DISPATCH(forward_supports)(stream, branch);
 }
 

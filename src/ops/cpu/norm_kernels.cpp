@@ -52,9 +52,9 @@ struct BackwardSums {
 
 // Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is
 // saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
-template <class S, Affine kScale, bool kCentre>
+template <class S, class B, Affine kScale, bool kCentre>
 BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
-                           const typename S::Elem* HWY_RESTRICT dy,
+                           const typename B::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
   const DoubleTag dd;
   const FloatTag df;
@@ -80,7 +80,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     hwy::Prefetch(x + i + kPrefetchFloats);
     hwy::Prefetch(dy + i + kPrefetchFloats);
     const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
-    const auto g = scaled(hn::PromoteTo(dd, load<S>(df, dy + i)), i);
+    const auto g = scaled(hn::PromoteTo(dd, load<B>(df, dy + i)), i);
     if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
     sum_d2 = hn::MulAdd(d, d, sum_d2);
     if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
@@ -94,7 +94,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
   sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, max_g));
   for (; i < dim; ++i) {
     const double d = static_cast<double>(load_one<S>(x, i)) - shift;
-    const double g = scaled_scalar(static_cast<double>(load_one<S>(dy, i)), i);
+    const double g = scaled_scalar(static_cast<double>(load_one<B>(dy, i)), i);
     sums.x.sum += d;
     sums.x.squares += d * d;
     sums.g += g;
@@ -117,9 +117,9 @@ struct BackwardRow {
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows that do not fit the
 // float32 pass (fits_float32: rstd >= 2^64 or infinite, a spread below 2^-100, non-finite
 // statistics).
-template <class S, Affine kScale>
+template <class S, class B, Affine kScale>
 void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
-                         const typename S::Elem* dy, const typename S::Elem* dh_next,
+                         const typename B::Elem* dy, const typename S::Elem* dh_next,
                          typename S::Elem* dx, const BackwardRow& r,
                          double* HWY_RESTRICT dgamma_partial, double* HWY_RESTRICT dbeta_partial) {
   const DoubleTag dd;
@@ -143,7 +143,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
   int64_t i = 0;
   for (; i + n <= a.dim; i += n) {
-    const auto dy_v = hn::PromoteTo(dd, load<S>(df, dy + i));
+    const auto dy_v = hn::PromoteTo(dd, load<B>(df, dy + i));
     const auto x_hat =
         hn::Mul(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), mean_v), xhat_scale_v);
     const auto g = scaled(dy_v, i);
@@ -159,7 +159,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
     store<S>(df, hn::DemoteTo(df, grad), dx + i);
   }
   for (; i < a.dim; ++i) {
-    const double dy_i = static_cast<double>(load_one<S>(dy, i));
+    const double dy_i = static_cast<double>(load_one<B>(dy, i));
     const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * scale;
     double g = dy_i;
     if (gamma) g *= kScale == Affine::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
@@ -172,10 +172,10 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
 }
 
 // A row's pointers and pass-1 results, for pass 2.
-template <class S>
+template <class S, class B>
 struct BackwardRowData {
   const typename S::Elem* x;
-  const typename S::Elem* dy;
+  const typename B::Elem* dy;  // of the branch's type
   const typename S::Elem* dh_next;  // nullable
   typename S::Elem* dx;
   BackwardRow stats;
@@ -207,8 +207,8 @@ Float32Row float32_row(const BackwardRow& r) {
 // bottleneck of a one-row pass) by kRows without changing a single rounding.
 // With `stream` (every dx row then starts on a vector boundary), dx is written with
 // non-temporal stores.
-template <class S, Affine kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
-void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRICT gamma,
+template <class S, class B, Affine kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
+void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RESTRICT gamma,
                          const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
                          double* HWY_RESTRICT dbeta_partial) {
   const hn::ScalableTag<float> df;
@@ -221,9 +221,9 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
 
   // Element i of row k, in scalar code (the ends of rows).
   auto one = [&](int k, int64_t i) {
-    const BackwardRowData<S>& row = rows[k];
+    const BackwardRowData<S, B>& row = rows[k];
     const float x_hat = x_hat_one(load_one<S>(row.x, i), c[k].mean, c[k].rstd);
-    const float dy = load_one<S>(row.dy, i);
+    const float dy = load_one<B>(row.dy, i);
     float g = dy;
     if constexpr (kScale == Affine::gamma) g = dy * gamma[i];
     if constexpr (kScale == Affine::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
@@ -250,13 +250,13 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
       dbeta_hi = hn::LoadU(dd, dbeta_partial + i + half);
     }
     for (int k = 0; k < kRows; ++k) {
-      const BackwardRowData<S>& row = rows[k];
+      const BackwardRowData<S, B>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
       const auto x_hat =
           x_hat_lanes(load<S>(df, row.x + i), hn::Set(df, c[k].mean.hi),
                       hn::Set(df, c[k].mean.lo), hn::Set(df, c[k].rstd.hi),
                       hn::Set(df, c[k].rstd.lo));
-      const auto dy = load<S>(df, row.dy + i);
+      const auto dy = load<B>(df, row.dy + i);
       auto g = dy;
       if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
       if constexpr (kScale == Affine::one_plus_gamma) {
@@ -300,13 +300,13 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
 }
 
 // Calls the float32 pass 2 instance for this call's flags on kRows rows.
-template <class S, Affine kScale, int kRows>
-void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* rows, bool stream,
+template <class S, class B, Affine kScale, int kRows>
+void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* rows, bool stream,
                             double* dgamma_partial, double* dbeta_partial) {
   with_flag(a.dh_next != nullptr, [&](auto dh_next) {
     with_flag(dgamma_partial != nullptr, [&](auto dgamma) {
       with_flag(dbeta_partial != nullptr, [&](auto dbeta) {
-        backward_dx_float32<S, kScale, dh_next(), dgamma(), dbeta(), kRows>(
+        backward_dx_float32<S, B, kScale, dh_next(), dgamma(), dbeta(), kRows>(
             rows, a.gamma, a.dim, stream, dgamma_partial, dbeta_partial);
       });
     });
@@ -315,22 +315,22 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* row
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // Pass 1 of one row, and what pass 2 needs.
-template <class S, Affine kScale>
-BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
+template <class S, class B, Affine kScale>
+BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   using Elem = typename S::Elem;
   const int64_t dim = a.dim;
   const int64_t offset = row * dim;
   const auto* dh_next = static_cast<const Elem*>(a.dh_next);
-  BackwardRowData<S> data{static_cast<const Elem*>(a.x) + offset,
-                          static_cast<const Elem*>(a.dy) + offset,
+  BackwardRowData<S, B> data{static_cast<const Elem*>(a.x) + offset,
+                          static_cast<const typename B::Elem*>(a.dy) + offset,
                           dh_next ? dh_next + offset : nullptr,
                           static_cast<Elem*>(a.dx) + offset, {}};
   const double count = static_cast<double>(dim);
   const bool centre = a.norm == NormKind::layer_norm;
   const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const BackwardSums sums =
-      centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
-               : backward_sums<S, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
+      centre ? backward_sums<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
+               : backward_sums<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
@@ -355,15 +355,15 @@ bool fits_float32(const BackwardRow& r) {
 // Rows per group of the float32 pass 2.
 constexpr int kGroupRows = 4;
 
-template <class S, Affine kScale>
+template <class S, class B, Affine kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
                            double* dgamma_partial, double* dbeta_partial) {
   for (int64_t first = begin; first < end; first += kGroupRows) {
     const int64_t count = std::min<int64_t>(kGroupRows, end - first);
-    BackwardRowData<S> rows[kGroupRows];
+    BackwardRowData<S, B> rows[kGroupRows];
     bool all_fit = true;
     for (int64_t k = 0; k < count; ++k) {
-      rows[k] = backward_row_stats<S, kScale>(a, first + k);
+      rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
       all_fit = all_fit && fits_float32(rows[k].stats);
     }
 #if HWY_TARGET != HWY_SCALAR
@@ -375,38 +375,46 @@ void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
                a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
     }
     if (all_fit && count == kGroupRows) {
-      backward_dx_float32_as<S, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
+      backward_dx_float32_as<S, B, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
                                                     dbeta_partial);
       continue;
     }
 #endif
     // The rows one at a time (in row order, as the partial sums require).
     for (int64_t k = 0; k < count; ++k) {
-      const BackwardRowData<S>& row = rows[k];
+      const BackwardRowData<S, B>& row = rows[k];
 #if HWY_TARGET != HWY_SCALAR
       if (fits_float32(row.stats)) {
-        backward_dx_float32_as<S, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
+        backward_dx_float32_as<S, B, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
         continue;
       }
 #endif
-      backward_dx_float64<S, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
+      backward_dx_float64<S, B, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
                                   dgamma_partial, dbeta_partial);
     }
   }
 }
 
-template <class S>
+template <class S, class B>
 void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
                               double* dgamma_partial, double* dbeta_partial) {
   with_affine(affine_form(a.gamma, nullptr, a.zero_centered_gamma), [&](auto form) {
-    norm_backward_rows_as<S, scale_only(form())>(a, begin, end, dgamma_partial, dbeta_partial);
+    norm_backward_rows_as<S, B, scale_only(form())>(a, begin, end, dgamma_partial, dbeta_partial);
   });
 }
 
+// The pairs compiled: one type throughout, or a float32 stream (x, dh_next, dx) with any type
+// of dy, as for the forward (norm_pair_supported).
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
-  with_storage(a.storage, [&](auto storage) {
-    norm_backward_rows_typed<decltype(storage)>(a, begin, end, dgamma_partial, dbeta_partial);
+  with_storage(a.storage, [&](auto stream_storage) {
+    using S = decltype(stream_storage);
+    with_storage(a.dy_storage, [&](auto branch_storage) {
+      using B = decltype(branch_storage);
+      if constexpr (std::is_same_v<S, B> || !S::kHalf) {
+        norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
+      }
+    });
   });
   if (a.stream_outputs) hwy::FlushStream();
 }

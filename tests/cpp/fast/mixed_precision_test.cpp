@@ -526,6 +526,57 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
   }
 }
 
+// The backward of a float32 residual stream with a 16-bit branch, run by the kernels directly:
+// x, dh_next and dx float32, dy 16-bit, against float64 from the same inputs. dx is float32, so
+// it is held to a few float32 ulp of its scale, as the float32 backward is.
+TEST_P(NarrowNormOnEveryTarget, BackwardWithFloat32StreamMatchesFloat64) {
+  const int64_t rows = 9;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const int64_t dim : {7, 64, 200}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool layer = variant % 2 == 0, with_dh = variant >= 2;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
+                     " variant " + std::to_string(variant));
+        const Shape shape{rows, dim}, normalized{dim};
+        const auto count = static_cast<size_t>(rows * dim);
+        const auto x = random_floats(count, 91, -2.0f, 3.0f);
+        const auto dy_bits = narrow_all(random_floats(count, 92), dtype);
+        auto dh = random_floats(count, 93);
+        const auto gamma = random_floats(static_cast<size_t>(dim), 94, 0.5f, 1.5f);
+        const auto x64 = widen(x), dy64 = widen(widen_all(dy_bits, dtype)), g64 = widen(gamma);
+        std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
+        if (layer) {
+          reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), nullptr,
+                                                 nullptr, want_dx.data(), want_dgamma.data(),
+                                                 nullptr, rows, dim, 1e-5);
+        } else {
+          reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false,
+                                               nullptr, nullptr, want_dx.data(),
+                                               want_dgamma.data(), rows, dim, 1e-5);
+        }
+        if (with_dh) {
+          for (size_t i = 0; i < count; ++i) want_dx[i] += dh[i];
+        }
+        MixedNormOptions options;
+        options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+        options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+        std::vector<float> dgamma(static_cast<size_t>(dim));
+        // dx written over dh_next (an allowed alias: the same type) in the variants with it.
+        std::vector<float> separate(count);
+        float* dx = with_dh ? dh.data() : separate.data();
+        norm_backward_mixed(
+            AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
+            {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt},
+            options,
+            with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
+        const std::vector<float> got(dx, dx + count);
+        EXPECT_TRUE(testing::within_ulps(got, want_dx, 8, testing::max_abs(want_dx)));
+        EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+      }
+    }
+  }
+}
+
 // A float32 residual stream (x and h) with a 16-bit branch (r and y), run by the forward kernel
 // directly (no float32 staging) on every target that takes the type: h = x + r in float32
 // exactly, y = Norm(h) rounded once to the branch type, against float64. Without r: x float32,
