@@ -342,7 +342,10 @@ void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typenam
 // instead of first being read into the cache (a write-allocate) and evicting the inputs.
 // x_hat carries at most about three float32 roundings (one when v is near the centre, and for
 // RMSNorm), then one rounding to the storage type.
-template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream, bool kNaNs>
+// 16-bit outputs are rounded with the NaN handling (narrow-inl.h) here: a call whose gamma and
+// beta are finite could skip it, as the bfloat16 pairs do, but an instance per case would double
+// this kernel's instances (and compile time) for a few instructions per register.
+template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream>
 void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const Parameters& w,
                    const int64_t dim) {
   // The pointers by value: a vector store may alias anything, a struct's fields included, and
@@ -377,7 +380,7 @@ void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const
     if constexpr (kResidual) {
       store_step<SS, false, kVectors>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
     }
-    store_step<SB, kNaNs, kVectors>(df, out[0], out[kVectors - 1], p.y + i, kStream);
+    store_step<SB, true, kVectors>(df, out[0], out[kVectors - 1], p.y + i, kStream);
   }
   for (; i < dim; ++i) scalar(i);
 }
@@ -488,20 +491,18 @@ NormaliseFn<SS, SB> pick_normalise(Affine form, bool stream, bool nans, bool pai
   NormaliseFn<SS, SB> fn = nullptr;
   with_affine(form, [&](auto affine_c) {
     with_flag(stream, [&](auto streams) {
-      if constexpr (!SB::kHalf) {
-        (void)nans;
-        (void)pairs;
-        fn = &normalise_row<SS, SB, affine_c(), kResidual, streams(), true>;
-      } else {
-        with_flag(nans, [&](auto nan_lanes) {
-          fn = &normalise_row<SS, SB, affine_c(), kResidual, streams(), nan_lanes()>;
+      fn = &normalise_row<SS, SB, affine_c(), kResidual, streams()>;
 #if HWY_TARGET != HWY_SCALAR
-          if constexpr (kPairsAllowed<SS, SB, kResidual>) {
-            if (pairs) fn = &normalise_row_pairs<affine_c(), nan_lanes(), streams()>;
-          }
-#endif
-        });
+      if constexpr (kPairsAllowed<SS, SB, kResidual>) {
+        if (pairs) {
+          with_flag(nans, [&](auto nan_lanes) {
+            fn = &normalise_row_pairs<affine_c(), nan_lanes(), streams()>;
+          });
+        }
       }
+#endif
+      (void)nans;
+      (void)pairs;
     });
   });
   return fn;
@@ -527,21 +528,20 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
   Parameters w{a.gamma, a.beta, nullptr, nullptr};
   bool stream = a.stream_outputs;
-  // What is set up once per call over gamma and beta (checking them, de-interleaving them for
-  // the pairs) costs as much as a row: it pays from a few rows on, not for one (decoding).
-  constexpr int64_t kSetUpRows = 4;
-  const bool few_rows = end - begin < kSetUpRows;
-  // 16-bit stores of finite values skip the NaN handling of the rounding.
-  const bool nans =
-      SB::kHalf && (few_rows || !(all_finite(a.gamma, dim) && all_finite(a.beta, dim)));
   bool pairs = false;
+  bool nans = true;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (kPairsAllowed<SS, SB, kResidual>) {
-    pairs = dim % 2 == 0 && !few_rows;
+    // What the pairs set up once per call over gamma and beta (checking them, de-interleaving
+    // them) costs as much as a row: it pays from a few rows on, not for one (decoding).
+    constexpr int64_t kSetUpRows = 4;
+    pairs = dim % 2 == 0 && end - begin >= kSetUpRows;
     if (pairs) {
       pair_parameters(w, dim);
       // Pairs stream 32-bit lanes: y must sit on a 4-byte boundary.
       stream = stream && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+      // With finite gamma and beta the pairs' rounding skips its NaN handling.
+      nans = !(all_finite(a.gamma, dim) && all_finite(a.beta, dim));
     }
   }
 #endif
