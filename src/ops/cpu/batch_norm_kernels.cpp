@@ -86,11 +86,6 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DoubleTag = hn::ScalableTag<double>;
-// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
-using HalfFloatTag = hn::Rebind<float, DoubleTag>;
-using FloatTag = hn::ScalableTag<float>;
-
 // Samples are taken this many at a time when length = 1, so that each vector of per-channel
 // sums or constants is loaded once for four rows of x rather than once per row. The sums still
 // receive the samples one by one in order.

@@ -21,6 +21,12 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The norm kernels' tags: float64 lanes; float32 lanes as many as those (loaded half a register
+// at a time and promoted); a full register of float32 lanes.
+using DoubleTag = hn::ScalableTag<double>;
+using HalfFloatTag = hn::Rebind<float, DoubleTag>;
+using FloatTag = hn::ScalableTag<float>;
+
 // a * b + c as this target's vector MulAdd computes it: fused where the target has FMA
 // instructions, a product and a sum (two roundings) on SSE4 and older.
 inline float mul_add(float a, float b, float c) {

@@ -45,11 +45,6 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DoubleTag = hn::ScalableTag<double>;
-// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
-using HalfFloatTag = hn::Rebind<float, DoubleTag>;
-using FloatTag = hn::ScalableTag<float>;
-
 // One row's pointers: x and h of the stream's type SS, r and y of the branch's type SB.
 template <class SS, class SB>
 struct RowPointers {

@@ -30,11 +30,6 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DoubleTag = hn::ScalableTag<double>;
-// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
-using FloatTag = hn::Rebind<float, DoubleTag>;
-
-
 // ---- backward ----------------------------------------------------------------------------
 // One row: with x_hat = (x - mean) * rstd and g = dy * scale,
 //   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
@@ -57,7 +52,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
                            const typename B::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
   const DoubleTag dd;
-  const FloatTag df;
+  const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const auto one = hn::Set(dd, 1.0);
   const auto shift_v = hn::Set(dd, shift);
@@ -123,7 +118,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
                          typename S::Elem* dx, const BackwardRow& r,
                          double* HWY_RESTRICT dgamma_partial, double* HWY_RESTRICT dbeta_partial) {
   const DoubleTag dd;
-  const FloatTag df;
+  const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const float* gamma = a.gamma;
   const auto one = hn::Set(dd, 1.0);
