@@ -90,6 +90,19 @@ void check_stats(const std::optional<NormStats>& stats, const MixedNormOptions& 
 // Rows per staged block: about 16 Ki elements (64 KiB of float32 per buffer), at least one row.
 int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
 
+// Runs body(first, rows, at, count) over blocks of rows (at, count: their elements), the blocks
+// spread over threads.
+template <class Body>
+void for_each_block(const detail::RowLayout& layout, const Body& body) {
+  const int64_t block = block_rows(layout.dim);
+  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += block) {
+      const int64_t rows = std::min(block, end - first);
+      body(first, rows, first * layout.dim, rows * layout.dim);
+    }
+  });
+}
+
 // Per-thread float32 buffers, one per staged tensor of a call; they only grow.
 float* staging(int slot, int64_t count) {
   thread_local std::array<std::vector<float>, 5> buffers;
@@ -194,19 +207,14 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
     forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
     return;
   }
-  const int64_t block = block_rows(layout.dim);
-  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block) {
-      const int64_t rows = std::min(block, end - first);
-      const int64_t at = first * layout.dim, count = rows * layout.dim;
-      cpu::NormForward args;
-      float* y_rows = output_rows(y, at, count, kY);
-      args.x = input_rows(x, at, count, kX);
-      args.y = y_rows;
-      set_norm(args, parameters, options, stats, first, rows, layout.dim);
-      cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, y_rows, at, count);
-    }
+  for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::NormForward args;
+    float* y_rows = output_rows(y, at, count, kY);
+    args.x = input_rows(x, at, count, kX);
+    args.y = y_rows;
+    set_norm(args, parameters, options, stats, first, rows, layout.dim);
+    cpu::norm_forward_range(args, 0, rows);
+    store_rows(y, y_rows, at, count);
   });
 }
 
@@ -230,38 +238,33 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
     forward_directly(x, r, h, y, parameters, options, stats, layout);
     return;
   }
-  const int64_t block = block_rows(layout.dim);
-  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block) {
-      const int64_t rows = std::min(block, end - first);
-      const int64_t at = first * layout.dim, count = rows * layout.dim;
-      cpu::NormForward args;
-      const float* x_rows = input_rows(x, at, count, kX);
-      const float* r_rows = input_rows(r, at, count, kResidual);
-      float* h_rows = output_rows(h, at, count, kH);
-      float* y_rows = output_rows(y, at, count, kY);
-      args.x = x_rows;
-      args.residual = r_rows;
-      args.h = h_rows;
-      args.y = y_rows;
-      if (h.dtype != DType::float32) {
-        // The norm must see h as stored: form it, store it, and round it to its storage type
-        // in cache (narrowed into a scratch slot and widened back; rereading it from h's
-        // memory would miss the cache once h is written with streaming stores).
-        float* staged_h = h_rows;
-        for (int64_t i = 0; i < count; ++i) staged_h[i] = x_rows[i] + r_rows[i];
-        store_rows(h, staged_h, at, count);
-        void* narrowed = staging(kExtra, count);
-        cpu::from_float32(staged_h, narrowed, h.dtype, count);
-        cpu::to_float32(narrowed, h.dtype, staged_h, count);
-        args.x = staged_h;
-        args.residual = nullptr;
-        args.h = nullptr;
-      }
-      set_norm(args, parameters, options, stats, first, rows, layout.dim);
-      cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, y_rows, at, count);
+  for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::NormForward args;
+    const float* x_rows = input_rows(x, at, count, kX);
+    const float* r_rows = input_rows(r, at, count, kResidual);
+    float* h_rows = output_rows(h, at, count, kH);
+    float* y_rows = output_rows(y, at, count, kY);
+    args.x = x_rows;
+    args.residual = r_rows;
+    args.h = h_rows;
+    args.y = y_rows;
+    if (h.dtype != DType::float32) {
+      // The norm must see h as stored: form it, store it, and round it to its storage type
+      // in cache (narrowed into a scratch slot and widened back; rereading it from h's
+      // memory would miss the cache once h is written with streaming stores).
+      float* staged_h = h_rows;
+      for (int64_t i = 0; i < count; ++i) staged_h[i] = x_rows[i] + r_rows[i];
+      store_rows(h, staged_h, at, count);
+      void* narrowed = staging(kExtra, count);
+      cpu::from_float32(staged_h, narrowed, h.dtype, count);
+      cpu::to_float32(narrowed, h.dtype, staged_h, count);
+      args.x = staged_h;
+      args.residual = nullptr;
+      args.h = nullptr;
     }
+    set_norm(args, parameters, options, stats, first, rows, layout.dim);
+    cpu::norm_forward_range(args, 0, rows);
+    store_rows(y, y_rows, at, count);
   });
 }
 
