@@ -36,10 +36,10 @@ cpu::NormForward forward_args(const float* x, const float* residual, float* h, f
   args.h = h;
   args.gamma = float32_data(options.gamma);
   args.beta = float32_data(options.beta);
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.y = y;
-  args.centre = options.norm == NormKind::layer_norm;
-  args.mean = stats && args.centre ? stats->mean.data : nullptr;
+  args.norm = options.norm;
+  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
   args.rstd = stats ? stats->rstd.data : nullptr;
   args.rows = layout.rows;
   args.dim = layout.dim;
@@ -56,13 +56,13 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
   args.dy = dy;
   args.x = h;
   args.gamma = float32_data(options.gamma);
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.saved_rstd = saved ? saved->rstd.data : nullptr;
   args.dh_next = dh_next;
   args.dx = dh;
   args.dgamma = data_or_null(dgamma);
   args.dbeta = data_or_null(dbeta);
-  args.centre = options.norm == NormKind::layer_norm;
+  args.norm = options.norm;
   args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
@@ -197,8 +197,8 @@ void add_norm_post_backward(AnyConstView dy_any, AnyConstView x_any, AnyConstVie
   // read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::NormBackward args;
   args.gamma = float32_data(options.gamma);
-  args.zero_centred_gamma = options.zero_centered_gamma;
-  args.centre = options.norm == NormKind::layer_norm;
+  args.zero_centered_gamma = options.zero_centered_gamma;
+  args.norm = options.norm;
   args.dim = layout.dim;
   args.eps = options.eps;
   const bool stream = cpu::streams_output(count * int64_t{sizeof(float)});

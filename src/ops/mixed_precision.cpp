@@ -1,17 +1,22 @@
-// The mixed-precision norms: blocks of rows stored as bfloat16 or float16 are widened into
-// per-thread float32 staging buffers (a block stays in cache), run through the float32 kernels,
-// and narrowed into their storage once. float32 tensors are used in place, not staged.
+// The mixed-precision norms. The kernels read and write the tensors' storage types directly
+// where they take them (cpu::norm_supports: float32 anywhere, bfloat16 on every vector target,
+// float16 from AVX2): a forward whose x and h (the residual stream) share one type and r and y
+// (the branch) another, the two equal or the stream float32; a backward likewise with x, dh_next
+// and dx as the stream and dy as the branch. Other calls (say a bfloat16 stream with float32
+// activations, or 16-bit rows on the scalar target) widen blocks of rows into per-thread float32 staging buffers (a block stays in
+// cache), run them through the float32 kernels, and narrow into their storage once; float32
+// tensors are used in place, not staged.
 #include "ops/mixed_precision.hpp"
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "addnorm/error.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/cpu/narrow_norm.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/validate.hpp"
 
@@ -85,6 +90,19 @@ void check_stats(const std::optional<NormStats>& stats, const MixedNormOptions& 
 // Rows per staged block: about 16 Ki elements (64 KiB of float32 per buffer), at least one row.
 int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
 
+// Runs body(first, rows, at, count) over blocks of rows (at, count: their elements), the blocks
+// spread over threads.
+template <class Body>
+void for_each_block(const detail::RowLayout& layout, const Body& body) {
+  const int64_t block = block_rows(layout.dim);
+  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += block) {
+      const int64_t rows = std::min(block, end - first);
+      body(first, rows, first * layout.dim, rows * layout.dim);
+    }
+  });
+}
+
 // Per-thread float32 buffers, one per staged tensor of a call; they only grow.
 float* staging(int slot, int64_t count) {
   thread_local std::array<std::vector<float>, 5> buffers;
@@ -145,13 +163,30 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
               int64_t first, int64_t rows, int64_t dim) {
   args.gamma = parameters.gamma;
   args.beta = parameters.beta;
-  args.zero_centred_gamma = options.zero_centered_gamma;
-  args.centre = options.norm == NormKind::layer_norm;
-  args.mean = stats && args.centre ? stats->mean.data + first : nullptr;
+  args.zero_centered_gamma = options.zero_centered_gamma;
+  args.norm = options.norm;
+  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data + first : nullptr;
   args.rstd = stats ? stats->rstd.data + first : nullptr;
   args.rows = rows;
   args.dim = dim;
   args.eps = options.eps;
+}
+
+// The whole forward in the kernels: x and h (the stream) of one storage type, r and y (the
+// branch) of one, a pair that cpu::norm_pair_supported.
+void forward_directly(const AnyConstView& x, const std::optional<AnyConstView>& r,
+                      const std::optional<AnyMutableView>& h, const AnyMutableView& y,
+                      const Parameters& parameters, const MixedNormOptions& options,
+                      const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
+  cpu::NormForward args;
+  args.x = x.data;
+  args.residual = r ? r->data : nullptr;
+  args.h = h ? h->data : nullptr;
+  args.y = y.data;
+  args.storage = x.dtype;
+  args.branch_storage = y.dtype;
+  set_norm(args, parameters, options, stats, 0, layout.rows, layout.dim);
+  cpu::norm_forward(args);
 }
 
 }  // namespace
@@ -168,35 +203,18 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
       {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
       {{"y", y_may_be_x ? "x" : ""}});
   const Parameters parameters(options, layout.dim);
-  if (x.dtype == y.dtype && x.dtype != DType::float32) {
-    // Both 16-bit: the direct kernel, where this SIMD target has one.
-    cpu::NarrowNormForward args;
-    args.x = static_cast<const uint16_t*>(x.data);
-    args.y = static_cast<uint16_t*>(y.data);
-    args.type = x.dtype;
-    args.gamma = parameters.gamma;
-    args.beta = parameters.beta;
-    args.zero_centred_gamma = options.zero_centered_gamma;
-    args.centre = options.norm == NormKind::layer_norm;
-    args.mean = stats && args.centre ? stats->mean.data : nullptr;
-    args.rstd = stats ? stats->rstd.data : nullptr;
-    args.rows = layout.rows;
-    args.dim = layout.dim;
-    args.eps = options.eps;
-    if (cpu::narrow_norm_forward(args)) return;
+  if (cpu::norm_pair_supported(x.dtype, y.dtype)) {
+    forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
+    return;
   }
-  const int64_t block = block_rows(layout.dim);
-  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block) {
-      const int64_t rows = std::min(block, end - first);
-      const int64_t at = first * layout.dim, count = rows * layout.dim;
-      cpu::NormForward args;
-      args.x = input_rows(x, at, count, kX);
-      args.y = output_rows(y, at, count, kY);
-      set_norm(args, parameters, options, stats, first, rows, layout.dim);
-      cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, args.y, at, count);
-    }
+  for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::NormForward args;
+    float* y_rows = output_rows(y, at, count, kY);
+    args.x = input_rows(x, at, count, kX);
+    args.y = y_rows;
+    set_norm(args, parameters, options, stats, first, rows, layout.dim);
+    cpu::norm_forward_range(args, 0, rows);
+    store_rows(y, y_rows, at, count);
   });
 }
 
@@ -216,34 +234,37 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
        region("beta", options.beta)},
       {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
   const Parameters parameters(options, layout.dim);
-  const int64_t block = block_rows(layout.dim);
-  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    for (int64_t first = begin; first < end; first += block) {
-      const int64_t rows = std::min(block, end - first);
-      const int64_t at = first * layout.dim, count = rows * layout.dim;
-      cpu::NormForward args;
-      args.x = input_rows(x, at, count, kX);
-      args.residual = input_rows(r, at, count, kResidual);
-      args.h = output_rows(h, at, count, kH);
-      args.y = output_rows(y, at, count, kY);
-      if (h.dtype != DType::float32) {
-        // The norm must see h as stored: form it, store it, and round it to its storage type
-        // in cache (narrowed into a scratch slot and widened back; rereading it from h's
-        // memory would miss the cache once h is written with streaming stores).
-        float* staged_h = args.h;
-        for (int64_t i = 0; i < count; ++i) staged_h[i] = args.x[i] + args.residual[i];
-        store_rows(h, staged_h, at, count);
-        void* narrowed = staging(kExtra, count);
-        cpu::from_float32(staged_h, narrowed, h.dtype, count);
-        cpu::to_float32(narrowed, h.dtype, staged_h, count);
-        args.x = staged_h;
-        args.residual = nullptr;
-        args.h = nullptr;
-      }
-      set_norm(args, parameters, options, stats, first, rows, layout.dim);
-      cpu::norm_forward_range(args, 0, rows);
-      store_rows(y, args.y, at, count);
+  if (h.dtype == x.dtype && y.dtype == r.dtype && cpu::norm_pair_supported(x.dtype, r.dtype)) {
+    forward_directly(x, r, h, y, parameters, options, stats, layout);
+    return;
+  }
+  for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::NormForward args;
+    const float* x_rows = input_rows(x, at, count, kX);
+    const float* r_rows = input_rows(r, at, count, kResidual);
+    float* h_rows = output_rows(h, at, count, kH);
+    float* y_rows = output_rows(y, at, count, kY);
+    args.x = x_rows;
+    args.residual = r_rows;
+    args.h = h_rows;
+    args.y = y_rows;
+    if (h.dtype != DType::float32) {
+      // The norm must see h as stored: form it, store it, and round it to its storage type
+      // in cache (narrowed into a scratch slot and widened back; rereading it from h's
+      // memory would miss the cache once h is written with streaming stores).
+      float* staged_h = h_rows;
+      for (int64_t i = 0; i < count; ++i) staged_h[i] = x_rows[i] + r_rows[i];
+      store_rows(h, staged_h, at, count);
+      void* narrowed = staging(kExtra, count);
+      cpu::from_float32(staged_h, narrowed, h.dtype, count);
+      cpu::to_float32(narrowed, h.dtype, staged_h, count);
+      args.x = staged_h;
+      args.residual = nullptr;
+      args.h = nullptr;
     }
+    set_norm(args, parameters, options, stats, first, rows, layout.dim);
+    cpu::norm_forward_range(args, 0, rows);
+    store_rows(y, y_rows, at, count);
   });
 }
 
@@ -273,22 +294,21 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
        {"dx", dx_view.dtype == x.dtype ? "x" : ""},
        {"dx", dh_next && dx_view.dtype == dh_next->dtype ? "dh_next" : ""}});
   const Parameters parameters(options, layout.dim);
-  const DType storage = x.dtype;
-  if (storage != DType::float32 && dy.dtype == storage && grads.dx.dtype == storage &&
-      (!dh_next || dh_next->dtype == storage) && cpu::norm_backward_supports(storage)) {
-    // Every row tensor in one 16-bit type: the float32 kernels read and write it directly.
+  if (grads.dx.dtype == x.dtype && (!dh_next || dh_next->dtype == x.dtype) &&
+      cpu::norm_pair_supported(x.dtype, dy.dtype)) {
     cpu::NormBackward args;
     args.dy = dy.data;
     args.x = x.data;
     args.dh_next = dh_next ? dh_next->data : nullptr;
     args.dx = grads.dx.data;
-    args.storage = storage;
+    args.storage = x.dtype;
+    args.dy_storage = dy.dtype;
     args.gamma = parameters.gamma;
-    args.zero_centred_gamma = options.zero_centered_gamma;
+    args.zero_centered_gamma = options.zero_centered_gamma;
     args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
     args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
     args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
-    args.centre = options.norm == NormKind::layer_norm;
+    args.norm = options.norm;
     args.rows = layout.rows;
     args.dim = layout.dim;
     args.eps = options.eps;
@@ -312,9 +332,9 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
       float* dx_rows = output_rows(grads.dx, at, count, kH);
       args.dx = dx_rows;
       args.gamma = parameters.gamma;
-      args.zero_centred_gamma = options.zero_centered_gamma;
+      args.zero_centered_gamma = options.zero_centered_gamma;
       args.saved_rstd = saved_rstd ? saved_rstd->data + first : nullptr;
-      args.centre = options.norm == NormKind::layer_norm;
+      args.norm = options.norm;
       args.rows = rows;
       args.dim = layout.dim;
       args.eps = options.eps;

@@ -1,11 +1,9 @@
-// LayerNorm, RMSNorm and the fused pre-norm Add & Norm on tensors stored as float32, bfloat16 or
-// float16, each tensor independently (include/addnorm/dtype.hpp): for example a float32
-// residual stream with bfloat16 activations and float32 gamma. Computation is float32 with
-// float64 reductions, as the float32 ops (ops.hpp); each output is rounded once more to its
-// storage type. (A forward whose x and y share a 16-bit type runs a direct kernel whose sums
-// are float32 within blocks of a row: docs/numerics.md.) Statistics (mean, rstd) and
-// parameter gradients are always float32.
-// Validation, aliasing and error rules are those of ops.hpp.
+// The storage-generic norms behind the public ops (include/addnorm/ops.hpp, which validates
+// first and calls these when any tensor of a call is not float32; src/ops/storage.hpp): LayerNorm,
+// RMSNorm and the fused pre-norm Add & Norm on tensors stored as float32, bfloat16 or float16,
+// each tensor independently. The one forward and backward engine (src/ops/cpu/) reads and writes
+// the supported storage pairs directly (cpu::norm_pair_supported; docs/numerics.md); the others
+// are staged through float32 blocks. Statistics (mean, rstd) and parameter gradients are float32.
 #pragma once
 
 #include <optional>

@@ -19,13 +19,13 @@ void rms_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
   cpu::NormForward args;
   args.x = detail::float32_data(x);
   args.gamma = detail::float32_data(options.gamma);
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.y = detail::float32_data(y);
   args.rstd = rstd ? rstd->data : nullptr;
   args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
-  args.centre = false;
+  args.norm = NormKind::rms_norm;
   cpu::norm_forward(args);
 }
 
@@ -43,14 +43,14 @@ void rms_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_
   args.dy = detail::float32_data(dy);
   args.x = detail::float32_data(x);
   args.gamma = detail::float32_data(options.gamma);
-  args.zero_centred_gamma = options.zero_centered_gamma;
+  args.zero_centered_gamma = options.zero_centered_gamma;
   args.saved_rstd = saved_rstd ? saved_rstd->data : nullptr;
   args.dx = detail::float32_data(grads.dx);
   args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   args.rows = layout.rows;
   args.dim = layout.dim;
   args.eps = options.eps;
-  args.centre = false;
+  args.norm = NormKind::rms_norm;
   cpu::norm_backward(args);
 }
 

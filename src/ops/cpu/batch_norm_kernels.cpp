@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 
@@ -85,30 +86,25 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DoubleTag = hn::ScalableTag<double>;
-// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
-using HalfFloatTag = hn::Rebind<float, DoubleTag>;
-using FloatTag = hn::ScalableTag<float>;
-
 // Samples are taken this many at a time when length = 1, so that each vector of per-channel
 // sums or constants is loaded once for four rows of x rather than once per row. The sums still
 // receive the samples one by one in order.
 constexpr int kSampleGroup = 4;
 
+// The length-1 skeleton: body(first_sample, std::integral_constant<int, rows>{}) over samples
+// [begin, end), kSampleGroup samples at a time and then one at a time, in order.
+template <class Body>
+void for_sample_groups(int64_t begin, int64_t end, const Body& body) {
+  int64_t n = begin;
+  for (; n + kSampleGroup <= end; n += kSampleGroup) {
+    body(n, std::integral_constant<int, kSampleGroup>{});
+  }
+  for (; n < end; ++n) body(n, std::integral_constant<int, 1>{});
+}
+
 // The passes over x prefetch kPrefetchFloats (shifted_sums-inl.h) ahead per stream of rows.
 // The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
 // float64 work per cache line keeps too few lines in flight.
-
-// Where vector stores into y begin: with streaming stores (which need aligned addresses) the
-// elements before y's next vector boundary are written by the scalar code.
-template <class D, class T>
-int64_t aligned_start(D d, const T* y, int64_t count, bool stream) {
-  if (!stream) return 0;
-  const auto bytes = static_cast<uintptr_t>(hn::Lanes(d) * sizeof(T));
-  const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
-  if (misalignment == 0 || misalignment % sizeof(T) != 0) return misalignment ? count : 0;
-  return std::min<int64_t>(count, static_cast<int64_t>((bytes - misalignment) / sizeof(T)));
-}
 
 template <class D, class V>
 void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
@@ -161,13 +157,10 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
   const int64_t sample_size = channels * length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      accumulate_across_channels<kSampleGroup>(x + n * channels, channels, channels, shifts, sums,
-                                               squares);
-    }
-    for (; n < end; ++n) {
-      accumulate_across_channels<1>(x + n * channels, channels, channels, shifts, sums, squares);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      accumulate_across_channels<rows()>(x + first * channels, channels, channels, shifts, sums,
+                                         squares);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -186,13 +179,12 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
 // rounded once.
 template <class V>
 V normalise_lanes(V x, V hi, V lo, V rstd_hi, V rstd_lo, V gamma, V beta) {
-  const V centred = hn::Sub(hn::Sub(x, hi), lo);
-  return hn::MulAdd(hn::MulAdd(centred, rstd_hi, hn::Mul(centred, rstd_lo)), gamma, beta);
+  return hn::MulAdd(x_hat_lanes(x, hi, lo, rstd_hi, rstd_lo), gamma, beta);
 }
 
 HWY_INLINE float normalise_scalar(float x, const NormaliseTables& t, int64_t c) {
-  const float centred = (x - t.centre_hi[c]) - t.centre_lo[c];
-  return mul_add(mul_add(centred, t.rstd_hi[c], centred * t.rstd_lo[c]), t.gamma[c], t.beta[c]);
+  const float x_hat = x_hat_one(x, {t.centre_hi[c], t.centre_lo[c]}, {t.rstd_hi[c], t.rstd_lo[c]});
+  return mul_add(x_hat, t.gamma[c], t.beta[c]);
 }
 
 // The float64-lanes form, for channels with rstd >= 2^64: x_hat = float((x - centre) * scale).
@@ -449,14 +441,10 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      backward_sums_across_channels<kSampleGroup>(dy + n * channels, x + n * channels, channels,
-                                                  channels, shifts, sums);
-    }
-    for (; n < end; ++n) {
-      backward_sums_across_channels<1>(dy + n * channels, x + n * channels, channels, channels,
-                                       shifts, sums);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      backward_sums_across_channels<rows()>(dy + first * channels, x + first * channels, channels,
+                                            channels, shifts, sums);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -536,15 +524,11 @@ void backward_training_dx(const float* dy, const float* x, float* dx, const Batc
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      const int64_t offset = n * channels;
-      training_dx_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
-                                                channels, t);
-    }
-    for (; n < end; ++n) {
-      const int64_t offset = n * channels;
-      training_dx_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, t);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      const int64_t offset = first * channels;
+      training_dx_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
+                                          t);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -644,16 +628,11 @@ void backward_inference_samples(const float* dy, const float* x, float* dx, cons
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    for (; n + kSampleGroup <= end; n += kSampleGroup) {
-      const int64_t offset = n * channels;
-      inference_across_channels<kSampleGroup>(dy + offset, x + offset, dx + offset, channels,
-                                              channels, mean, rstd, scale, sum_dy, sum_dy_xhat);
-    }
-    for (; n < end; ++n) {
-      const int64_t offset = n * channels;
-      inference_across_channels<1>(dy + offset, x + offset, dx + offset, channels, channels, mean,
-                                   rstd, scale, sum_dy, sum_dy_xhat);
-    }
+    for_sample_groups(begin, end, [&](int64_t first, auto rows) {
+      const int64_t offset = first * channels;
+      inference_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
+                                        mean, rstd, scale, sum_dy, sum_dy_xhat);
+    });
     return;
   }
   for (; n < end; ++n) {
@@ -726,14 +705,6 @@ void for_each_chunk(const BatchShape& shape, int64_t chunks, const Body& body) {
   parallel_chunks(chunks, shape.batch, shape.channels * shape.length, body);
 }
 
-// The hi + lo float32 split of a float64 value: hi + lo carries about 48 bits.
-float high_part(double value) {
-  return static_cast<float>(value);
-}
-float low_part(double value) {
-  return static_cast<float>(value - static_cast<double>(static_cast<float>(value)));
-}
-
 // Storage for NormaliseTables.
 struct NormaliseStorage {
   std::vector<float> centre_hi, centre_lo, rstd_hi, rstd_lo, gamma, beta;
@@ -768,23 +739,17 @@ NormaliseStorage normalise_constants(const double* mean, const double* rstd,
   for (size_t c = 0; c < count; ++c) {
     const bool finite = std::isfinite(mean[c]) && !std::isnan(rstd[c]);
     const double centre = finite ? mean[c] : std::numeric_limits<double>::quiet_NaN();
-    const double scale = std::isinf(rstd[c]) ? 0.0 : rstd[c];
+    const double scale = xhat_scale(rstd[c]);
     s.centre[c] = centre;
     s.scale[c] = scale;
-    // float32 lanes need rstd a normal float32 (with room for its low part), x - mean unable
-    // to overflow, and a spread clear of float32's denormal grid (kFloat32LanesMinVariance);
-    // a zero spread with eps = 0 (scale 0) makes every x_hat 0 either way.
-    s.wide[c] = finite && (scale >= 0x1p64 || (scale != 0.0 && scale < 0x1p-100) ||
-                           std::fabs(centre) >= 0x1p100 ||
-                           (scale != 0.0 && !(variance[c] >= kFloat32LanesMinVariance)))
-                    ? 1
-                    : 0;
+    s.wide[c] = finite && !forward_fits_float32(centre, variance[c], rstd[c]) ? 1 : 0;
     // The split of a wide channel is unused (and rstd might not fit in a float32).
     const bool split = finite && !s.wide[c];
-    s.centre_hi[c] = split ? high_part(centre) : std::numeric_limits<float>::quiet_NaN();
-    s.centre_lo[c] = split ? low_part(centre) : 0.0f;
-    s.rstd_hi[c] = split ? high_part(scale) : 0.0f;
-    s.rstd_lo[c] = split ? low_part(scale) : 0.0f;
+    const HiLo centre_split = cpu::split(centre), scale_split = cpu::split(scale);
+    s.centre_hi[c] = split ? centre_split.hi : std::numeric_limits<float>::quiet_NaN();
+    s.centre_lo[c] = split ? centre_split.lo : 0.0f;
+    s.rstd_hi[c] = split ? scale_split.hi : 0.0f;
+    s.rstd_lo[c] = split ? scale_split.lo : 0.0f;
     s.any_wide = s.any_wide || s.wide[c] != 0;
     if (gamma) s.gamma[c] = gamma[c];
     if (beta) s.beta[c] = beta[c];

@@ -25,7 +25,7 @@ void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& sta
 // y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
 // mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the
 // batch's variance, or the running variance in inference): a channel below
-// kFloat32LanesMinVariance (kernels.hpp) is normalised in float64 lanes.
+// kFloat32LanesMinVariance (norm_numerics.hpp) is normalised in float64 lanes.
 void batch_normalise(const float* x, const double* mean, const double* rstd,
                      const double* variance, const float* gamma, const float* beta, float* y,
                      const BatchShape& shape);

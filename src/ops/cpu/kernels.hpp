@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "addnorm/dtype.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/cpu/norm_numerics.hpp"
 
 namespace addnorm::cpu {
 
@@ -22,66 +24,70 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
-// The float32-lanes passes of the norms round centred values x - mean to float32 before scaling
-// them by rstd. Below a spread of 2^-100 those values lie near or inside float32's denormal
-// range, where rounding is absolute (to multiples of 2^-149), not relative: with eps > 0, rstd
-// stays ordinary (~316 at eps = 1e-5) and would magnify that rounding to hundreds of ulp of
-// x_hat (and of dgamma). Rows whose variance (mean square for RMSNorm) is below this bound take
-// the float64 lanes instead; ordinary rows never come near it.
-inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
-
-// LayerNorm (centre = true) or RMSNorm (centre = false) over rows of x, with an optional fused
-// residual add: when `residual` is given, h = x + residual is written to `h` (rounded to
-// float32) and normalised instead of x.
+// LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused residual add: when
+// `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
+// normalised as stored, instead of x.
+// x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
+// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported on this
+// machine; gamma, beta, mean and rstd are float32 either way.
 struct NormForward {
-  const float* x = nullptr;
-  const float* residual = nullptr;  // nullable
-  float* h = nullptr;               // required when residual is given; may be x or residual
-  const float* gamma = nullptr;     // nullable
-  const float* beta = nullptr;      // nullable; LayerNorm only
-  bool zero_centred_gamma = false;  // RMSNorm: scale by 1 + gamma
-  float* y = nullptr;               // may be x (or h)
-  float* mean = nullptr;            // nullable, one per row
-  float* rstd = nullptr;            // nullable, one per row
+  const void* x = nullptr;
+  const void* residual = nullptr;  // nullable
+  void* h = nullptr;               // required when residual is given; may be x or residual
+  const float* gamma = nullptr;    // nullable
+  const float* beta = nullptr;     // nullable; LayerNorm only
+  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
+  void* y = nullptr;               // may be x (or h) when of the same type
+  DType storage = DType::float32;         // of x and h
+  DType branch_storage = DType::float32;  // of residual and y
+  float* mean = nullptr;           // nullable, one per row
+  float* rstd = nullptr;           // nullable, one per row
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
-  bool centre = true;
+  NormKind norm = NormKind::layer_norm;
   // Write y and h with non-temporal stores. norm_forward sets it itself (streams_output);
   // norm_forward_range, whose callers write into buffers they read back at once, takes it as is.
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
+// Whether the running SIMD target's kernels take x and h (backward: x, dh_next, dx) stored as
+// `stream` with residual and y (backward: dy) stored as `branch`: both types supported
+// (norm_supports), and either the same type or a float32 stream.
+bool norm_pair_supported(DType stream, DType branch);
 
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
-// dy, x, dh_next and dx are rows of `storage`: float32, or the bits (uint16_t) of a 16-bit type
-// when norm_backward_supports(storage) on this machine; gamma, rstd and the gradients of the
-// parameters are float32 either way.
+// x, dh_next and dx are rows of `storage`, dy rows of `dy_storage`: float32, or the bits
+// (uint16_t) of a 16-bit type, a pair that norm_pair_supported(storage, dy_storage) on this
+// machine; gamma, rstd and the gradients of the parameters are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
   const float* gamma = nullptr;       // nullable
-  bool zero_centred_gamma = false;
+  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
   const float* saved_rstd = nullptr;  // nullable
   const void* dh_next = nullptr;      // nullable
   void* dx = nullptr;                 // may be dy, x or dh_next
-  DType storage = DType::float32;
+  DType storage = DType::float32;     // of x, dh_next and dx
+  DType dy_storage = DType::float32;  // of dy
   float* dgamma = nullptr;            // nullable
   float* dbeta = nullptr;             // nullable; LayerNorm only
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
-  bool centre = true;
+  NormKind norm = NormKind::layer_norm;
   // Write dx with non-temporal stores: set by norm_backward itself, as for NormForward.
   bool stream_outputs = false;
 };
 void norm_backward(const NormBackward& args);
-bool norm_backward_supports(DType storage);
+// Whether the running SIMD target's kernels take rows stored as `storage` (16-bit rows need
+// vector conversions: bfloat16 on every vector target, float16 from AVX2).
+bool norm_supports(DType storage);
 
 // The same on rows [begin, end) only, on the calling thread: for callers that split the work
-// themselves (the mixed-precision ops stage blocks of rows through float32 buffers).
+// themselves (post-norm builds each block's h in a buffer; mixed-storage calls stage blocks).
 // norm_backward_range adds into the given float64 partials (nullable) instead of dgamma/dbeta.
 void norm_forward_range(const NormForward& args, int64_t begin, int64_t end);
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,

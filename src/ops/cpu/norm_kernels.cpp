@@ -1,11 +1,12 @@
-// Per-target SIMD row kernels for LayerNorm and RMSNorm (forward, fused residual add, backward)
-// and their run-time dispatch. Highway compiles the HWY_NAMESPACE part once per x86-64 target;
-// the HWY_ONCE part picks the best target for this CPU and spreads rows over OpenMP threads.
+// Per-target SIMD row kernels for the LayerNorm and RMSNorm backward (the forward is
+// norm_forward_kernels.cpp; both share norm_numerics.hpp, lane_ops-inl.h and
+// row_storage-inl.h), on rows of any storage type, and the SIMD targets' dispatch. Highway
+// compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the best
+// target for this CPU and spreads rows over OpenMP threads.
 //
 // Numerics (docs/numerics.md): sums, means and variances accumulate in float64 lanes (floats
-// are promoted on load), the variance is taken from centred values in a second pass over the
-// row (which is then in cache), and each output is one float32 rounding of a float64 value,
-// followed for the affine step by one float32 fused multiply-add.
+// are promoted on load), and each dx is rounded once to its storage type from float64 or from
+// a few float32 fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,7 +14,7 @@
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
-#include "ops/cpu/narrow-inl.h"
+#include "ops/cpu/row_storage-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 
 #include <algorithm>
@@ -29,304 +30,6 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DoubleTag = hn::ScalableTag<double>;
-// As many float lanes as double lanes: floats are loaded half a register at a time and promoted.
-using FloatTag = hn::Rebind<float, DoubleTag>;
-
-
-// The shifted sums of h = x + residual (one float32 rounding, as the unfused add). h itself is
-// written by the second pass, which reads x and residual again from cache: storing it here would
-// either cost a second write of the row or, with streaming stores, evict it before pass 2.
-ShiftedSums add_and_sum_row(const float* HWY_RESTRICT x, const float* HWY_RESTRICT residual,
-                            int64_t dim, double shift) {
-  const DoubleTag dd;
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto shift_v = hn::Set(dd, shift);
-  auto sum0 = hn::Zero(dd), sum1 = hn::Zero(dd), sq0 = hn::Zero(dd), sq1 = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + 2 * n <= dim; i += 2 * n) {
-    hwy::Prefetch(x + i + kPrefetchFloats);
-    hwy::Prefetch(residual + i + kPrefetchFloats);
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto h1 = hn::Add(hn::LoadU(df, x + i + n), hn::LoadU(df, residual + i + n));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, h1), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sum1 = hn::Add(sum1, d1);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-    sq1 = hn::MulAdd(d1, d1, sq1);
-  }
-  for (; i + n <= dim; i += n) {
-    const auto h0 = hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, residual + i));
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, h0), shift_v);
-    sum0 = hn::Add(sum0, d0);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-  }
-  ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum0, sum1))),
-                   hn::GetLane(hn::SumOfLanes(dd, hn::Add(sq0, sq1)))};
-  for (; i < dim; ++i) {
-    const double d = static_cast<double>(x[i] + residual[i]) - shift;
-    sums.sum += d;
-    sums.squares += d * d;
-  }
-  return sums;
-}
-
-// h = x + residual, stored (for the rows the fast pass does not handle).
-void add_row(const float* x, const float* residual, float* h, int64_t dim) {
-  for (int64_t i = 0; i < dim; ++i) h[i] = x[i] + residual[i];
-}
-
-// Mean and population variance from shifted sums (the variance clamped at 0 against rounding).
-struct RowMoments {
-  double mean;
-  double variance;
-};
-RowMoments moments_from(const ShiftedSums& sums, double shift, int64_t dim, bool centre) {
-  const double count = static_cast<double>(dim);
-  if (!centre) return {0.0, sums.squares / count};  // RMSNorm: shift is 0, mean(x^2)
-  const double mean_shifted = sums.sum / count;
-  const double variance = sums.squares / count - mean_shifted * mean_shifted;
-  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};  // NaN stays NaN
-}
-
-// Where a row's vector stores begin: with streaming stores (which need aligned addresses) the
-// first elements up to y's next vector boundary are written by the scalar loop.
-template <class D>
-int64_t aligned_start(D d, const float* y, int64_t dim, bool stream) {
-  if (!stream) return 0;
-  const auto bytes = static_cast<uintptr_t>(hn::Lanes(d) * sizeof(float));
-  const auto misalignment = reinterpret_cast<uintptr_t>(y) % bytes;
-  if (misalignment == 0 || misalignment % sizeof(float) != 0) return misalignment ? dim : 0;
-  return std::min<int64_t>(dim, static_cast<int64_t>((bytes - misalignment) / sizeof(float)));
-}
-
-// Calls body(std::integral_constant<Affine, form>{}): the form as a template argument.
-template <class Body>
-void with_affine(Affine form, const Body& body) {
-  switch (form) {
-    case Affine::none:
-      return body(std::integral_constant<Affine, Affine::none>{});
-    case Affine::gamma:
-      return body(std::integral_constant<Affine, Affine::gamma>{});
-    case Affine::gamma_beta:
-      return body(std::integral_constant<Affine, Affine::gamma_beta>{});
-    case Affine::beta:
-      return body(std::integral_constant<Affine, Affine::beta>{});
-    case Affine::one_plus_gamma:
-      return body(std::integral_constant<Affine, Affine::one_plus_gamma>{});
-  }
-}
-
-Affine affine_form(const NormForward& a) {
-  if (a.gamma) {
-    if (a.zero_centred_gamma) return Affine::one_plus_gamma;
-    return a.beta ? Affine::gamma_beta : Affine::gamma;
-  }
-  return a.beta ? Affine::beta : Affine::none;
-}
-
-// y = x_hat * scale + beta with x_hat = (v - centre) * rstd, the scale being gamma, 1 + gamma
-// (x_hat * gamma + x_hat in one fused multiply-add) or 1, and v = x, or with a residual
-// v = h = x + residual, which is then stored too. y and h may be x or residual: each element is
-// loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
-// with non-temporal stores: an output larger than the cache then goes straight to memory
-// instead of first being read into the cache (a write-allocate) and evicting the inputs.
-// This pass runs in float32 lanes, twice as wide as float64 ones: the float64 centre is split
-// into hi + lo floats, and v - hi is exact whenever v is within a factor 2 of the centre (the
-// large-mean rows where cancellation matters), so x_hat carries at most
-// about three float32 roundings (one when v is near the centre, and for RMSNorm).
-template <Affine kAffine, bool kResidual, bool kStream>
-void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
-                   const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
-                   float* y, const int64_t dim) {
-  const hn::ScalableTag<float> df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const float centre_hi = static_cast<float>(centre);
-  const float centre_lo = static_cast<float>(centre - static_cast<double>(centre_hi));
-  // rstd too is split, so that centred * rstd is rounded once (fma(c, hi, c * lo)), not twice.
-  const float rstd_hi = static_cast<float>(rstd);
-  const float rstd_lo = static_cast<float>(rstd - static_cast<double>(rstd_hi));
-  const auto hi_v = hn::Set(df, centre_hi);
-  const auto lo_v = hn::Set(df, centre_lo);
-  const auto rstd_hi_v = hn::Set(df, rstd_hi);
-  const auto rstd_lo_v = hn::Set(df, rstd_lo);
-  auto scalar = [&](int64_t i) {
-    float v = x[i];
-    if constexpr (kResidual) {
-      v += residual[i];
-      h[i] = v;
-    }
-    const float centred = (v - centre_hi) - centre_lo;
-    y[i] = affine_one<kAffine>(mul_add(centred, rstd_hi, centred * rstd_lo), gamma, beta, i);
-  };
-  const int64_t start = aligned_start(df, y, dim, kStream);
-  for (int64_t i = 0; i < start; ++i) scalar(i);
-  const bool stream_h = kStream && kResidual && aligned_start(df, h + start, dim - start, true) == 0;
-  int64_t i = start;
-  for (; i + n <= dim; i += n) {
-    auto v = hn::LoadU(df, x + i);
-    if constexpr (kResidual) {
-      v = hn::Add(v, hn::LoadU(df, residual + i));
-      if (stream_h) {
-        hn::Stream(v, df, h + i);
-      } else {
-        hn::StoreU(v, df, h + i);
-      }
-    }
-    const auto centred = hn::Sub(hn::Sub(v, hi_v), lo_v);
-    const auto out = affine<kAffine>(
-        df, hn::MulAdd(centred, rstd_hi_v, hn::Mul(centred, rstd_lo_v)), gamma, beta, i);
-    if constexpr (kStream) {
-      hn::Stream(out, df, y + i);
-    } else {
-      hn::StoreU(out, df, y + i);
-    }
-  }
-  for (; i < dim; ++i) scalar(i);
-}
-
-// Picks the instance of normalise_row for this call's affine form, residual and stores.
-template <Affine kAffine>
-void normalise_row_as(const float* x, const float* residual, float* h, double centre,
-                      double rstd, const NormForward& a, float* y) {
-  if (residual) {
-    if (a.stream_outputs) {
-      normalise_row<kAffine, true, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-    } else {
-      normalise_row<kAffine, true, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-    }
-  } else if (a.stream_outputs) {
-    normalise_row<kAffine, false, true>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-  } else {
-    normalise_row<kAffine, false, false>(x, residual, h, centre, rstd, a.gamma, a.beta, y, a.dim);
-  }
-}
-
-void normalise_row(const float* x, const float* residual, float* h, double centre, double rstd,
-                   const NormForward& a, float* y) {
-  with_affine(affine_form(a), [&](auto form) {
-    normalise_row_as<form()>(x, residual, h, centre, rstd, a, y);
-  });
-}
-
-// The same in float64 lanes, for rows whose spread is so small (below 2^-100: denormal-range
-// inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
-// the centre's low part would not survive float32, or whose mean is so large that x - mean
-// could overflow float32.
-template <Affine kAffine>
-void normalise_row_float64(const float* x, double centre, double rstd,
-                           const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
-                           float* y, const int64_t dim) {
-  const DoubleTag dd;
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto centre_v = hn::Set(dd, centre);
-  const auto rstd_v = hn::Set(dd, rstd);
-  int64_t i = 0;
-  for (; i + n <= dim; i += n) {
-    const auto x_hat = hn::DemoteTo(
-        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), centre_v), rstd_v));
-    hn::StoreU(affine<kAffine>(df, x_hat, gamma, beta, i), df, y + i);
-  }
-  for (; i < dim; ++i) {
-    const float x_hat = static_cast<float>((static_cast<double>(x[i]) - centre) * rstd);
-    y[i] = affine_one<kAffine>(x_hat, gamma, beta, i);
-  }
-}
-
-void fill_row(float* y, int64_t dim, float value) {
-  for (int64_t i = 0; i < dim; ++i) y[i] = value;
-}
-
-// A row's statistics between the two passes of the forward.
-struct ForwardRow {
-  RowMoments moments;
-  bool finite;
-  double rstd;
-};
-
-// Pass 1 of one row.
-ForwardRow forward_row_stats(const NormForward& a, int64_t row) {
-  const int64_t offset = row * a.dim;
-  const float* x = a.x + offset;
-  ShiftedSums sums;
-  double shift = 0;
-  if (a.residual) {
-    const float* residual = a.residual + offset;
-    if (a.centre) shift = static_cast<double>(x[0] + residual[0]);
-    sums = add_and_sum_row(x, residual, a.dim, shift);
-  } else {
-    if (a.centre) shift = static_cast<double>(x[0]);
-    sums = shifted_sums_row(x, a.dim, shift);
-  }
-  ForwardRow r;
-  r.moments = moments_from(sums, shift, a.dim, a.centre);
-  r.finite = std::isfinite(sums.sum) && std::isfinite(r.moments.variance);
-  return r;
-}
-
-// Pass 2 of one row, and its statistics.
-void forward_row_output(const NormForward& a, int64_t row, const ForwardRow& r) {
-  const int64_t offset = row * a.dim;
-  const float* x = a.x + offset;
-  const float* residual = a.residual ? a.residual + offset : nullptr;
-  float* h = a.residual ? a.h + offset : nullptr;
-  float* y = a.y + offset;
-  // float32 lanes need rstd and its low part in float32's range, v - mean not to overflow
-  // (|mean| < 2^100 guarantees it) and the row's spread clear of float32's denormal grid
-  // (kFloat32LanesMinVariance); a zero-spread row with eps = 0 (rstd infinite) has v - mean = 0.
-  const bool fits_float32 = r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
-                            std::fabs(r.moments.mean) < 0x1p100 &&
-                            r.moments.variance >= kFloat32LanesMinVariance;
-  if (r.finite && (std::isinf(r.rstd) || fits_float32)) {
-    // Zero variance with eps = 0: every centred value is exactly 0 and so is x_hat (not 0 * inf).
-    normalise_row(x, residual, h, r.moments.mean, std::isinf(r.rstd) ? 0.0 : r.rstd, a, y);
-  } else {
-    if (residual) {
-      add_row(x, residual, h, a.dim);
-      x = h;
-    }
-    if (r.finite) {
-      with_affine(affine_form(a), [&](auto form) {
-        normalise_row_float64<form()>(x, r.moments.mean, r.rstd, a.gamma, a.beta, y, a.dim);
-      });
-    } else {
-      // A NaN or Inf in the row poisons this row only.
-      fill_row(y, a.dim, std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (a.mean) a.mean[row] = r.finite ? static_cast<float>(r.moments.mean) : nan;
-  if (a.rstd) a.rstd[row] = r.finite ? static_cast<float>(r.rstd) : nan;
-}
-
-// Rows are done in groups: pass 1 of every row of the group, then their square roots and
-// divisions (independent, so they overlap in the pipeline instead of each stalling its row
-// for some 40 cycles: as long as a short row's whole pass), then pass 2. Groups of small rows
-// only, so that a group stays in the L1 cache between the passes.
-int64_t forward_group_rows(int64_t dim) {
-  constexpr int64_t kMaxGroup = 8;
-  constexpr int64_t kGroupFloats = 4096;  // 16 KiB of a row's input
-  return std::clamp<int64_t>(kGroupFloats / dim, 1, kMaxGroup);
-}
-
-void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
-  const int64_t group = forward_group_rows(a.dim);
-  ForwardRow rows[8];
-  for (int64_t first = begin; first < end; first += group) {
-    const int64_t count = std::min(group, end - first);
-    for (int64_t k = 0; k < count; ++k) rows[k] = forward_row_stats(a, first + k);
-    for (int64_t k = 0; k < count; ++k) {
-      rows[k].rstd = rows[k].finite ? 1.0 / std::sqrt(rows[k].moments.variance + a.eps) : 0.0;
-    }
-    for (int64_t k = 0; k < count; ++k) forward_row_output(a, first + k, rows[k]);
-  }
-  // Streaming stores are weakly ordered: make them visible before another thread reads y.
-  if (a.stream_outputs) hwy::FlushStream();
-}
-
 // ---- backward ----------------------------------------------------------------------------
 // One row: with x_hat = (x - mean) * rstd and g = dy * scale,
 //   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
@@ -334,70 +37,6 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
 // Pass 1 (x and dy from memory) gathers the statistics and both means in shifted form, in
 // float64: sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
 // Pass 2 (in cache) writes dx in float32 lanes, twice as wide as float64 ones.
-
-// The rows of a backward are float32 or, for the 16-bit types, their bits (the NormBackward
-// pointers then point to uint16_t): loads widen exactly, stores round once (narrow-inl.h).
-struct Float32Rows {
-  using Elem = float;
-  static constexpr bool kStreams = true;
-};
-template <narrow::Half kType>
-struct HalfRows {
-  using Elem = uint16_t;
-  static constexpr bool kStreams = false;  // a float register makes half a register of these
-  static constexpr narrow::Half type = kType;
-};
-
-template <class S, class D>
-hn::Vec<D> load(D d, const typename S::Elem* p) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    return hn::LoadU(d, p);
-  } else {
-    return narrow::widen<S::type>(d, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
-  }
-}
-template <class S>
-float load_one(const typename S::Elem* p, int64_t i) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    return p[i];
-  } else {
-    return narrow::widen_one(S::type, p[i]);
-  }
-}
-template <class S, class D>
-void store(D d, hn::Vec<D> v, typename S::Elem* p) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    hn::StoreU(v, d, p);
-  } else {
-    hn::StoreU(narrow::narrow<S::type>(d, v), hn::Rebind<uint16_t, D>(), p);
-  }
-}
-template <class S>
-void store_one(typename S::Elem* p, int64_t i, float value) {
-  if constexpr (std::is_same_v<S, Float32Rows>) {
-    p[i] = value;
-  } else {
-    p[i] = narrow::narrow_one(S::type, value);
-  }
-}
-
-// The scale g = dy * scale uses, fixed per call.
-enum class Scale { one, gamma, one_plus_gamma };
-
-Scale scale_form(const NormBackward& a) {
-  if (!a.gamma) return Scale::one;
-  return a.zero_centred_gamma ? Scale::one_plus_gamma : Scale::gamma;
-}
-
-// Calls body(std::bool_constant<flag>{}): turns a run-time flag into a template argument.
-template <class Body>
-void with_flag(bool flag, const Body& body) {
-  if (flag) {
-    body(std::true_type{});
-  } else {
-    body(std::false_type{});
-  }
-}
 
 struct BackwardSums {
   ShiftedSums x;     // of d = x - shift
@@ -408,26 +47,26 @@ struct BackwardSums {
 
 // Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is
 // saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
-template <class S, Scale kScale, bool kCentre>
+template <class S, class B, Affine kScale, bool kCentre>
 BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
-                           const typename S::Elem* HWY_RESTRICT dy,
+                           const typename B::Elem* HWY_RESTRICT dy,
                            const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
   const DoubleTag dd;
-  const FloatTag df;
+  const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const auto one = hn::Set(dd, 1.0);
   const auto shift_v = hn::Set(dd, shift);
   // g = dy * scale in float64 (exact: a product of two floats fits a double).
   auto scaled = [&](auto dy_v, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_v;
+    if constexpr (kScale == Affine::none) return dy_v;
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
-    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
+    if constexpr (kScale == Affine::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Affine::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
   };
   auto scaled_scalar = [&](double dy_i, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_i;
+    if constexpr (kScale == Affine::none) return dy_i;
     const double g = static_cast<double>(gamma[i]);
-    return dy_i * (kScale == Scale::one_plus_gamma ? 1.0 + g : g);
+    return dy_i * (kScale == Affine::one_plus_gamma ? 1.0 + g : g);
   };
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
   auto max_g = hn::Zero(dd);
@@ -436,7 +75,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     hwy::Prefetch(x + i + kPrefetchFloats);
     hwy::Prefetch(dy + i + kPrefetchFloats);
     const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
-    const auto g = scaled(hn::PromoteTo(dd, load<S>(df, dy + i)), i);
+    const auto g = scaled(hn::PromoteTo(dd, load<B>(df, dy + i)), i);
     if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
     sum_d2 = hn::MulAdd(d, d, sum_d2);
     if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
@@ -450,7 +89,7 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
   sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, max_g));
   for (; i < dim; ++i) {
     const double d = static_cast<double>(load_one<S>(x, i)) - shift;
-    const double g = scaled_scalar(static_cast<double>(load_one<S>(dy, i)), i);
+    const double g = scaled_scalar(static_cast<double>(load_one<B>(dy, i)), i);
     sums.x.sum += d;
     sums.x.squares += d * d;
     sums.g += g;
@@ -473,33 +112,33 @@ struct BackwardRow {
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows that do not fit the
 // float32 pass (fits_float32: rstd >= 2^64 or infinite, a spread below 2^-100, non-finite
 // statistics).
-template <class S, Scale kScale>
+template <class S, class B, Affine kScale>
 void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
-                         const typename S::Elem* dy, const typename S::Elem* dh_next,
+                         const typename B::Elem* dy, const typename S::Elem* dh_next,
                          typename S::Elem* dx, const BackwardRow& r,
                          double* HWY_RESTRICT dgamma_partial, double* HWY_RESTRICT dbeta_partial) {
   const DoubleTag dd;
-  const FloatTag df;
+  const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
   const float* gamma = a.gamma;
   const auto one = hn::Set(dd, 1.0);
   // A zero-variance row with eps = 0 has x_hat = 0 (not 0 * inf); its dx stays undefined.
-  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
+  const double scale = xhat_scale(r.rstd);
   const auto mean_v = hn::Set(dd, r.mean);
-  const auto xhat_scale_v = hn::Set(dd, xhat_scale);
+  const auto xhat_scale_v = hn::Set(dd, scale);
   const auto mean_g_v = hn::Set(dd, r.mean_g);
   const auto mean_g_xhat_v = hn::Set(dd, r.mean_g_xhat);
   const auto rstd_v = hn::Set(dd, r.rstd);
   auto scaled = [&](auto dy_v, int64_t i) {
-    if constexpr (kScale == Scale::one) return dy_v;
+    if constexpr (kScale == Affine::none) return dy_v;
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    if constexpr (kScale == Scale::gamma) return hn::Mul(dy_v, g);
-    if constexpr (kScale == Scale::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
+    if constexpr (kScale == Affine::gamma) return hn::Mul(dy_v, g);
+    if constexpr (kScale == Affine::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
   };
   // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
   int64_t i = 0;
   for (; i + n <= a.dim; i += n) {
-    const auto dy_v = hn::PromoteTo(dd, load<S>(df, dy + i));
+    const auto dy_v = hn::PromoteTo(dd, load<B>(df, dy + i));
     const auto x_hat =
         hn::Mul(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), mean_v), xhat_scale_v);
     const auto g = scaled(dy_v, i);
@@ -515,10 +154,10 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
     store<S>(df, hn::DemoteTo(df, grad), dx + i);
   }
   for (; i < a.dim; ++i) {
-    const double dy_i = static_cast<double>(load_one<S>(dy, i));
-    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * xhat_scale;
+    const double dy_i = static_cast<double>(load_one<B>(dy, i));
+    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * scale;
     double g = dy_i;
-    if (gamma) g *= kScale == Scale::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
+    if (gamma) g *= kScale == Affine::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
     double grad = r.rstd * (g - r.mean_g - x_hat * r.mean_g_xhat);
     if (dh_next) grad += static_cast<double>(load_one<S>(dh_next, i));
     if (dgamma_partial) dgamma_partial[i] += dy_i * x_hat;
@@ -528,10 +167,10 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
 }
 
 // A row's pointers and pass-1 results, for pass 2.
-template <class S>
+template <class S, class B>
 struct BackwardRowData {
   const typename S::Elem* x;
-  const typename S::Elem* dy;
+  const typename B::Elem* dy;  // of the branch's type
   const typename S::Elem* dh_next;  // nullable
   typename S::Elem* dx;
   BackwardRow stats;
@@ -540,14 +179,13 @@ struct BackwardRowData {
 #if HWY_TARGET != HWY_SCALAR  // one lane has no halves to widen: scalar uses the float64 pass
 // The float32 constants of one row's dx formula.
 struct Float32Row {
-  float mean_hi, mean_lo, rstd_hi, rstd_lo, mean_g, neg_mean_g_xhat;
+  HiLo mean, rstd;
+  float mean_g, neg_mean_g_xhat;
 };
 Float32Row float32_row(const BackwardRow& r) {
   Float32Row c;
-  c.mean_hi = static_cast<float>(r.mean);
-  c.mean_lo = static_cast<float>(r.mean - static_cast<double>(c.mean_hi));
-  c.rstd_hi = static_cast<float>(r.rstd);
-  c.rstd_lo = static_cast<float>(r.rstd - static_cast<double>(c.rstd_hi));
+  c.mean = split(r.mean);
+  c.rstd = split(r.rstd);
   c.mean_g = static_cast<float>(r.mean_g);
   c.neg_mean_g_xhat = static_cast<float>(-r.mean_g_xhat);
   return c;
@@ -564,8 +202,8 @@ Float32Row float32_row(const BackwardRow& r) {
 // bottleneck of a one-row pass) by kRows without changing a single rounding.
 // With `stream` (every dx row then starts on a vector boundary), dx is written with
 // non-temporal stores.
-template <class S, Scale kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
-void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRICT gamma,
+template <class S, class B, Affine kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
+void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RESTRICT gamma,
                          const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
                          double* HWY_RESTRICT dbeta_partial) {
   const hn::ScalableTag<float> df;
@@ -578,19 +216,18 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
 
   // Element i of row k, in scalar code (the ends of rows).
   auto one = [&](int k, int64_t i) {
-    const BackwardRowData<S>& row = rows[k];
-    const float centred = (load_one<S>(row.x, i) - c[k].mean_hi) - c[k].mean_lo;
-    const float x_hat = mul_add(centred, c[k].rstd_hi, centred * c[k].rstd_lo);
-    const float dy = load_one<S>(row.dy, i);
+    const BackwardRowData<S, B>& row = rows[k];
+    const float x_hat = x_hat_one(load_one<S>(row.x, i), c[k].mean, c[k].rstd);
+    const float dy = load_one<B>(row.dy, i);
     float g = dy;
-    if constexpr (kScale == Scale::gamma) g = dy * gamma[i];
-    if constexpr (kScale == Scale::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
+    if constexpr (kScale == Affine::gamma) g = dy * gamma[i];
+    if constexpr (kScale == Affine::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
     const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
     if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
     if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
     store_one<S>(row.dx, i,
-                 kDhNext ? mul_add(t, c[k].rstd_hi, load_one<S>(row.dh_next, i))
-                         : t * c[k].rstd_hi);
+                 kDhNext ? mul_add(t, c[k].rstd.hi, load_one<S>(row.dh_next, i))
+                         : t * c[k].rstd.hi);
   };
   auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
   auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
@@ -608,22 +245,21 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
       dbeta_hi = hn::LoadU(dd, dbeta_partial + i + half);
     }
     for (int k = 0; k < kRows; ++k) {
-      const BackwardRowData<S>& row = rows[k];
+      const BackwardRowData<S, B>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
-      const auto centred =
-          hn::Sub(hn::Sub(load<S>(df, row.x + i), hn::Set(df, c[k].mean_hi)),
-                  hn::Set(df, c[k].mean_lo));
-      const auto x_hat = hn::MulAdd(centred, hn::Set(df, c[k].rstd_hi),
-                                    hn::Mul(centred, hn::Set(df, c[k].rstd_lo)));
-      const auto dy = load<S>(df, row.dy + i);
+      const auto x_hat =
+          x_hat_lanes(load<S>(df, row.x + i), hn::Set(df, c[k].mean.hi),
+                      hn::Set(df, c[k].mean.lo), hn::Set(df, c[k].rstd.hi),
+                      hn::Set(df, c[k].rstd.lo));
+      const auto dy = load<B>(df, row.dy + i);
       auto g = dy;
-      if constexpr (kScale == Scale::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
-      if constexpr (kScale == Scale::one_plus_gamma) {
+      if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
+      if constexpr (kScale == Affine::one_plus_gamma) {
         g = hn::MulAdd(dy, hn::LoadU(df, gamma + i), dy);
       }
       const auto t = hn::MulAdd(x_hat, hn::Set(df, c[k].neg_mean_g_xhat),
                                 hn::Sub(g, hn::Set(df, c[k].mean_g)));
-      const auto rstd = hn::Set(df, c[k].rstd_hi);
+      const auto rstd = hn::Set(df, c[k].rstd.hi);
       const auto out =
           kDhNext ? hn::MulAdd(t, rstd, load<S>(df, row.dh_next + i)) : hn::Mul(t, rstd);
       if constexpr (kDgamma) {
@@ -634,7 +270,7 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
         dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
         dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
       }
-      if constexpr (S::kStreams) {
+      if constexpr (!S::kHalf) {
         if (stream) {
           hn::Stream(out, df, row.dx + i);
         } else {
@@ -659,13 +295,13 @@ void backward_dx_float32(const BackwardRowData<S>* rows, const float* HWY_RESTRI
 }
 
 // Calls the float32 pass 2 instance for this call's flags on kRows rows.
-template <class S, Scale kScale, int kRows>
-void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* rows, bool stream,
+template <class S, class B, Affine kScale, int kRows>
+void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* rows, bool stream,
                             double* dgamma_partial, double* dbeta_partial) {
   with_flag(a.dh_next != nullptr, [&](auto dh_next) {
     with_flag(dgamma_partial != nullptr, [&](auto dgamma) {
       with_flag(dbeta_partial != nullptr, [&](auto dbeta) {
-        backward_dx_float32<S, kScale, dh_next(), dgamma(), dbeta(), kRows>(
+        backward_dx_float32<S, B, kScale, dh_next(), dgamma(), dbeta(), kRows>(
             rows, a.gamma, a.dim, stream, dgamma_partial, dbeta_partial);
       });
     });
@@ -674,30 +310,30 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S>* row
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // Pass 1 of one row, and what pass 2 needs.
-template <class S, Scale kScale>
-BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
+template <class S, class B, Affine kScale>
+BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   using Elem = typename S::Elem;
   const int64_t dim = a.dim;
   const int64_t offset = row * dim;
   const auto* dh_next = static_cast<const Elem*>(a.dh_next);
-  BackwardRowData<S> data{static_cast<const Elem*>(a.x) + offset,
-                          static_cast<const Elem*>(a.dy) + offset,
+  BackwardRowData<S, B> data{static_cast<const Elem*>(a.x) + offset,
+                          static_cast<const typename B::Elem*>(a.dy) + offset,
                           dh_next ? dh_next + offset : nullptr,
                           static_cast<Elem*>(a.dx) + offset, {}};
   const double count = static_cast<double>(dim);
-  const double shift = a.centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
+  const bool centre = a.norm == NormKind::layer_norm;
+  const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const BackwardSums sums =
-      a.centre ? backward_sums<S, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
-               : backward_sums<S, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
-  const RowMoments moments = moments_from(sums.x, shift, dim, a.centre);
+      centre ? backward_sums<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
+               : backward_sums<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
+  const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
   r.variance = moments.variance;
   r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
                         : 1.0 / std::sqrt(moments.variance + a.eps);
-  const double xhat_scale = std::isinf(r.rstd) ? 0.0 : r.rstd;
-  r.mean_g = a.centre ? sums.g / count : 0.0;
-  r.mean_g_xhat = xhat_scale * (sums.gd - (moments.mean - shift) * sums.g) / count;
+  r.mean_g = centre ? sums.g / count : 0.0;
+  r.mean_g_xhat = xhat_scale(r.rstd) * (sums.gd - (moments.mean - shift) * sums.g) / count;
   r.max_g = sums.max_g;
   return data;
 }
@@ -708,96 +344,73 @@ BackwardRowData<S> backward_row_stats(const NormBackward& a, int64_t row) {
 // never lost to an overflow in between; and the row's spread is clear of float32's denormal grid
 // (kFloat32LanesMinVariance), so x_hat and dgamma keep their precision. NaNs fail the tests too.
 bool fits_float32(const BackwardRow& r) {
-  return r.variance >= kFloat32LanesMinVariance && std::fabs(r.mean) < 0x1p100 &&
-         r.rstd < 0x1p64 && r.rstd >= 0x1p-100 &&
-         r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
+  return float32_lanes_hold(r.mean, r.variance, r.rstd) && r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 
 // Rows per group of the float32 pass 2.
 constexpr int kGroupRows = 4;
 
-template <class S, Scale kScale>
+template <class S, class B, Affine kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
                            double* dgamma_partial, double* dbeta_partial) {
   for (int64_t first = begin; first < end; first += kGroupRows) {
     const int64_t count = std::min<int64_t>(kGroupRows, end - first);
-    BackwardRowData<S> rows[kGroupRows];
+    BackwardRowData<S, B> rows[kGroupRows];
     bool all_fit = true;
     for (int64_t k = 0; k < count; ++k) {
-      rows[k] = backward_row_stats<S, kScale>(a, first + k);
+      rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
       all_fit = all_fit && fits_float32(rows[k].stats);
     }
 #if HWY_TARGET != HWY_SCALAR
     // Streaming needs every row of dx on a vector boundary.
     const hn::ScalableTag<float> df;
     bool stream = false;
-    if constexpr (S::kStreams) {
+    if constexpr (!S::kHalf) {
       stream = a.stream_outputs && aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
                a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
     }
     if (all_fit && count == kGroupRows) {
-      backward_dx_float32_as<S, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
+      backward_dx_float32_as<S, B, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
                                                     dbeta_partial);
       continue;
     }
 #endif
     // The rows one at a time (in row order, as the partial sums require).
     for (int64_t k = 0; k < count; ++k) {
-      const BackwardRowData<S>& row = rows[k];
+      const BackwardRowData<S, B>& row = rows[k];
 #if HWY_TARGET != HWY_SCALAR
       if (fits_float32(row.stats)) {
-        backward_dx_float32_as<S, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
+        backward_dx_float32_as<S, B, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
         continue;
       }
 #endif
-      backward_dx_float64<S, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
+      backward_dx_float64<S, B, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
                                   dgamma_partial, dbeta_partial);
     }
   }
 }
 
-template <class S>
+template <class S, class B>
 void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
                               double* dgamma_partial, double* dbeta_partial) {
-  switch (scale_form(a)) {
-    case Scale::one:
-      norm_backward_rows_as<S, Scale::one>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case Scale::gamma:
-      norm_backward_rows_as<S, Scale::gamma>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case Scale::one_plus_gamma:
-      norm_backward_rows_as<S, Scale::one_plus_gamma>(a, begin, end, dgamma_partial,
-                                                       dbeta_partial);
-      break;
-  }
+  with_affine(affine_form(a.gamma, nullptr, a.zero_centered_gamma), [&](auto form) {
+    norm_backward_rows_as<S, B, scale_only(form())>(a, begin, end, dgamma_partial, dbeta_partial);
+  });
 }
 
-// Whether this target runs the backward on rows stored as `storage` (16-bit rows need vector
-// conversions: bfloat16 on every vector target, float16 from AVX2).
-bool backward_supports(DType storage) {
-  if (storage == DType::float32) return true;
-  if (HWY_TARGET == HWY_SCALAR) return false;
-  return storage == DType::bfloat16 || narrow::kHasFloat16Vectors;
-}
-
+// The pairs compiled: one type throughout, or a float32 stream (x, dh_next, dx) with any type
+// of dy, as for the forward (norm_pair_supported).
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
-  switch (a.storage) {
-    case DType::float32:
-      norm_backward_rows_typed<Float32Rows>(a, begin, end, dgamma_partial, dbeta_partial);
-      break;
-    case DType::bfloat16:
-      norm_backward_rows_typed<HalfRows<narrow::Half::bfloat16>>(a, begin, end, dgamma_partial,
-                                                                 dbeta_partial);
-      break;
-    case DType::float16:
-      if constexpr (narrow::kHasFloat16Vectors) {
-        norm_backward_rows_typed<HalfRows<narrow::Half::float16>>(a, begin, end, dgamma_partial,
-                                                                  dbeta_partial);
+  with_storage(a.storage, [&](auto stream_storage) {
+    using S = decltype(stream_storage);
+    with_storage(a.dy_storage, [&](auto branch_storage) {
+      using B = decltype(branch_storage);
+      if constexpr (std::is_same_v<S, B> || !S::kHalf) {
+        norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
       }
-      break;
-  }
+    });
+  });
   if (a.stream_outputs) hwy::FlushStream();
 }
 
@@ -813,25 +426,16 @@ HWY_AFTER_NAMESPACE();
 
 namespace addnorm::cpu {
 
-HWY_EXPORT(norm_forward_rows);
 HWY_EXPORT(norm_backward_rows);
-HWY_EXPORT(backward_supports);
+HWY_EXPORT(storage_supported);
 HWY_EXPORT(compiled_target_name);
-
-void norm_forward(const NormForward& args) {
-  NormForward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
-  parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_forward_rows)(streamed, begin, end);
-  });
-}
 
 void norm_backward(const NormBackward& args) {
   // dgamma and dbeta: each fixed chunk of rows sums into its own float64 partials, in row order;
   // the chunks are then added in chunk order. The chunks depend only on the row count, so the
   // result is bitwise the same for any number of threads.
   NormBackward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * int64_t{sizeof(float)});
+  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.storage));
   const bool want_partials = args.dgamma || args.dbeta;
   const int64_t chunks = want_partials ? reduction_chunks(args.rows) : 1;
   PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
@@ -844,13 +448,7 @@ void norm_backward(const NormBackward& args) {
   if (args.dbeta) partials.reduce_dbeta(args.dbeta);
 }
 
-void norm_forward_range(const NormForward& args, int64_t begin, int64_t end) {
-  HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
-}
-
-bool norm_backward_supports(DType storage) {
-  return HWY_DYNAMIC_DISPATCH(backward_supports)(storage);
-}
+bool norm_supports(DType storage) { return HWY_DYNAMIC_DISPATCH(storage_supported)(storage); }
 
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
                          double* dgamma_partial, double* dbeta_partial) {

@@ -68,7 +68,7 @@ TEST_P(KernelPaths, StreamingStoresGiveTheSameBits) {
           f.rows = rows;
           f.dim = dim;
           f.eps = 1e-5;
-          f.centre = centre;
+          f.norm = centre ? NormKind::layer_norm : NormKind::rms_norm;
           f.stream_outputs = stream;
           cpu::norm_forward_range(f, 0, rows);
           cpu::NormBackward b;
@@ -80,7 +80,7 @@ TEST_P(KernelPaths, StreamingStoresGiveTheSameBits) {
           b.rows = rows;
           b.dim = dim;
           b.eps = 1e-5;
-          b.centre = centre;
+          b.norm = centre ? NormKind::layer_norm : NormKind::rms_norm;
           b.stream_outputs = stream;
           std::vector<double> dgamma(static_cast<size_t>(dim)), dbeta(static_cast<size_t>(dim));
           cpu::norm_backward_range(b, 0, rows, dgamma.data(), dbeta.data());

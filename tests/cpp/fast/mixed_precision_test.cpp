@@ -1,6 +1,7 @@
 // bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target), the
-// norms with each tensor stored in its own type against float64, and the direct 16-bit
-// forward kernel (narrow_norm_kernels.cpp) on every target, streaming or not.
+// norms with each tensor stored in its own type against float64, and the forward and backward
+// kernels on 16-bit rows (norm_forward_kernels.cpp, norm_kernels.cpp) on every target, with and
+// without the fused residual add, streaming or not.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,7 +12,6 @@
 #include "ops/mixed_precision.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
-#include "ops/cpu/narrow_norm.hpp"
 #include "ops/reference/layer_norm.hpp"
 #include "ops/reference/rms_norm.hpp"
 #include "test_support.hpp"
@@ -333,8 +333,10 @@ std::vector<float> stress_rows(const std::string& kind, int64_t rows, int64_t di
   return x;
 }
 
+// Calls of fewer than 4 rows (decoding) skip the per-call set-up (the bfloat16 pairs, the check
+// of gamma and beta for NaN): 2 rows take that path, 5 the other.
 TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
-  const int64_t rows = 5;
+ for (const int64_t rows : {2, 5}) {
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const std::string kind :
          {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first", "near_max"}) {
@@ -343,7 +345,8 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
           // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm 1+gamma.
           const bool layer = affine < 2;
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
-                       std::to_string(dim) + " affine " + std::to_string(affine));
+                       std::to_string(dim) + " affine " + std::to_string(affine) +
+                       " rows " + std::to_string(rows));
           const Shape shape{rows, dim}, normalized{dim};
           const auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
           const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
@@ -397,6 +400,7 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
       }
     }
   }
+ }
 }
 
 // The backward on rows stored in one 16-bit type (read and written directly where the target
@@ -456,34 +460,243 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
   }
 }
 
+// Pre-norm with every tensor in one 16-bit type, run by the forward kernel directly on every
+// target that takes the type: h = x + r rounded once to the type, y = Norm(h) against float64
+// (in place, h over x, too), LayerNorm and RMSNorm.
+TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
+  const int64_t rows = 5;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind : {"ordinary", "large_mean", "nan_row", "outliers_first"}) {
+      for (const int64_t dim : {1, 7, 64, 203, 1000}) {
+        for (const bool layer : {true, false}) {
+          for (const bool in_place : {false, true}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                         std::to_string(dim) + (layer ? " layer" : " rms") +
+                         (in_place ? " in place" : ""));
+            const Shape shape{rows, dim}, normalized{dim};
+            auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
+            const auto r_bits = narrow_all(
+                random_floats(static_cast<size_t>(rows * dim), 73, -0.25f, 0.25f), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 74, 0.5f, 1.5f);
+            const auto x = widen_all(x_bits, dtype), r = widen_all(r_bits, dtype);
+            std::vector<float> sum(x.size());
+            for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + r[i];
+            const auto want_h_bits = narrow_all(sum, dtype);
+            const auto h64 = widen(widen_all(want_h_bits, dtype));
+            std::vector<double> want_y(h64.size()), want_rstd(rows);
+            std::vector<double> gamma64(gamma.begin(), gamma.end());
+            if (layer) {
+              reference::layer_norm_forward<double>(h64.data(), gamma64.data(), nullptr,
+                                                    want_y.data(), nullptr, want_rstd.data(),
+                                                    rows, dim, 1e-5);
+            } else {
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
+                                                  want_y.data(), want_rstd.data(), rows, dim,
+                                                  1e-5);
+            }
+            MixedNormOptions options;
+            options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+            options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+            std::vector<uint16_t> separate_h(x_bits.size()), y_bits(x_bits.size());
+            uint16_t* h_bits = in_place ? x_bits.data() : separate_h.data();
+            std::vector<float> mean(rows), rstd(rows);
+            add_norm_pre_mixed(AnyConstView(x_bits.data(), shape, dtype),
+                               AnyConstView(r_bits.data(), shape, dtype), normalized,
+                               AnyMutableView(h_bits, shape, dtype),
+                               AnyMutableView(y_bits.data(), shape, dtype), options,
+                               NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
+            ASSERT_EQ(std::vector<uint16_t>(h_bits, h_bits + x_bits.size()), want_h_bits);
+            const auto y = widen_all(y_bits, dtype);
+            for (int64_t row = 0; row < rows; ++row) {
+              const auto at = static_cast<std::ptrdiff_t>(row * dim);
+              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
+              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
+              if (kind == "nan_row" && row == 1) {
+                for (float v : got) ASSERT_TRUE(std::isnan(v));
+                continue;
+              }
+              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+              EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
+                          1e-6 * want_rstd[static_cast<size_t>(row)]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The backward of a float32 residual stream with a 16-bit branch, run by the kernels directly:
+// x, dh_next and dx float32, dy 16-bit, against float64 from the same inputs. dx is float32, so
+// it is held to a few float32 ulp of its scale, as the float32 backward is.
+TEST_P(NarrowNormOnEveryTarget, BackwardWithFloat32StreamMatchesFloat64) {
+  const int64_t rows = 9;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const int64_t dim : {7, 64, 200}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool layer = variant % 2 == 0, with_dh = variant >= 2;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
+                     " variant " + std::to_string(variant));
+        const Shape shape{rows, dim}, normalized{dim};
+        const auto count = static_cast<size_t>(rows * dim);
+        const auto x = random_floats(count, 91, -2.0f, 3.0f);
+        const auto dy_bits = narrow_all(random_floats(count, 92), dtype);
+        auto dh = random_floats(count, 93);
+        const auto gamma = random_floats(static_cast<size_t>(dim), 94, 0.5f, 1.5f);
+        const auto x64 = widen(x), dy64 = widen(widen_all(dy_bits, dtype)), g64 = widen(gamma);
+        std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
+        if (layer) {
+          reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), nullptr,
+                                                 nullptr, want_dx.data(), want_dgamma.data(),
+                                                 nullptr, rows, dim, 1e-5);
+        } else {
+          reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false,
+                                               nullptr, nullptr, want_dx.data(),
+                                               want_dgamma.data(), rows, dim, 1e-5);
+        }
+        if (with_dh) {
+          for (size_t i = 0; i < count; ++i) want_dx[i] += dh[i];
+        }
+        MixedNormOptions options;
+        options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+        options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+        std::vector<float> dgamma(static_cast<size_t>(dim));
+        // dx written over dh_next (an allowed alias: the same type) in the variants with it.
+        std::vector<float> separate(count);
+        float* dx = with_dh ? dh.data() : separate.data();
+        norm_backward_mixed(
+            AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
+            {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt},
+            options,
+            with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
+        const std::vector<float> got(dx, dx + count);
+        EXPECT_TRUE(testing::within_ulps(got, want_dx, 8, testing::max_abs(want_dx)));
+        EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+      }
+    }
+  }
+}
+
+// A float32 residual stream (x and h) with a 16-bit branch (r and y), run by the forward kernel
+// directly (no float32 staging) on every target that takes the type: h = x + r in float32
+// exactly, y = Norm(h) rounded once to the branch type, against float64. Without r: x float32,
+// y 16-bit. Streaming stores (a call above the threshold, through cpu::norm_forward) give the
+// same bits as the ordinary ones.
+TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind : {"ordinary", "large_mean", "nan_row", "outliers_first"}) {
+      for (const int64_t dim : {1, 7, 64, 203}) {
+        for (const bool residual : {false, true}) {
+          for (const bool layer : {true, false}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                         std::to_string(dim) + (residual ? " residual" : "") +
+                         (layer ? " layer" : " rms"));
+            const int64_t rows = 5;
+            const Shape shape{rows, dim}, normalized{dim};
+            const auto x = stress_rows(kind, rows, dim, DType::float32);
+            const auto r_bits = narrow_all(
+                random_floats(static_cast<size_t>(rows * dim), 75, -0.5f, 0.5f), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 76, 0.5f, 1.5f);
+            const auto beta = random_floats(static_cast<size_t>(dim), 77);
+            const auto r = widen_all(r_bits, dtype);
+            std::vector<float> want_h(x);
+            if (residual) {
+              for (size_t i = 0; i < x.size(); ++i) want_h[i] = x[i] + r[i];
+            }
+            const auto h64 = widen(want_h);
+            std::vector<double> gamma64(gamma.begin(), gamma.end()),
+                beta64(beta.begin(), beta.end()), want_y(h64.size());
+            if (layer) {
+              reference::layer_norm_forward<double>(h64.data(), gamma64.data(), beta64.data(),
+                                                    want_y.data(), nullptr, nullptr, rows, dim,
+                                                    1e-5);
+            } else {
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
+                                                  want_y.data(), nullptr, rows, dim, 1e-5);
+            }
+            MixedNormOptions options;
+            options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+            options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+            if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
+            std::vector<float> h(x.size());
+            std::vector<uint16_t> y_bits(x.size());
+            if (residual) {
+              add_norm_pre_mixed(ConstView{x.data(), shape}, AnyConstView(r_bits.data(), shape, dtype),
+                                 normalized, MutableView{h.data(), shape},
+                                 AnyMutableView(y_bits.data(), shape, dtype), options);
+              for (size_t i = 0; i < h.size(); ++i) {
+                if (!std::isnan(want_h[i])) {
+                  ASSERT_EQ(h[i], want_h[i]) << "element " << i;
+                }
+              }
+            } else {
+              norm_forward_mixed(ConstView{x.data(), shape}, normalized,
+                                 AnyMutableView(y_bits.data(), shape, dtype), options);
+            }
+            const auto y = widen_all(y_bits, dtype);
+            for (int64_t row = 0; row < rows; ++row) {
+              const auto at = static_cast<std::ptrdiff_t>(row * dim);
+              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
+              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
+              if (kind == "nan_row" && row == 1) {
+                for (float v : got) ASSERT_TRUE(std::isnan(v));
+                continue;
+              }
+              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Streaming stores (whole aligned registers) give the same bits as ordinary ones, at every
-// alignment of y.
+// alignment of y (and of h with the fused residual add), for one 16-bit type throughout and for
+// a float32 stream (x, h) with a 16-bit branch (r, y).
 TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
   const int64_t rows = 6;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const int64_t dim : {5, 64, 203}) {
-      for (const int64_t shift : {0, 1, 9}) {
-        const auto x_bits = narrow_all(random_floats(static_cast<size_t>(rows * dim), 64), dtype);
-        const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
-        std::vector<std::vector<uint16_t>> outputs;
-        for (const bool stream : {false, true}) {
-          std::vector<uint16_t> y(x_bits.size() + 64);
-          cpu::NarrowNormForward args;
-          args.x = x_bits.data();
-          args.y = y.data() + shift;
-          args.type = dtype;
-          args.gamma = gamma.data();
-          args.rows = rows;
-          args.dim = dim;
-          args.eps = 1e-5;
-          args.stream_output = stream;
-          if (!cpu::narrow_norm_forward_range(args, 0, rows)) break;  // staged on this target
-          outputs.push_back(y);
+    if (!cpu::norm_supports(dtype)) continue;  // staged on this target
+    for (const bool residual : {false, true}) {
+     for (const bool float32_stream : {false, true}) {
+      for (const int64_t dim : {5, 64, 203}) {
+        for (const int64_t shift : {0, 1, 9}) {
+          const auto x_floats = random_floats(static_cast<size_t>(rows * dim), 64);
+          const auto x_bits = narrow_all(x_floats, dtype);
+          const auto r_bits =
+              narrow_all(random_floats(static_cast<size_t>(rows * dim), 67), dtype);
+          const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
+          std::vector<std::vector<uint16_t>> outputs;
+          for (const bool stream : {false, true}) {
+            std::vector<uint16_t> y(x_bits.size() + 64), h(x_bits.size() + 64);
+            std::vector<float> h_floats(x_bits.size() + 64);
+            cpu::NormForward args;
+            args.x = float32_stream ? static_cast<const void*>(x_floats.data()) : x_bits.data();
+            args.residual = residual ? r_bits.data() : nullptr;
+            args.h = !residual ? nullptr
+                     : float32_stream ? static_cast<void*>(h_floats.data() + shift)
+                                      : h.data() + shift;
+            args.y = y.data() + shift;
+            args.storage = float32_stream ? DType::float32 : dtype;
+            args.branch_storage = dtype;
+            args.gamma = gamma.data();
+            args.rows = rows;
+            args.dim = dim;
+            args.eps = 1e-5;
+            args.stream_outputs = stream;
+            cpu::norm_forward_range(args, 0, rows);
+            y.insert(y.end(), h.begin(), h.end());
+            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v)));
+            outputs.push_back(y);
+          }
+          EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
+                                            << shift << (residual ? " residual" : "")
+                                            << (float32_stream ? " float32 stream" : "");
         }
-        if (outputs.size() < 2) continue;
-        EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
-                                          << shift;
       }
+     }
     }
   }
 }

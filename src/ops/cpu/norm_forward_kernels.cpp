@@ -1,0 +1,641 @@
+// The LayerNorm and RMSNorm forward, one kernel for every storage type of the rows (float32,
+// bfloat16, float16: row_storage-inl.h) and every fusion: an input stage (x, or h = x + residual
+// rounded to h's type and stored) and an output stage (y, and the row's mean and rstd).
+// Two storage policies per call: SS for the residual stream (x and h), SB for the branch (the
+// residual r added to it and the normalised y handed on), so that a float32 residual stream with
+// 16-bit activations runs without staging. The pairs compiled are SS = SB (any type) and
+// SS = float32 with SB of any type (norm_pair_supported).
+// Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the
+// best target for this CPU and spreads rows over OpenMP threads.
+//
+// Each row takes two passes: its statistics, then its outputs (from cache). The statistics
+// accumulate as the storage type makes fastest within docs/numerics.md's contract:
+//  - a float32 stream: shifted sums in float64 lanes (floats promoted on load), as BatchNorm does;
+//  - a 16-bit stream (and branch): values widen exactly to float32; sums shifted by an estimate of the mean
+//    accumulate in float32 lanes over blocks of kBlock vectors and in float64 across blocks,
+//    with a second pass over centred values for the rare row whose estimate was poor
+//    (block_moments), so cancellation never amplifies rounding more than 4 times. The float32
+//    block sums cost at most about kBlock float32 roundings of the row's magnitude, some 1e-5
+//    of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit of its type plus that.
+// The outputs are formed alike for every type (lane_ops-inl.h: hi + lo split mean and rstd, one
+// float32 fused multiply-add for the affine step) and rounded once to the storage type; rows
+// whose spread or magnitude float32 lanes cannot hold (forward_fits_float32) take float64 lanes.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/norm_forward_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "ops/cpu/kernels.hpp"
+#include "ops/cpu/lane_ops-inl.h"
+#include "ops/cpu/narrow-inl.h"
+#include "ops/cpu/row_storage-inl.h"
+#include "ops/cpu/shifted_sums-inl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "hwy/cache_control.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One row's pointers: x and h of the stream's type SS, r and y of the branch's type SB.
+template <class SS, class SB>
+struct RowPointers {
+  using Stream = typename SS::Elem;
+  using Branch = typename SB::Elem;
+  const Stream* x;
+  const Branch* r;  // null without a residual
+  Stream* h;        // null without a residual
+  Branch* y;
+};
+template <class SS, class SB>
+RowPointers<SS, SB> row_pointers(const NormForward& a, int64_t row) {
+  using Stream = typename SS::Elem;
+  using Branch = typename SB::Elem;
+  const int64_t offset = row * a.dim;
+  return {static_cast<const Stream*>(a.x) + offset,
+          a.residual ? static_cast<const Branch*>(a.residual) + offset : nullptr,
+          a.residual ? static_cast<Stream*>(a.h) + offset : nullptr,
+          static_cast<Branch*>(a.y) + offset};
+}
+
+// ---- input stage -------------------------------------------------------------------------
+
+// v = x, or h = x + residual rounded to h's type: the norm sees h as the unfused add stores it.
+template <class SS, class SB, bool kResidual, class D>
+hn::Vec<D> input(D d, const RowPointers<SS, SB>& p, int64_t i) {
+  const auto v = load<SS>(d, p.x + i);
+  if constexpr (kResidual) {
+    return round_to<SS>(d, hn::Add(v, load<SB>(d, p.r + i)));
+  } else {
+    return v;
+  }
+}
+template <class SS, class SB, bool kResidual>
+float input_one(const RowPointers<SS, SB>& p, int64_t i) {
+  const float v = load_one<SS>(p.x, i);
+  if constexpr (kResidual) {
+    return round_one<SS>(v + load_one<SB>(p.r, i));
+  } else {
+    return v;
+  }
+}
+
+// h = x + residual, stored (for the rows the float32 lanes do not normalise).
+template <class SS, class SB>
+void add_row(const RowPointers<SS, SB>& p, int64_t dim) {
+  for (int64_t i = 0; i < dim; ++i) store_one<SS>(p.h, i, input_one<SS, SB, true>(p, i));
+}
+
+// ---- statistics of a float32 stream: float64 lanes -------------------------------------------
+
+// Shifted by the row's first value: the one-pass variance is then exact to float64 rounding
+// times D (shifted_sums-inl.h).
+template <class SB, bool kResidual>
+RowMoments float64_lane_moments(const RowPointers<Float32Rows, SB>& p, int64_t dim, bool centre) {
+  const double shift =
+      centre ? static_cast<double>(input_one<Float32Rows, SB, kResidual>(p, 0)) : 0.0;
+  const ShiftedSums sums = shifted_sums_of<SB, kResidual>(p.x, p.r, dim, shift);
+  return moments_from(sums.sum, sums.squares, shift, dim, centre);
+}
+
+// ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
+#if HWY_TARGET != HWY_SCALAR
+
+// Vectors per float32 block sum: flushed into float64 after this many additions per lane.
+constexpr int64_t kBlock = 64;
+// How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
+// too few lines in flight.
+constexpr int64_t kPrefetchHalves = 2048;
+
+// bfloat16 rows of even length without a residual are also read as 32-bit pairs: the even
+// element of a pair is the pair shifted left by 16 bits, the odd one the pair with its low 16
+// bits cleared. That widens a full register of bfloat16 with one load and two integer
+// operations, no lane shuffles, and leaves the row de-interleaved: fine for sums, and the
+// normalising pass takes gamma and beta de-interleaved to match (PairParameters), writing the
+// pairs back in place.
+template <class V>
+V even_of_pairs(V pairs) {
+  return hn::ShiftLeft<16>(pairs);
+}
+template <class V>
+V odd_of_pairs(V pairs) {
+  const hn::DFromV<V> du32;
+  return hn::And(pairs, hn::Set(du32, 0xFFFF0000u));
+}
+
+template <class S>
+constexpr bool kBfloat16Rows = false;
+template <>
+constexpr bool kBfloat16Rows<HalfRows<narrow::Half::bfloat16>> = true;
+template <class SS, class SB, bool kResidual>
+constexpr bool kPairsAllowed = kBfloat16Rows<SS> && kBfloat16Rows<SB> && !kResidual;
+
+// Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
+// float32 lanes within blocks of kBlock vectors and in float64 across blocks and for the end.
+struct CentredSums {
+  double sum = 0;
+  double squares = 0;
+};
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
+CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
+  const FloatTag df;
+  const hn::RebindToUnsigned<FloatTag> du32;
+  const hn::Half<FloatTag> dfh;
+  const hn::Rebind<double, decltype(dfh)> dd;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
+  auto widen_sum = [&](auto v) HWY_ATTR {
+    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                                                  hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
+  };
+  CentredSums sums;
+  int64_t i = 0;
+  while (i + 2 * n <= dim) {
+    auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
+    for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
+      hwy::Prefetch(p.x + i + kPrefetchHalves);
+      if constexpr (kResidual) hwy::Prefetch(p.r + i + kPrefetchHalves);
+      hn::Vec<FloatTag> v0, v1;
+      if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
+        const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
+        v0 = hn::BitCast(df, even_of_pairs(pairs));
+        v1 = hn::BitCast(df, odd_of_pairs(pairs));
+      } else {
+        v0 = input<SS, SB, kResidual>(df, p, i);
+        v1 = input<SS, SB, kResidual>(df, p, i + n);
+      }
+      auto c0 = hn::Sub(v0, hi_v);
+      auto c1 = hn::Sub(v1, hi_v);
+      if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
+        c0 = hn::Sub(c0, lo_v);
+        c1 = hn::Sub(c1, lo_v);
+      }
+      if constexpr (kSum) {
+        sum0 = hn::Add(sum0, c0);
+        sum1 = hn::Add(sum1, c1);
+      }
+      sq0 = hn::MulAdd(c0, c0, sq0);
+      sq1 = hn::MulAdd(c1, c1, sq1);
+    }
+    if constexpr (kSum) sums.sum += widen_sum(hn::Add(sum0, sum1));
+    sums.squares += widen_sum(hn::Add(sq0, sq1));
+  }
+  const double centre = static_cast<double>(hi) + static_cast<double>(lo);
+  for (; i < dim; ++i) {
+    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - centre;
+    sums.sum += c;
+    sums.squares += c * c;
+  }
+  return sums;
+}
+
+// The statistics pass of a row, by pairs where the row allows it.
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow>
+CentredSums row_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float lo) {
+  if constexpr (kPairsAllowed<SS, SB, kResidual>) {
+    if (dim % 2 == 0) return centred_sums<SS, SB, kResidual, kSum, kLow, true>(p, dim, hi, lo);
+  }
+  return centred_sums<SS, SB, kResidual, kSum, kLow, false>(p, dim, hi, lo);
+}
+
+// Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
+// of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32
+// block sums' rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that
+// holds for any ordinary row. Otherwise (the first elements were outliers) a second pass takes
+// the variance from values centred on the mean itself, where nothing cancels.
+template <class SS, class SB, bool kResidual>
+RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
+  const double count = static_cast<double>(dim);
+  // The estimate: the mean of the first register's worth of values (or of the whole row).
+  const FloatTag df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  float shift = 0;
+  if (dim >= lanes) {
+    shift = hn::GetLane(hn::SumOfLanes(df, input<SS, SB, kResidual>(df, p, 0))) /
+            static_cast<float>(lanes);
+  } else {
+    for (int64_t i = 0; i < dim; ++i) shift += input_one<SS, SB, kResidual>(p, i);
+    shift /= static_cast<float>(dim);
+  }
+  const CentredSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, shift, 0.0f);
+  const double offset = sums.sum / count;
+  const double shifted_variance = sums.squares / count - offset * offset;
+  const double mean = static_cast<double>(shift) + offset;
+  if (offset * offset <= 3 * shifted_variance) return {mean, shifted_variance};
+  const HiLo m = split(mean);
+  const CentredSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, m.hi, m.lo);
+  const double residue = centred.sum / count;  // ~0: the float32 split's own error
+  if (std::isnan(centred.squares)) return {mean, centred.squares};
+  return {mean, std::max(0.0, centred.squares / count - residue * residue)};
+}
+
+// Mean (0 without centre) and mean of squared deviations in float64, two scalar passes: for
+// rows whose magnitude is beyond what float32 sums of squares hold.
+template <class SS, class SB, bool kResidual>
+RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
+  double mean = 0;
+  if (centre) {
+    for (int64_t i = 0; i < dim; ++i) mean += input_one<SS, SB, kResidual>(p, i);
+    mean /= static_cast<double>(dim);
+  }
+  double mean_square = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean;
+    mean_square += c * c;
+  }
+  return {mean, mean_square / static_cast<double>(dim)};
+}
+
+template <class SS, class SB, bool kResidual>
+RowMoments block_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
+  const RowMoments m =
+      centre ? centred_block_moments<SS, SB, kResidual>(p, dim)
+             : RowMoments{0.0, row_sums<SS, SB, kResidual, false, false>(p, dim, 0.0f, 0.0f)
+                                       .squares /
+                                   static_cast<double>(dim)};
+  // float32 squares may have overflowed (values beyond ~1e19) or lost precision to underflow
+  // (below ~1e-19): the row again in float64 (also for non-finite rows).
+  if (m.variance >= 0x1p-100 && m.variance <= 0x1p100) return m;
+  return scalar_float64_moments<SS, SB, kResidual>(p, dim, centre);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// A row's mean and variance (mean square for RMSNorm), by its stream type's accumulation.
+template <class SS, class SB, bool kResidual>
+RowMoments row_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
+  if constexpr (!SS::kHalf) {
+    return float64_lane_moments<SB, kResidual>(p, dim, centre);
+  } else {
+#if HWY_TARGET != HWY_SCALAR
+    return block_moments<SS, SB, kResidual>(p, dim, centre);
+#endif
+  }
+}
+
+// ---- output stage ------------------------------------------------------------------------
+
+// gamma and beta, and for the bfloat16 pairs both de-interleaved: [even elements..., odd...].
+struct Parameters {
+  const float* gamma;
+  const float* beta;
+  const float* pair_gamma;
+  const float* pair_beta;
+};
+
+// Where a row's vector stores begin (lane_ops-inl.h): 16-bit rows are stored a full register
+// of 16-bit lanes (two float registers) at a time.
+template <class S>
+int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
+  const FloatTag df;
+  if constexpr (S::kHalf) {
+    return aligned_start(hn::Repartition<uint16_t, FloatTag>(), p, dim, stream);
+  } else {
+    return aligned_start(df, p, dim, stream);
+  }
+}
+
+// Stores one step of a row: the lanes of `lo`, and with kVectors = 2 those of `hi` after them
+// (16-bit rows: one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
+template <class S, bool kNaNs, int64_t kVectors>
+void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typename S::Elem* p,
+                bool stream) {
+  if constexpr (!S::kHalf) {
+    if (stream) {
+      hn::Stream(lo, df, p);
+      if constexpr (kVectors == 2) hn::Stream(hi, df, p + hn::Lanes(df));
+    } else {
+      hn::StoreU(lo, df, p);
+      if constexpr (kVectors == 2) hn::StoreU(hi, df, p + hn::Lanes(df));
+    }
+  } else {
+    static_assert(kVectors == 2, "16-bit rows are stored a full register at a time");
+#if HWY_TARGET != HWY_SCALAR
+    if (stream) {
+      hn::Stream(narrow::narrow_pair<S::type, kNaNs>(df, lo, hi),
+                 hn::Repartition<uint16_t, FloatTag>(), p);
+    } else {
+      const hn::Rebind<uint16_t, FloatTag> dh;
+      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
+      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + hn::Lanes(df));
+    }
+#endif
+  }
+}
+
+// y = affine(x_hat) with x_hat = (v - centre) * rstd in float32 lanes (lane_ops-inl.h), v from
+// the input stage; with a residual, h is stored too. y and h may be x or residual: each element
+// is loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
+// with non-temporal stores: an output larger than the cache then goes straight to memory
+// instead of first being read into the cache (a write-allocate) and evicting the inputs.
+// x_hat carries at most about three float32 roundings (one when v is near the centre, and for
+// RMSNorm), then one rounding to the storage type.
+// 16-bit outputs are rounded with the NaN handling (narrow-inl.h) here: a call whose gamma and
+// beta are finite could skip it, as the bfloat16 pairs do, but an instance per case would double
+// this kernel's instances (and compile time) for a few instructions per register.
+template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream>
+void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const Parameters& w,
+                   const int64_t dim) {
+  // The pointers by value: a vector store may alias anything, a struct's fields included, and
+  // would otherwise make the compiler reload them after every store.
+  const RowPointers<SS, SB> p = row;
+  const FloatTag df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  // Float registers per step: two where a 16-bit row takes a full register of 16-bit lanes.
+  constexpr int64_t kVectors = SS::kHalf || SB::kHalf ? 2 : 1;
+  const float* HWY_RESTRICT gamma = w.gamma;
+  const float* HWY_RESTRICT beta = w.beta;
+  const auto hi_v = hn::Set(df, centre.hi), lo_v = hn::Set(df, centre.lo);
+  const auto rstd_hi_v = hn::Set(df, rstd.hi), rstd_lo_v = hn::Set(df, rstd.lo);
+  auto scalar = [&](int64_t i) {
+    const float v = input_one<SS, SB, kResidual>(p, i);
+    if constexpr (kResidual) store_one<SS>(p.h, i, v);
+    store_one<SB>(p.y, i, affine_one<kAffine>(x_hat_one(v, centre, rstd), gamma, beta, i));
+  };
+  const int64_t start = store_start<SB>(p.y, dim, kStream);
+  for (int64_t i = 0; i < start; ++i) scalar(i);
+  const bool stream_h =
+      kStream && kResidual && store_start<SS>(p.h + start, dim - start, true) == 0;
+  int64_t i = start;
+  for (; i + kVectors * n <= dim; i += kVectors * n) {
+    hn::Vec<FloatTag> v[kVectors], out[kVectors];
+    for (int64_t k = 0; k < kVectors; ++k) v[k] = input<SS, SB, kResidual>(df, p, i + k * n);
+    for (int64_t k = 0; k < kVectors; ++k) {
+      out[k] = affine<kAffine>(df, x_hat_lanes(v[k], hi_v, lo_v, rstd_hi_v, rstd_lo_v), gamma,
+                               beta, i + k * n);
+    }
+    // h is stored in its own type already (finite: only finite rows come here).
+    if constexpr (kResidual) {
+      store_step<SS, false, kVectors>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
+    }
+    store_step<SB, true, kVectors>(df, out[0], out[kVectors - 1], p.y + i, kStream);
+  }
+  for (; i < dim; ++i) scalar(i);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// normalise_row for a bfloat16 row of even length (no residual), read and written as 32-bit
+// pairs. Each element gets the same operations as in normalise_row. kStream requires y on a
+// 4-byte boundary.
+using Bfloat16Rows = HalfRows<narrow::Half::bfloat16>;
+template <Affine kAffine, bool kNaNs, bool kStream>
+void normalise_row_pairs(const RowPointers<Bfloat16Rows, Bfloat16Rows>& row, HiLo centre,
+                         HiLo rstd, const Parameters& parameters, const int64_t dim) {
+  using S = Bfloat16Rows;
+  const RowPointers<S, S> p = row;  // by value, as in normalise_row
+  const Parameters w = parameters;
+  const FloatTag df;
+  const hn::RebindToUnsigned<FloatTag> du32;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t half = dim / 2;
+  const auto hi_v = hn::Set(df, centre.hi), lo_v = hn::Set(df, centre.lo);
+  const auto rstd_hi_v = hn::Set(df, rstd.hi), rstd_lo_v = hn::Set(df, rstd.lo);
+  // Pair k's even element uses parameter k, its odd one parameter half + k.
+  auto normalise = [&](auto v, int64_t at) HWY_ATTR {
+    return affine<kAffine>(df, x_hat_lanes(v, hi_v, lo_v, rstd_hi_v, rstd_lo_v), w.pair_gamma,
+                           w.pair_beta, at);
+  };
+  auto scalar = [&](int64_t i) {
+    const float v = load_one<S>(p.x, i);
+    store_one<S>(p.y, i, affine_one<kAffine>(x_hat_one(v, centre, rstd), w.gamma, w.beta, i));
+  };
+  const int64_t start =
+      aligned_start(du32, reinterpret_cast<const uint32_t*>(p.y), half, kStream) * 2;
+  for (int64_t i = 0; i < start; ++i) scalar(i);
+  int64_t i = start;  // even
+  for (; i + 2 * n <= dim; i += 2 * n) {
+    const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
+    const int64_t k = i / 2;
+    const auto even = normalise(hn::BitCast(df, even_of_pairs(pairs)), k);
+    const auto odd = normalise(hn::BitCast(df, odd_of_pairs(pairs)), half + k);
+    const auto out = hn::Or(narrow::bfloat16_bits<kNaNs>(df, even),
+                            hn::ShiftLeft<16>(narrow::bfloat16_bits<kNaNs>(df, odd)));
+    auto* target = reinterpret_cast<uint32_t*>(p.y + i);
+    if constexpr (kStream) {
+      hn::Stream(out, du32, target);
+    } else {
+      hn::StoreU(out, du32, target);
+    }
+  }
+  for (; i < dim; ++i) scalar(i);
+}
+
+// De-interleaves gamma and beta into per-thread storage for normalise_row_pairs.
+void pair_parameters(Parameters& w, int64_t dim) {
+  thread_local std::vector<float> storage;
+  storage.resize(static_cast<size_t>(2 * dim));
+  const int64_t half = dim / 2;
+  auto split_into = [&](const float* values, float* target) {
+    for (int64_t k = 0; k < half; ++k) {
+      target[k] = values[2 * k];
+      target[half + k] = values[2 * k + 1];
+    }
+  };
+  if (w.gamma) {
+    split_into(w.gamma, storage.data());
+    w.pair_gamma = storage.data();
+  }
+  if (w.beta) {
+    split_into(w.beta, storage.data() + dim);
+    w.pair_beta = storage.data() + dim;
+  }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// The same in float64 lanes, for rows whose spread is so small (below 2^-100: denormal-range
+// inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
+// the centre's low part would not survive float32, or whose mean is so large that x - mean
+// could overflow float32. v is x, or h already stored.
+template <class SS, class SB, Affine kAffine>
+void normalise_row_float64(const typename SS::Elem* v, double centre, double scale,
+                           const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
+                           typename SB::Elem* y, const int64_t dim) {
+  const DoubleTag dd;
+  const HalfFloatTag df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
+  const auto centre_v = hn::Set(dd, centre);
+  const auto scale_v = hn::Set(dd, scale);
+  int64_t i = 0;
+  for (; i + n <= dim; i += n) {
+    const auto x_hat = hn::DemoteTo(
+        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, load<SS>(df, v + i)), centre_v), scale_v));
+    store<SB>(df, affine<kAffine>(df, x_hat, gamma, beta, i), y + i);
+  }
+  for (; i < dim; ++i) {
+    const float x_hat =
+        static_cast<float>((static_cast<double>(load_one<SS>(v, i)) - centre) * scale);
+    store_one<SB>(y, i, affine_one<kAffine>(x_hat, gamma, beta, i));
+  }
+}
+
+// ---- the row loop ------------------------------------------------------------------------
+
+template <class SS, class SB>
+using NormaliseFn = void (*)(const RowPointers<SS, SB>&, HiLo, HiLo, const Parameters&, int64_t);
+
+// The instance of the normalising pass for this call: its affine form, stores and storage.
+template <class SS, class SB, bool kResidual>
+NormaliseFn<SS, SB> pick_normalise(Affine form, bool stream, bool nans, bool pairs) {
+  NormaliseFn<SS, SB> fn = nullptr;
+  with_affine(form, [&](auto affine_c) {
+    with_flag(stream, [&](auto streams) {
+      fn = &normalise_row<SS, SB, affine_c(), kResidual, streams()>;
+#if HWY_TARGET != HWY_SCALAR
+      if constexpr (kPairsAllowed<SS, SB, kResidual>) {
+        if (pairs) {
+          with_flag(nans, [&](auto nan_lanes) {
+            fn = &normalise_row_pairs<affine_c(), nan_lanes(), streams()>;
+          });
+        }
+      }
+#endif
+      (void)nans;
+      (void)pairs;
+    });
+  });
+  return fn;
+}
+
+bool all_finite(const float* values, int64_t count) {
+  if (!values) return true;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) return false;
+  }
+  return true;
+}
+
+// Rows are done in groups: pass 1 of every row of the group, then their square roots and
+// divisions (independent, so they overlap in the pipeline instead of each stalling its row
+// for some 40 cycles: as long as a short row's whole pass), then pass 2. Groups of small rows
+// only (up to 8 rows, 16 KiB of input), so that a group stays in the L1 cache between passes.
+template <class SS, class SB, bool kResidual>
+void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
+  using Elem = typename SS::Elem;
+  const int64_t dim = a.dim;
+  const bool centre = a.norm == NormKind::layer_norm;
+  const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
+  Parameters w{a.gamma, a.beta, nullptr, nullptr};
+  bool stream = a.stream_outputs;
+  bool pairs = false;
+  bool nans = true;
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (kPairsAllowed<SS, SB, kResidual>) {
+    // What the pairs set up once per call over gamma and beta (checking them, de-interleaving
+    // them) costs as much as a row: it pays from a few rows on, not for one (decoding).
+    constexpr int64_t kSetUpRows = 4;
+    pairs = dim % 2 == 0 && end - begin >= kSetUpRows;
+    if (pairs) {
+      pair_parameters(w, dim);
+      // Pairs stream 32-bit lanes: y must sit on a 4-byte boundary.
+      stream = stream && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+      // With finite gamma and beta the pairs' rounding skips its NaN handling.
+      nans = !(all_finite(a.gamma, dim) && all_finite(a.beta, dim));
+    }
+  }
+#endif
+  const NormaliseFn<SS, SB> normalise =
+      pick_normalise<SS, SB, kResidual>(form, stream, nans, pairs);
+  constexpr int64_t kMaxGroup = 8;
+  constexpr int64_t kGroupElements = (int64_t{16} << 10) / int64_t{sizeof(Elem)};
+  const int64_t group = std::clamp<int64_t>(kGroupElements / dim, 1, kMaxGroup);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  RowMoments moments[kMaxGroup];
+  double rstds[kMaxGroup];
+  for (int64_t first = begin; first < end; first += group) {
+    const int64_t count = std::min(group, end - first);
+    for (int64_t k = 0; k < count; ++k) {
+      moments[k] =
+          row_moments<SS, SB, kResidual>(row_pointers<SS, SB>(a, first + k), dim, centre);
+    }
+    for (int64_t k = 0; k < count; ++k) rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t row = first + k;
+      const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, row);
+      const double mean = moments[k].mean, rstd = rstds[k];
+      const bool finite = std::isfinite(mean) && std::isfinite(moments[k].variance);
+      if (finite && forward_fits_float32(mean, moments[k].variance, rstd)) {
+        normalise(p, split(mean), split(xhat_scale(rstd)), w, dim);
+      } else {
+        const Elem* v = p.x;
+        if constexpr (kResidual) {
+          add_row<SS, SB>(p, dim);
+          v = p.h;
+        }
+        if (finite) {
+          with_affine(form, [&](auto affine_c) {
+            normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), a.gamma,
+                                                        a.beta, p.y, dim);
+          });
+        } else {
+          // A NaN or Inf in the row poisons this row only.
+          for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
+        }
+      }
+      if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
+      if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+    }
+  }
+  // Streaming stores are weakly ordered: make them visible before another thread reads y.
+  if (a.stream_outputs) hwy::FlushStream();
+}
+
+// The pairs of storage types compiled: SS = SB, or a float32 stream with any branch.
+template <class SS, class SB>
+constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf;
+
+void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
+  with_storage(a.storage, [&](auto stream_storage) {
+    using SS = decltype(stream_storage);
+    with_storage(a.branch_storage, [&](auto branch_storage) {
+      using SB = decltype(branch_storage);
+      if constexpr (kCompiledPair<SS, SB>) {
+        with_flag(a.residual != nullptr, [&](auto residual) {
+          norm_forward_rows_as<SS, SB, residual()>(a, begin, end);
+        });
+      }
+    });
+  });
+}
+
+bool forward_supports(DType stream, DType branch) {
+  return storage_supported(stream) && storage_supported(branch) &&
+         (stream == branch || stream == DType::float32);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "ops/cpu/threading.hpp"
+
+namespace addnorm::cpu {
+
+HWY_EXPORT(norm_forward_rows);
+HWY_EXPORT(forward_supports);
+
+bool norm_pair_supported(DType stream, DType branch) {
+  return HWY_DYNAMIC_DISPATCH(forward_supports)(stream, branch);
+}
+
+void norm_forward(const NormForward& args) {
+  NormForward streamed = args;
+  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.branch_storage));
+  parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) {
+    HWY_DYNAMIC_DISPATCH(norm_forward_rows)(streamed, begin, end);
+  });
+}
+
+void norm_forward_range(const NormForward& args, int64_t begin, int64_t end) {
+  HWY_DYNAMIC_DISPATCH(norm_forward_rows)(args, begin, end);
+}
+
+}  // namespace addnorm::cpu
+#endif  // HWY_ONCE

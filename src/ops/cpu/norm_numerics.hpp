@@ -1,0 +1,116 @@
+// The scalar numerics every norm kernel shares (LayerNorm, RMSNorm, BatchNorm; forward and
+// backward; float32 and 16-bit rows), defined once: the float32 hi + lo split of a float64
+// constant, when a row (or channel) may be normalised in float32 lanes, and the affine form of a
+// call, fixed per call so each form gets its own branch-free loop. The SIMD halves of these
+// steps are in lane_ops-inl.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace addnorm::cpu {
+
+// The float32-lanes passes of the norms round centred values x - mean to float32 before scaling
+// them by rstd. Below a spread of 2^-100 those values lie near or inside float32's denormal
+// range, where rounding is absolute (to multiples of 2^-149), not relative: with eps > 0, rstd
+// stays ordinary (~316 at eps = 1e-5) and would magnify that rounding to hundreds of ulp of
+// x_hat (and of dgamma). Rows whose variance (mean square for RMSNorm) is below this bound take
+// the float64 lanes instead; ordinary rows never come near it.
+inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
+
+// A float64 value as two floats, hi + lo (about 48 bits): the float32 lanes subtract a centre as
+// (v - hi) - lo, exact whenever v is within a factor 2 of the centre (the large-mean rows where
+// cancellation matters), and scale by rstd as fma(c, rstd_hi, c * rstd_lo), rounded once.
+struct HiLo {
+  float hi;
+  float lo;
+};
+inline HiLo split(double value) {
+  const float hi = static_cast<float>(value);
+  return {hi, static_cast<float>(value - static_cast<double>(hi))};
+}
+
+// Mean and population variance (mean square for RMSNorm, `centre` false) of `dim` values from
+// their sums shifted by `shift`: sum = sum(x - shift), squares = sum((x - shift)^2). The
+// variance is clamped at 0 against rounding; a NaN stays NaN.
+struct RowMoments {
+  double mean;
+  double variance;
+};
+inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim,
+                               bool centre) {
+  const double count = static_cast<double>(dim);
+  if (!centre) return {0.0, squares / count};  // RMSNorm: shift is 0, mean(x^2)
+  const double mean_shifted = sum / count;
+  const double variance = squares / count - mean_shifted * mean_shifted;
+  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};
+}
+
+// What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has
+// rstd = +inf, and every centred value exactly 0, so x_hat is 0 (not 0 * inf).
+inline double xhat_scale(double rstd) { return std::isinf(rstd) ? 0.0 : rstd; }
+
+// Whether float32 lanes hold a row's normalisation: rstd and its low part are normal float32
+// numbers (below 2^64, at least 2^-100), x - centre cannot overflow (|centre| < 2^100: any
+// x - centre_hi then rounds to at most FLT_MAX), and the spread is clear of float32's denormal
+// grid (kFloat32LanesMinVariance). NaNs fail every test.
+inline bool float32_lanes_hold(double centre, double variance, double rstd) {
+  return std::fabs(centre) < 0x1p100 && rstd < 0x1p64 && rstd >= 0x1p-100 &&
+         variance >= kFloat32LanesMinVariance;
+}
+
+// The same for a forward's normalising pass, which also takes the zero-spread rows with eps = 0
+// (rstd infinite, scaled by xhat_scale = 0: every output is then exactly the shift).
+inline bool forward_fits_float32(double centre, double variance, double rstd) {
+  return (std::isinf(rstd) && std::fabs(centre) < 0x1p100) ||
+         float32_lanes_hold(centre, variance, rstd);
+}
+
+// The affine step of a norm: y = x_hat * scale + shift, the scale gamma, 1 + gamma (x_hat *
+// gamma + x_hat in one multiply-add) or 1, the shift beta or 0. A backward uses only the scale
+// (none, gamma, one_plus_gamma): scale_only maps a form onto those.
+enum class Affine { none, gamma, gamma_beta, beta, one_plus_gamma };
+
+inline Affine affine_form(const void* gamma, const void* beta, bool zero_centered_gamma) {
+  if (gamma) {
+    if (zero_centered_gamma) return Affine::one_plus_gamma;
+    return beta ? Affine::gamma_beta : Affine::gamma;
+  }
+  return beta ? Affine::beta : Affine::none;
+}
+
+constexpr Affine scale_only(Affine form) {
+  if (form == Affine::gamma_beta) return Affine::gamma;
+  if (form == Affine::beta) return Affine::none;
+  return form;
+}
+
+// Calls body(std::integral_constant<Affine, form>{}): the form as a template argument.
+template <class Body>
+void with_affine(Affine form, const Body& body) {
+  switch (form) {
+    case Affine::none:
+      return body(std::integral_constant<Affine, Affine::none>{});
+    case Affine::gamma:
+      return body(std::integral_constant<Affine, Affine::gamma>{});
+    case Affine::gamma_beta:
+      return body(std::integral_constant<Affine, Affine::gamma_beta>{});
+    case Affine::beta:
+      return body(std::integral_constant<Affine, Affine::beta>{});
+    case Affine::one_plus_gamma:
+      return body(std::integral_constant<Affine, Affine::one_plus_gamma>{});
+  }
+}
+
+// Calls body(std::bool_constant<flag>{}): a run-time flag as a template argument.
+template <class Body>
+void with_flag(bool flag, const Body& body) {
+  if (flag) {
+    body(std::true_type{});
+  } else {
+    body(std::false_type{});
+  }
+}
+
+}  // namespace addnorm::cpu
