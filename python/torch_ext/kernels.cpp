@@ -413,19 +413,19 @@ NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in
   check_norm(x_in, weight, bias, spec);
   check_like("s", s_in, x_in);
   check_dropout(dropout);
-  if (is_16_bit(x_in.scalar_type())) {
-    // The library has no 16-bit post-norm: compute in float32, round y once.
-    NormOutputs wide =
-        add_norm_post_forward(to_float32(x_in), to_float32(s_in), to_float32(contiguous(weight)),
-                              to_float32(contiguous(bias)), spec, dropout, save_stats);
-    wide.y = wide.y.to(x_in.scalar_type());
-    return wide;
-  }
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
   if (save_stats) add_stats(t, x, spec);
   const at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return {y, t.mean, t.rstd};
+  if (is_16_bit(x.scalar_type())) {
+    run_library([&] {
+      add_norm_post(any_view(x), any_view(s), shape_of(spec.normalized_shape), any_mutable(y),
+                    any_norm_options(t, spec), dropout_options<float>(dropout),
+                    stats_out<float>(t));
+    });
+    return {y, t.mean, t.rstd};
+  }
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
@@ -446,25 +446,22 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   check_like("s", s_in, x_in);
   check_like("grad_y", grad_y, x_in);
   check_dropout(dropout);
-  if (is_16_bit(x_in.scalar_type())) {
-    // The library has no 16-bit post-norm: in float32, the norm's backward at
-    // h = x + Dropout(s), then ds = Dropout(dx) (dropout is linear with a fixed mask), each
-    // gradient rounded once.
-    const at::Tensor x = to_float32(x_in), s = to_float32(s_in);
-    const at::Tensor h = at::add(x, dropout_forward(s, dropout));
-    NormGrads grads = norm_backward(to_float32(grad_y), {}, h, to_float32(contiguous(weight)),
-                                    to_float32(contiguous(bias)), spec, {}, {});
-    at::Tensor ds = dropout_forward(grads.dx, dropout);
-    const auto type = x_in.scalar_type();
-    return {grads.dx.to(type), ds.to(type), like_parameter(grads.dweight, weight),
-            like_parameter(grads.dbias, bias)};
-  }
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
   keep_usable_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
-  if (x.numel() > 0) {
+  if (x.numel() > 0 && is_16_bit(x.scalar_type())) {
+    run_library([&] {
+      add_norm_post_backward(any_view(dy), any_view(x), any_view(s),
+                             shape_of(spec.normalized_shape),
+                             {any_mutable(grads.dx), any_mutable(ds),
+                              optional_mutable<float>(grads.dweight),
+                              optional_mutable<float>(grads.dbias)},
+                             any_norm_options(t, spec), dropout_options<float>(dropout),
+                             stats_in<float>(t));
+    });
+  } else if (x.numel() > 0) {
     with_element_type(x, [&](auto element) {
       using T = decltype(element);
       run_library([&] {
@@ -480,7 +477,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
     if (grads.dweight.defined()) grads.dweight.zero_();
     if (grads.dbias.defined()) grads.dbias.zero_();
   }
-  return {grads.dx, ds, grads.dweight, grads.dbias};
+  return {grads.dx, ds, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
 // ---------------------------------------------------------------------------------------------

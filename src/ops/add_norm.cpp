@@ -3,9 +3,7 @@
 // normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "addnorm/error.hpp"
@@ -15,6 +13,7 @@
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/staged_rows.hpp"
 #include "ops/storage.hpp"
 
 namespace addnorm {
@@ -69,9 +68,7 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
   cpu::norm_backward(args);
 }
 
-// Rows per block for the post-norm ops: about 16 Ki elements, so a block stays in cache
-// between building h and normalising it.
-int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
+using detail::block_rows;
 
 // Per-thread scratch of the post-norm ops: one block of h (and of its dropout mask), which stays
 // in cache from being built to being normalised. It only grows, so steady-state calls do not
@@ -122,86 +119,102 @@ void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next,
 }
 
 namespace {
-// Post-norm runs on float32 storage only: its 16-bit form needs the engine's dropout input
-// stage (issue 10), not yet written.
-void refuse_narrow_post_norm(std::initializer_list<std::pair<const char*, DType>> tensors) {
-  for (const auto& [name, type] : tensors) {
-    if (type != DType::float32) {
-      throw Error(std::string(name) + " is stored as " + dtype_name(type) +
-                  ", expected float32 (add_norm_post takes float32 storage only)");
-    }
-  }
+
+// The staging slots of the post-norm ops (staged_rows.hpp): 16-bit tensors are widened or
+// narrowed per block there; float32 ones are used in place.
+enum PostSlot { kXSlot = 0, kSSlot = 1, kDySlot = 2, kYSlot = 3, kDxSlot = 4, kDsSlot = 5 };
+
+// The norm's settings with gamma and beta as float32 (widened once per call when stored
+// narrower).
+cpu::NormForward post_forward_args(const AddNormOptions& options,
+                                   const std::optional<NormStats>& stats,
+                                   const detail::RowLayout& layout) {
+  cpu::NormForward args;
+  args.gamma = detail::parameter_as_float32(options.gamma, detail::kGammaSlot);
+  args.beta = detail::parameter_as_float32(options.beta, detail::kBetaSlot);
+  args.zero_centered_gamma = options.zero_centered_gamma;
+  args.norm = options.norm;
+  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
+  args.rstd = stats ? stats->rstd.data : nullptr;
+  args.dim = layout.dim;
+  args.eps = options.eps;
+  return args;
 }
+
+uint8_t* bytes_at(const AnyMutableView& view, int64_t element) {
+  return static_cast<uint8_t*>(view.data) + element * dtype_size(view.dtype);
+}
+
 }  // namespace
 
-void add_norm_post(AnyConstView x_any, AnyConstView s_any, const Shape& normalized_shape,
-                   AnyMutableView y_any, const AddNormOptions& options,
+void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape,
+                   AnyMutableView y, const AddNormOptions& options,
                    const DropoutOptions& dropout, std::optional<NormStats> stats) {
-  const detail::RowLayout layout = detail::check_add_norm_post(
-      x_any, s_any, normalized_shape, y_any, options, dropout, stats);
-  refuse_narrow_post_norm({{"x", x_any.dtype},
-                           {"s", s_any.dtype},
-                           {"y", y_any.dtype},
-                           {"gamma", options.gamma ? options.gamma->dtype : DType::float32},
-                           {"beta", options.beta ? options.beta->dtype : DType::float32}});
-  const ConstView x{float32_data(x_any), x_any.shape};
-  const ConstView s{float32_data(s_any), s_any.shape};
-  const MutableView y{float32_data(y_any), y_any.shape};
+  const detail::RowLayout layout =
+      detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
   const int64_t count = layout.rows * layout.dim;
-  // Per block of rows: h = x + Dropout(s) is built in a per-thread buffer (in cache), then
-  // normalised into y. y is written once, with streaming stores when it is too large to stay
-  // in cache (so its lines are not read first); y may be x or s, whose block is read first.
-  cpu::NormForward args = forward_args(nullptr, nullptr, nullptr, y.data, options, stats, layout);
-  args.stream_outputs = cpu::streams_output(count * int64_t{sizeof(float)});
+  // Per block of rows: h = x + Dropout(s) is built in float32 in a per-thread buffer (in cache;
+  // 16-bit x and s widened first), then normalised into y, in y's storage type directly where
+  // the engine takes a float32 stream with y's type (else through a float32 block). y is written
+  // once, with streaming stores when it is too large to stay in cache (so its lines are not read
+  // first); y may be x or s, whose block is read first.
+  cpu::NormForward args = post_forward_args(options, stats, layout);
+  const bool y_direct = cpu::norm_pair_supported(DType::float32, y.dtype);
+  args.branch_storage = y_direct ? y.dtype : DType::float32;
+  args.stream_outputs = cpu::streams_output(count * dtype_size(y.dtype));
   const int64_t rows_per_block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
     float* h = post_scratch(rows_per_block * layout.dim, false).h.data();
     for (int64_t first = begin; first < end; first += rows_per_block) {
       const int64_t last = std::min(end, first + rows_per_block);
       const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      cpu::add_dropout(x.data + at, s.data + at, h, nullptr, length, dropout,
-                  dropout.offset + static_cast<uint64_t>(at), nullptr, count - at);
+      const bool in_place = x.dtype == DType::float32 && s.dtype == DType::float32;
+      cpu::add_dropout(detail::input_rows(x, at, length, kXSlot),
+                       detail::input_rows(s, at, length, kSSlot), h, nullptr, length, dropout,
+                       dropout.offset + static_cast<uint64_t>(at), nullptr,
+                       in_place ? count - at : length);
       cpu::NormForward block = args;
+      float* y_rows = y_direct ? nullptr : detail::output_rows(y, at, length, kYSlot);
       block.x = h;
-      block.y = y.data + at;
+      block.y = y_direct ? static_cast<void*>(bytes_at(y, at)) : y_rows;
       block.mean = args.mean ? args.mean + first : nullptr;
       block.rstd = args.rstd ? args.rstd + first : nullptr;
       block.rows = last - first;
+      if (!y_direct) block.stream_outputs = false;
       cpu::norm_forward_range(block, 0, block.rows);
+      if (!y_direct) detail::store_rows(y, y_rows, at, length);
     }
   });
 }
 
-void add_norm_post_backward(AnyConstView dy_any, AnyConstView x_any, AnyConstView s_any,
+void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
                             const AddNormOptions& options, const DropoutOptions& dropout,
                             std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_post_backward(
-      dy_any, x_any, s_any, normalized_shape, grads, options, dropout, saved);
-  refuse_narrow_post_norm({{"dy", dy_any.dtype},
-                           {"x", x_any.dtype},
-                           {"s", s_any.dtype},
-                           {"dx", grads.dx.dtype},
-                           {"ds", grads.ds.dtype},
-                           {"gamma", options.gamma ? options.gamma->dtype : DType::float32},
-                           {"beta", options.beta ? options.beta->dtype : DType::float32}});
-  const ConstView dy{float32_data(dy_any), dy_any.shape};
-  const ConstView x{float32_data(x_any), x_any.shape};
-  const ConstView s{float32_data(s_any), s_any.shape};
+      dy, x, s, normalized_shape, grads, options, dropout, saved);
   const int64_t count = layout.rows * layout.dim;
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
-  // buffer, generating the Philox bits once and keeping the mask (a byte per element); the
-  // norm's backward turns h into dh = dx in place; then one pass writes dx and
-  // ds = dx * mask / (1 - p), the dropout's own backward, with streaming stores when the
-  // tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has been
-  // read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
+  // float32 buffer, generating the Philox bits once and keeping the mask (a byte per element);
+  // the norm's backward turns h into dh = dx in place (reading dy in its storage type where the
+  // engine takes a float32 stream with it); then one pass writes dx and ds = dx * mask / (1 - p),
+  // the dropout's own backward, with streaming stores when the tensors are too large to stay in
+  // cache (16-bit dx and ds are narrowed from float32 blocks). dx may be dy or x, ds may be s:
+  // their block has been read by then. dgamma/dbeta partials per fixed chunk of rows, as
+  // cpu::norm_backward does.
   cpu::NormBackward args;
-  args.gamma = float32_data(options.gamma);
+  args.gamma = detail::parameter_as_float32(options.gamma, detail::kGammaSlot);
   args.zero_centered_gamma = options.zero_centered_gamma;
   args.norm = options.norm;
   args.dim = layout.dim;
   args.eps = options.eps;
-  const bool stream = cpu::streams_output(count * int64_t{sizeof(float)});
+  const bool dy_direct = cpu::norm_pair_supported(DType::float32, dy.dtype);
+  args.dy_storage = dy_direct ? dy.dtype : DType::float32;
+  const bool narrow_outputs =
+      grads.dx.dtype != DType::float32 || grads.ds.dtype != DType::float32;
+  const bool stream = !narrow_outputs && cpu::streams_output(count * int64_t{sizeof(float)});
+  const bool in_place = x.dtype == DType::float32 && s.dtype == DType::float32 &&
+                        dy.dtype == DType::float32;
   const bool with_keep = dropout.p != 0.0f;
   const int64_t rows_per_block = block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
@@ -216,18 +229,28 @@ void add_norm_post_backward(AnyConstView dy_any, AnyConstView x_any, AnyConstVie
     for (int64_t first = begin; first < end; first += rows_per_block) {
       const int64_t last = std::min(end, first + rows_per_block);
       const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      cpu::add_dropout(x.data + at, s.data + at, h, keep, length, dropout,
-                  dropout.offset + static_cast<uint64_t>(at), dy.data + at, count - at);
+      const void* dy_rows = dy_direct ? static_cast<const void*>(
+                                            static_cast<const uint8_t*>(dy.data) +
+                                            at * dtype_size(dy.dtype))
+                                      : detail::input_rows(dy, at, length, kDySlot);
+      cpu::add_dropout(detail::input_rows(x, at, length, kXSlot),
+                       detail::input_rows(s, at, length, kSSlot), h, keep, length, dropout,
+                       dropout.offset + static_cast<uint64_t>(at),
+                       in_place ? static_cast<const float*>(dy_rows) : nullptr,
+                       in_place ? count - at : length);
       cpu::NormBackward block = args;
-      block.dy = dy.data + at;
+      block.dy = dy_rows;
       block.x = h;
       block.dx = h;
       block.saved_rstd = saved ? saved->rstd.data + first : nullptr;
       block.rows = last - first;
       cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),
                                partials.dbeta(chunk));
-      cpu::apply_keep(h, keep, float32_data(grads.ds) + at, float32_data(grads.dx) + at, length,
-                      dropout.p, stream);
+      float* ds_rows = detail::output_rows(grads.ds, at, length, kDsSlot);
+      float* dx_rows = detail::output_rows(grads.dx, at, length, kDxSlot);
+      cpu::apply_keep(h, keep, ds_rows, dx_rows, length, dropout.p, stream);
+      detail::store_rows(grads.ds, ds_rows, at, length);
+      detail::store_rows(grads.dx, dx_rows, at, length);
     }
   });
   if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);

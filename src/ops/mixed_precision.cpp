@@ -3,98 +3,34 @@
 // float16 from AVX2): a forward whose x and h (the residual stream) share one type and r and y
 // (the branch) another, the two equal or the stream float32; a backward likewise with x, dh_next
 // and dx as the stream and dy as the branch. Other calls (say a bfloat16 stream with float32
-// activations, or 16-bit rows on the scalar target) widen blocks of rows into per-thread float32 staging buffers (a block stays in
-// cache), run them through the float32 kernels, and narrow into their storage once; float32
-// tensors are used in place, not staged.
+// activations, or 16-bit rows on the scalar target) widen blocks of rows into per-thread
+// float32 buffers (staged_rows.hpp), run them through the float32 kernels, and narrow into
+// their storage once; float32 tensors are used in place, not staged.
 #include "ops/mixed_precision.hpp"
 
 #include <algorithm>
-#include <array>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include "addnorm/error.hpp"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
+#include "ops/staged_rows.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm {
 
 namespace {
 
-// ---- validation --------------------------------------------------------------------------
-
-int64_t check_any(const char* name, const AnyConstView& view) {
-  const int64_t count = view.shape.numel(name);
-  for (int64_t dim : view.shape.dims()) {
-    if (dim == 0) {
-      throw Error(std::string(name) + " has shape " + view.shape.to_string() +
-                  ", expected every dimension to be at least 1");
-    }
-  }
-  if (view.data == nullptr) {
-    throw Error(std::string(name) + " has no data (null pointer), expected " +
-                std::to_string(count) + " elements of data");
-  }
-  return count;
-}
-
-void check_any_shape(const char* name, const AnyConstView& view, const Shape& expected) {
-  if (!(view.shape == expected)) {
-    throw Error(std::string(name) + " has shape " + view.shape.to_string() + ", expected " +
-                expected.to_string());
-  }
-  check_any(name, view);
-}
-
-detail::Region region(const char* name, const AnyConstView& view) {
-  return {name, view.data, view.shape.numel() * dtype_size(view.dtype)};
-}
-detail::Region region(const char* name, const std::optional<AnyConstView>& view) {
-  return view ? region(name, *view) : detail::Region{name, nullptr, 0};
-}
-template <class T>
-detail::Region region(const char* name, const T& view) {
-  return detail::region(name, view);
-}
-
-detail::RowLayout check_norm(const char* x_name, const AnyConstView& x,
-                             const Shape& normalized_shape, const MixedNormOptions& options) {
-  check_any(x_name, x);
-  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape, x_name);
-  if (options.gamma) check_any_shape("gamma", *options.gamma, normalized_shape);
-  if (options.beta) check_any_shape("beta", *options.beta, normalized_shape);
-  if (options.norm == NormKind::rms_norm && options.beta) {
-    throw Error("beta was given for rms_norm, expected no beta (RMSNorm has no shift)");
-  }
-  if (options.norm == NormKind::layer_norm && options.zero_centered_gamma) {
-    throw Error("zero_centered_gamma was set for layer_norm, expected it only with rms_norm");
-  }
-  detail::check_eps(options.eps);
-  return layout;
-}
-
-void check_stats(const std::optional<NormStats>& stats, const MixedNormOptions& options,
-                 int64_t rows) {
-  if (!stats) return;
-  if (options.norm == NormKind::layer_norm) {
-    detail::check_count("mean", stats->mean, rows, "per row");
-  }
-  detail::check_count("rstd", stats->rstd, rows, "per row");
-}
-
-// ---- staging -----------------------------------------------------------------------------
-
-// Rows per staged block: about 16 Ki elements (64 KiB of float32 per buffer), at least one row.
-int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
+using detail::input_rows;
+using detail::output_rows;
+using detail::staging;
+using detail::store_rows;
 
 // Runs body(first, rows, at, count) over blocks of rows (at, count: their elements), the blocks
 // spread over threads.
 template <class Body>
 void for_each_block(const detail::RowLayout& layout, const Body& body) {
-  const int64_t block = block_rows(layout.dim);
+  const int64_t block = detail::block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
     for (int64_t first = begin; first < end; first += block) {
       const int64_t rows = std::min(block, end - first);
@@ -103,56 +39,13 @@ void for_each_block(const detail::RowLayout& layout, const Body& body) {
   });
 }
 
-// Per-thread float32 buffers, one per staged tensor of a call; they only grow.
-float* staging(int slot, int64_t count) {
-  thread_local std::array<std::vector<float>, 5> buffers;
-  auto& buffer = buffers[static_cast<size_t>(slot)];
-  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
-}
-
-// Elements [begin, begin + count) of an input as float32: in place, or widened into a slot.
-const float* input_rows(const AnyConstView& view, int64_t begin, int64_t count, int slot) {
-  if (view.dtype == DType::float32) return static_cast<const float*>(view.data) + begin;
-  float* rows = staging(slot, count);
-  cpu::to_float32(static_cast<const uint8_t*>(view.data) + begin * dtype_size(view.dtype),
-                  view.dtype, rows, count);
-  return rows;
-}
-
-// Where the kernel writes elements [begin, begin + count) of an output: in place or a slot.
-float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count, int slot) {
-  if (view.dtype == DType::float32) return static_cast<float*>(view.data) + begin;
-  return staging(slot, count);
-}
-
-// Narrows staged output rows into their storage (nothing to do for float32), with streaming
-// stores when the whole output is larger than the cache.
-void store_rows(const AnyMutableView& view, const float* rows, int64_t begin, int64_t count) {
-  if (view.dtype == DType::float32) return;
-  const bool stream = cpu::streams_output(view.shape.numel() * dtype_size(view.dtype));
-  cpu::from_float32(rows, static_cast<uint8_t*>(view.data) + begin * dtype_size(view.dtype),
-                    view.dtype, count, stream);
-}
-
-// gamma and beta as float32 for the whole call (small: one row each).
+// gamma and beta as float32 for the whole call (one row each: widened once on this thread).
 struct Parameters {
-  std::vector<float> gamma_storage, beta_storage;
   const float* gamma = nullptr;
   const float* beta = nullptr;
-
-  Parameters(const MixedNormOptions& options, int64_t dim) {
-    gamma = widen(options.gamma, gamma_storage, dim);
-    beta = widen(options.beta, beta_storage, dim);
-  }
-  static const float* widen(const std::optional<AnyConstView>& view, std::vector<float>& storage,
-                            int64_t dim) {
-    if (!view) return nullptr;
-    if (view->dtype == DType::float32) return static_cast<const float*>(view->data);
-    storage.resize(static_cast<size_t>(dim));
-    cpu::to_float32(view->data, view->dtype, storage.data(), dim);
-    return storage.data();
-  }
+  explicit Parameters(const MixedNormOptions& options)
+      : gamma(detail::parameter_as_float32(options.gamma, detail::kGammaSlot)),
+        beta(detail::parameter_as_float32(options.beta, detail::kBetaSlot)) {}
 };
 
 enum Slot { kX = 0, kResidual = 1, kH = 2, kY = 3, kExtra = 4 };
@@ -193,16 +86,8 @@ void forward_directly(const AnyConstView& x, const std::optional<AnyConstView>& 
 
 void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
                         const MixedNormOptions& options, std::optional<NormStats> stats) {
-  const detail::RowLayout layout = check_norm("x", x, normalized_shape, options);
-  check_any_shape("y", y, x.shape);
-  check_stats(stats, options, layout.rows);
-  const bool y_may_be_x = y.dtype == x.dtype;
-  detail::check_disjoint(
-      {region("y", AnyConstView(y)), region("mean", stats ? &stats->mean : nullptr),
-       region("rstd", stats ? &stats->rstd : nullptr)},
-      {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
-      {{"y", y_may_be_x ? "x" : ""}});
-  const Parameters parameters(options, layout.dim);
+  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
+  const Parameters parameters(options);
   if (cpu::norm_pair_supported(x.dtype, y.dtype)) {
     forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
     return;
@@ -221,19 +106,8 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
 void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_shape,
                         AnyMutableView h, AnyMutableView y, const MixedNormOptions& options,
                         std::optional<NormStats> stats) {
-  const detail::RowLayout layout = check_norm("x", x, normalized_shape, options);
-  check_any_shape("r", r, x.shape);
-  check_any_shape("h", h, x.shape);
-  check_any_shape("y", y, x.shape);
-  check_stats(stats, options, layout.rows);
-  detail::check_disjoint(
-      {region("h", AnyConstView(h)), region("y", AnyConstView(y)),
-       region("mean", stats ? &stats->mean : nullptr),
-       region("rstd", stats ? &stats->rstd : nullptr)},
-      {region("x", x), region("r", r), region("gamma", options.gamma),
-       region("beta", options.beta)},
-      {{"h", h.dtype == x.dtype ? "x" : ""}, {"h", h.dtype == r.dtype ? "r" : ""}});
-  const Parameters parameters(options, layout.dim);
+  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
+  const Parameters parameters(options);
   if (h.dtype == x.dtype && y.dtype == r.dtype && cpu::norm_pair_supported(x.dtype, r.dtype)) {
     forward_directly(x, r, h, y, parameters, options, stats, layout);
     return;
@@ -271,29 +145,8 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
 void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
                          const MixedNormGrads& grads, const MixedNormOptions& options,
                          std::optional<AnyConstView> dh_next, OptionalConst saved_rstd) {
-  const detail::RowLayout layout = check_norm("x", x, normalized_shape, options);
-  check_any_shape("dy", dy, x.shape);
-  check_any_shape("dx", grads.dx, x.shape);
-  if (dh_next) check_any_shape("dh_next", *dh_next, x.shape);
-  if (saved_rstd) detail::check_count("rstd", *saved_rstd, layout.rows, "per row");
-  const Shape& parameter_shape = normalized_shape;
-  if (grads.dgamma) {
-    if (!options.gamma) throw Error("dgamma was requested but gamma is absent, expected no dgamma without gamma");
-    detail::check_shape("dgamma", *grads.dgamma, parameter_shape);
-  }
-  if (grads.dbeta) {
-    if (!options.beta) throw Error("dbeta was requested but beta is absent, expected no dbeta without beta");
-    detail::check_shape("dbeta", *grads.dbeta, parameter_shape);
-  }
-  const AnyConstView dx_view = grads.dx;
-  detail::check_disjoint(
-      {region("dx", dx_view), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-      {region("dy", dy), region("x", x), region("dh_next", dh_next),
-       region("gamma", options.gamma), region("rstd", saved_rstd)},
-      {{"dx", dx_view.dtype == dy.dtype ? "dy" : ""},
-       {"dx", dx_view.dtype == x.dtype ? "x" : ""},
-       {"dx", dh_next && dx_view.dtype == dh_next->dtype ? "dh_next" : ""}});
-  const Parameters parameters(options, layout.dim);
+  const detail::RowLayout layout = detail::row_layout(x.shape, normalized_shape);
+  const Parameters parameters(options);
   if (grads.dx.dtype == x.dtype && (!dh_next || dh_next->dtype == x.dtype) &&
       cpu::norm_pair_supported(x.dtype, dy.dtype)) {
     cpu::NormBackward args;
@@ -319,7 +172,7 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
                             grads.dbeta.has_value());
-  const int64_t block = block_rows(layout.dim);
+  const int64_t block = detail::block_rows(layout.dim);
   cpu::parallel_chunks(chunks, layout.rows, layout.dim,
                        [&](int64_t chunk, int64_t begin, int64_t end) {
     for (int64_t first = begin; first < end; first += block) {

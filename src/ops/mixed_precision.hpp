@@ -4,6 +4,7 @@
 // each tensor independently. The one forward and backward engine (src/ops/cpu/) reads and writes
 // the supported storage pairs directly (cpu::norm_pair_supported; docs/numerics.md); the others
 // are staged through float32 blocks. Statistics (mean, rstd) and parameter gradients are float32.
+// Arguments are already validated (src/ops/op_checks.hpp): these functions check nothing.
 #pragma once
 
 #include <optional>

@@ -280,25 +280,26 @@ TEST(MixedPrecision, AllFloat32EqualsTheFloat32Ops) {
   EXPECT_EQ(y, y_ref);
 }
 
+// Through the public op (include/addnorm/ops.hpp), which validates before the storage path.
 TEST(MixedPrecision, RejectsBadArgumentsByName) {
   std::vector<uint16_t> x(8), y(8);
   const Shape shape{2, 4};
   try {
-    norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{5},
-                       AnyMutableView(y.data(), shape, DType::bfloat16));
+    layer_norm(AnyConstView(x.data(), shape, DType::bfloat16), Shape{5},
+               AnyMutableView(y.data(), shape, DType::bfloat16));
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("normalized_shape [5]"), std::string::npos);
   }
-  EXPECT_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
-                                  AnyMutableView(y.data(), Shape{4, 2}, DType::bfloat16)),
+  EXPECT_THROW(layer_norm(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                          AnyMutableView(y.data(), Shape{4, 2}, DType::bfloat16)),
                Error);
   // y partly over x is refused; y exactly x with the same storage type is allowed.
-  EXPECT_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
-                                  AnyMutableView(x.data() + 1, Shape{2, 3}, DType::bfloat16)),
+  EXPECT_THROW(layer_norm(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                          AnyMutableView(x.data() + 1, Shape{2, 3}, DType::bfloat16)),
                Error);
-  EXPECT_NO_THROW(norm_forward_mixed(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
-                                     AnyMutableView(x.data(), shape, DType::bfloat16)));
+  EXPECT_NO_THROW(layer_norm(AnyConstView(x.data(), shape, DType::bfloat16), Shape{4},
+                             AnyMutableView(x.data(), shape, DType::bfloat16)));
 }
 
 // The direct 16-bit forward (x and y of one 16-bit type) on every SIMD target, on rows that

@@ -185,9 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
     TypesAndTargets, SixteenBitStorage,
     ::testing::Combine(::testing::Values(DType::bfloat16, DType::float16),
                        ::testing::ValuesIn(cpu::available_targets())),
-    [](const auto& info) {
-      return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-             cpu::target_name(std::get<1>(info.param));
+    [](const auto& param_info) {
+      return std::string(dtype_name(std::get<0>(param_info.param))) + "_" +
+             cpu::target_name(std::get<1>(param_info.param));
     });
 
 // An output may replace an input only when both store the same type.
@@ -211,20 +211,55 @@ TEST(StorageRules, OutputOverInputOfAnotherTypeIsRefused) {
   EXPECT_NE(memory, before);
 }
 
-TEST(StorageRules, SixteenBitPostNormIsRefusedNamingTheTensor) {
-  const Shape shape{2, 4};
-  const std::vector<float> x(8, 1.0f);
-  const std::vector<uint16_t> s(8, to_bfloat16(0.5f).bits);
-  std::vector<float> y(8, 7.0f);
-  try {
-    add_norm_post(ConstView{x.data(), shape}, AnyConstView(s.data(), shape, DType::bfloat16),
-                  Shape{4}, MutableView{y.data(), shape});
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("s is stored as bfloat16"), std::string::npos)
-        << e.what();
-  }
-  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+// Post-norm on 16-bit storage is the float32 op on the widened values, each output rounded
+// once: bit for bit the nearest 16-bit value to the float32 op's result (whose own contract the
+// float32 tests hold), forward and backward, with dropout.
+TEST_P(SixteenBitStorage, PostNormIsTheFloat32OpRoundedOnce) {
+  const DType dtype = storage();
+  const int64_t rows = 7, dim = 200;
+  const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
+  const Stored x(random_floats(rows * dim, 41, -2.0f, 2.0f), dtype);
+  const Stored s(random_floats(rows * dim, 42, -1.0f, 1.0f), dtype);
+  const Stored dy(random_floats(rows * dim, 43), dtype);
+  const Stored gamma(random_floats(dim, 44, 0.5f, 1.5f), dtype);
+  const Stored beta(random_floats(dim, 45), dtype);
+  const AddNormOptions options{NormKind::layer_norm, gamma.view({dim}), beta.view({dim}), false,
+                               1e-5f};
+  const DropoutOptions dropout{0.1f, 1234, 77};
+  std::vector<uint16_t> y(rows * dim), dx(rows * dim), ds(rows * dim);
+  std::vector<float> mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
+  add_norm_post(x.view(shape), s.view(shape), normalized, AnyMutableView(y.data(), shape, dtype),
+                options, dropout, NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+  add_norm_post_backward(dy.view(shape), x.view(shape), s.view(shape), normalized,
+                         {AnyMutableView(dx.data(), shape, dtype),
+                          AnyMutableView(ds.data(), shape, dtype),
+                          MutableView{dgamma.data(), {dim}}, MutableView{dbeta.data(), {dim}}},
+                         options, dropout);
+
+  const Shape param{dim};
+  const AddNormOptions options32{NormKind::layer_norm, ConstView{gamma.wide.data(), param},
+                                 ConstView{beta.wide.data(), param}, false, 1e-5f};
+  std::vector<float> y32(rows * dim), dx32(rows * dim), ds32(rows * dim), mean32(rows),
+      rstd32(rows), dgamma32(dim), dbeta32(dim);
+  add_norm_post(ConstView{x.wide.data(), shape}, ConstView{s.wide.data(), shape}, normalized,
+                MutableView{y32.data(), shape}, options32, dropout,
+                NormStats{{mean32.data(), row_shape}, {rstd32.data(), row_shape}});
+  add_norm_post_backward(ConstView{dy.wide.data(), shape}, ConstView{x.wide.data(), shape},
+                         ConstView{s.wide.data(), shape}, normalized,
+                         {MutableView{dx32.data(), shape}, MutableView{ds32.data(), shape},
+                          MutableView{dgamma32.data(), param}, MutableView{dbeta32.data(), param}},
+                         options32, dropout);
+  EXPECT_EQ(y, Stored(y32, dtype).bits);
+  EXPECT_EQ(dx, Stored(dx32, dtype).bits);
+  EXPECT_EQ(ds, Stored(ds32, dtype).bits);
+  EXPECT_EQ(mean, mean32);
+  EXPECT_EQ(rstd, rstd32);
+  EXPECT_EQ(dgamma, dgamma32);
+  EXPECT_EQ(dbeta, dbeta32);
+  // The dropout really dropped: the comparison covers masked elements.
+  int dropped = 0;
+  for (int64_t i = 0; i < rows * dim; ++i) dropped += ds32[i] == 0.0f && dx32[i] != 0.0f;
+  EXPECT_GT(dropped, 0) << "dropout p = 0.1 should drop some of " << rows * dim << " elements";
 }
 
 }  // namespace
