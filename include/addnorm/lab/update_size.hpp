@@ -45,7 +45,7 @@ struct UpdateSizeParams {
   int batch = 8;
   std::vector<double> lrs{1e-5, 1e-3};  // step sizes, 1 to 8, each in (0, 1]
   UpdateMode mode = UpdateMode::adam;
-  int seeds = 32;  // [1, 64]
+  int seeds = 64;  // [1, 64]
   uint64_t seed = 0;
 };
 inline constexpr double kUpdateSizeMaxWork = 5e10;  // the same measure as init-gradients
