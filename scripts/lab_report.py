@@ -191,12 +191,13 @@ def run_times(json_dir):
             words = line.split()
             if line.startswith("#"):
                 machine.append(line[1:].strip())
-            elif len(words) == 6 and words[2] == "s" and words[3] == "wall":
+            elif len(words) == 7 and words[2] == "s" and words[3] == "wall":
                 times[words[0]] = (float(words[1]), float(words[4]))
     rows = [[label, f"{wall:.1f}", f"{user:.1f}"] for label, (wall, user) in times.items()]
     return ("Measured while the runs above were made (" + "; ".join(machine) + "). Wall seconds "
             "depend on what else the machine runs; CPU seconds are the work, which two idle cores "
-            "share.\n\n" + table(["run", "wall s", "CPU (user) s"], rows))
+            "share. Each run's time includes drawing its figure (`--plot`: Python and matplotlib, "
+            "about 0.8 s).\n\n" + table(["run", "wall s", "CPU (user) s"], rows))
 
 
 SECTIONS = [
@@ -238,7 +239,7 @@ def main(argv):
                  "(|a - b| / max(|a|, |b|)). The rule (docs/lab.md) holds when every claim "
                  "statistic moved less than 10%: the medians themselves for gradient-flow and "
                  "activation-growth, post-norm's top-block gradient over pre-norm's for "
-                 "init-gradients, the ratios of the placements' output changes for update-size, "
+                 "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size, "
                  "the accuracies for depth-training (scripts/lab_stability.py says why).\n")
     lines.append(stability(json_dir))
     lines.append("\n## Run times\n")

@@ -43,18 +43,11 @@ def reported_medians(label, result):
     return out
 
 
-def _update_size_ratios(result):
-    """Per lr and depth, each placement's median output change over the next one's (post/pre,
-    pre/deep): the claim is the ordering and its size, and the raw change scales with lr."""
-    order = [p for p in ("post_norm", "pre_norm", "deep_norm") if p in result["params"]["placements"]]
-    change = {(s["placement"], s["depth"], s["lr"]): s["output_change"] for s in result["stacks"]}
-    out = {}
-    for lr in result["params"]["lrs"]:
-        for depth in result["params"]["depths"]:
-            for upper, lower in zip(order, order[1:]):
-                a, b = change[(upper, depth, lr)], change[(lower, depth, lr)]
-                out[f"{upper}/{lower} L={depth} lr={lr:g}"] = a / b if b != 0 else float("inf")
-    return out
+def _update_size_orderings(result):
+    """Per lr and depth, the share of seeds in which post > pre > DeepNorm (output change): the
+    claims are about this ordering, and each raw change is proportional to lr."""
+    return {f"post>pre>deep L={o['depth']} lr={o['lr']:g}": o["holds"] / o["seeds"]
+            for o in result.get("orderings", [])}
 
 
 def claim_statistics(label, result):
@@ -62,8 +55,9 @@ def claim_statistics(label, result):
 
     gradient-flow, activation-growth: the medians themselves (far from zero, or compared over
     decades). init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
-    per-seed ratio's median). update-size: the ratios of the placements' median output changes
-    (the raw change is proportional to lr). depth-training: the accuracies; the held-out losses
+    per-seed ratio's median). update-size: the share of seeds in which post > pre > DeepNorm, per
+    lr and depth (the raw change is proportional to lr, and the ratio of two placements' medians
+    is noisier than either). depth-training: the accuracies; the held-out losses
     of the runs that learn sit near 0 and differ by factors between seeds, so no claim uses them.
     """
     if label in ("gradient-flow", "activation-growth"):
@@ -72,7 +66,7 @@ def claim_statistics(label, result):
         return {f"post/pre L={x['depth']}": x["top_ffn_grad"]["median"]
                 for x in result.get("post_over_pre", [])}
     if label.startswith("update-size"):
-        return _update_size_ratios(result)
+        return _update_size_orderings(result)
     if label == "depth-training":
         return {k: v for k, v in reported_medians(label, result).items()
                 if k.endswith(" accuracy")}

@@ -149,24 +149,25 @@ def test_seed_stability_rule_on_two_quick_runs(addnorm_bin):
 
 
 def test_seed_stability_rule_judges_the_claim_statistic():
-    """Synthetic results: update-size's rule is on the ratio of the placements' medians (3.0 vs
-    3.6 moves by 0.6 / 3.6 = 16.7%, a failure although each lr-scaled median moved less), and
-    depth-training's on the accuracies (losses near 0 may move by factors)."""
+    """Synthetic results: update-size's rule is on the share of seeds in which post > pre >
+    DeepNorm (60/64 vs 50/64 moves by 10/60 = 16.7%, a failure although each lr-scaled median
+    moved less), and depth-training's on the accuracies (losses near 0 may move by factors)."""
     stability = load_stability()
 
-    def update_size(post, pre):
-        return {"params": {"placements": ["post_norm", "pre_norm"], "lrs": [1e-3], "depths": [6]},
+    def update_size(holds, post, pre):
+        return {"orderings": [{"lr": 1e-3, "depth": 6, "holds": holds, "seeds": 64}],
                 "stacks": [{"placement": "post_norm", "depth": 6, "lr": 1e-3, "output_change": post},
                            {"placement": "pre_norm", "depth": 6, "lr": 1e-3, "output_change": pre}]}
 
-    verdict = stability.judge("update-size", update_size(0.30, 0.10), update_size(0.33, 0.0917))
-    assert verdict["claims"][0][1] == "post_norm/pre_norm L=6 lr=0.001"
-    assert verdict["claims"][0][2] == pytest.approx(3.0)
-    assert verdict["claims"][0][0] == pytest.approx(1 - 3.0 / (0.33 / 0.0917))
+    verdict = stability.judge("update-size", update_size(60, 0.30, 0.10),
+                              update_size(50, 0.33, 0.0917))
+    assert verdict["claims"][0][1] == "post>pre>deep L=6 lr=0.001"
+    assert verdict["claims"][0][2] == pytest.approx(60 / 64)
+    assert verdict["claims"][0][0] == pytest.approx(10 / 60)
     assert not verdict["holds"]
     assert verdict["medians_within"] == 2  # 9.1% and 8.3%: each median alone passes
-    assert stability.judge("update-size", update_size(0.30, 0.10),
-                           update_size(0.31, 0.10))["holds"]  # 3.1 vs 3.0: 3.2%
+    assert stability.judge("update-size", update_size(60, 0.30, 0.10),
+                           update_size(58, 0.30, 0.10))["holds"]  # 2/60 = 3.3%
 
     def depth_training(loss, accuracy):
         return {"summaries": [{"placement": "pre_norm", "depth": 2, "warmup": False,
