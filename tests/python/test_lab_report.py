@@ -180,3 +180,26 @@ def test_seed_stability_rule_judges_the_claim_statistic():
     assert verdict["medians"][0][0] == pytest.approx(0.038 / 0.04)
     assert not stability.judge("depth-training", depth_training(0.04, 0.99),
                                depth_training(0.04, 0.80))["holds"]
+
+
+EXPERIMENTS = ["gradient-flow", "activation-growth", "norm-steps", "batch-vs-layer",
+               "init-gradients", "update-size", "depth-training"]
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_parameter_is_an_option_and_round_trips(addnorm_bin, name):
+    """One table per experiment: each key the result echoes under "params" is a command-line
+    option (--d-model for d_model), and typing every echoed value back as options reproduces
+    the same params."""
+    params = json.loads(lab_run(addnorm_bin, name, "--quick", "--json").stdout)["params"]
+    help_text = lab_run(addnorm_bin, name, "--help").stdout
+    args = []
+    for key, value in params.items():
+        option = "--" + key.replace("_", "-")
+        assert re.search(rf"^\s+{re.escape(option)}\b", help_text, re.M), option
+        if key == "warmups":  # typed as the schedules' names
+            value = ["warmup" if v else "constant" for v in value]
+        values = value if isinstance(value, list) else [value]
+        args += [option, ",".join(repr(v) if isinstance(v, float) else str(v) for v in values)]
+    again = json.loads(lab_run(addnorm_bin, name, *args, "--json").stdout)["params"]
+    assert again == params
