@@ -36,6 +36,9 @@ fi
 json="$out/json"
 [ "$out" = docs ] && json=build/lab-report-json
 mkdir -p "$json" "$out/figures"
+# The machine the run times were measured on: cores and load average before and after.
+[ "$resume" = 1 ] || : >"$json/times.txt"
+echo "# before: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$json/times.txt"
 
 # name|arguments: the documented runs. Each line is one `addnorm lab-run` the docs cite.
 runs=(
@@ -95,5 +98,6 @@ for entry in "${runs[@]}"; do
   "$bin" lab-run "$name" $args --seed "$next" --json >"$json/second/$label.json"
 done
 
+echo "# after: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$json/times.txt"
 /usr/bin/python3 scripts/lab_report.py "$json" "$out/lab-results.md" $([ "$quick" = 1 ] && echo --quick)
 echo "lab-report: wrote $out/lab-results.md and $out/figures/" >&2

@@ -10,6 +10,8 @@ import json
 import os
 import sys
 
+import lab_stability  # noqa: E402  (scripts/ is on the path when this script runs)
+
 SETTINGS = {
     "init-gradients-ffn": ("init-gradients", "--sublayers ffn"),
     "update-size-perturbation": ("update-size", "--mode perturbation"),
@@ -146,54 +148,56 @@ def depth_training(r):
                    f"reached loss {p['target_loss']}", "diverged"], rows))
 
 
-def headline_medians(label, r):
-    """The medians a claim rests on, by name, for the seed-stability table."""
-    out = {}
-    if label == "gradient-flow":
-        for s in r["stacks"]:
-            out[f"{s['depth']} layers, no residual"] = s["spread_without_residual"][-1]["median"]
-            out[f"{s['depth']} layers, residual"] = s["spread_with_residual"][-1]["median"]
-    elif label == "activation-growth":
-        for c in r["curves"]:
-            out[f"{c['mode']}, last std"] = c["std_spread"][-1]["median"]
-    elif label.startswith("init-gradients"):
-        for s in r["stacks"]:
-            out[f"{s['placement']} L={s['depth']} top FFN grad"] = s["top_ffn_grad"]["median"]
-        for x in r.get("post_over_pre", []):
-            out[f"post/pre L={x['depth']}"] = x["top_ffn_grad"]["median"]
-    elif label.startswith("update-size"):
-        for s in r["stacks"]:
-            out[f"{s['placement']} L={s['depth']} lr={s['lr']:g}"] = s["output_change"]
-    elif label == "depth-training":
-        for s in r["summaries"]:
-            key = f"{s['placement']} L={s['depth']} {'warmup' if s['warmup'] else 'constant'}"
-            out[key + " loss"] = s["final_loss"]
-            out[key + " accuracy"] = s["accuracy"]
-    return out
+def seed_count(label, result):
+    """How many seeds a run's medians are over."""
+    p = result["params"]
+    return p["spread_seeds"] if label in ("gradient-flow", "activation-growth") else p["seeds"]
 
 
 def stability(json_dir):
-    """Largest relative move of a headline median between the two disjoint seed sets."""
+    """The seed-stability rule per run (scripts/lab_stability.py): the claim statistics' largest
+    move between the two disjoint seed sets, and every reported median's."""
     rows = []
     for label, _ in SECTIONS:
         second_path = os.path.join(json_dir, "second", label + ".json")
         if not os.path.exists(second_path):
             continue
         with open(os.path.join(json_dir, label + ".json"), encoding="utf-8") as source:
-            first = headline_medians(label, json.load(source))
+            first = json.load(source)
         with open(second_path, encoding="utf-8") as source:
-            second = headline_medians(label, json.load(source))
-        moves = []
-        for key, a in first.items():
-            b = second[key]
-            scale = max(abs(a), abs(b))
-            moves.append((abs(a - b) / scale if scale > 0 else 0.0, key, a, b))
-        moves.sort(reverse=True)
-        worst = moves[0]
-        within = sum(1 for m in moves if m[0] < 0.10)
-        rows.append([label, f"{within}/{len(moves)}", f"{100 * worst[0]:.1f}%",
-                     f"{worst[1]}: {g(worst[2])} vs {g(worst[3])}"])
-    return table(["run", "medians that moved < 10%", "largest move", "where"], rows)
+            second = json.load(source)
+        verdict = lab_stability.judge(label, first, second)
+        worst_claim, worst = verdict["claims"][0], verdict["medians"][0]
+        rows.append([label, str(seed_count(label, first)),
+                     "holds" if verdict["holds"] else "**fails**",
+                     f"{verdict['claims_within']}/{len(verdict['claims'])}",
+                     f"{100 * worst_claim[0]:.1f}% ({worst_claim[1]}: {g(worst_claim[2])} vs "
+                     f"{g(worst_claim[3])})",
+                     f"{verdict['medians_within']}/{len(verdict['medians'])}",
+                     f"{100 * worst[0]:.1f}% ({worst[1]}: {g(worst[2])} vs {g(worst[3])})"])
+    return table(["run", "seeds per set", "rule", "claim statistics < 10%", "largest claim move",
+                  "all medians < 10%", "largest median move"], rows)
+
+
+def run_times(json_dir):
+    """The wall and CPU (user) seconds of each documented run, from the times.txt that
+    lab-report.sh writes (the last line per run, after --resume), and the machine's load."""
+    path = os.path.join(json_dir, "times.txt")
+    if not os.path.exists(path):
+        return "(no times.txt: the runs were not timed)\n"
+    times, machine = {}, []
+    with open(path, encoding="utf-8") as source:
+        for line in source:
+            words = line.split()
+            if line.startswith("#"):
+                machine.append(line[1:].strip())
+            elif len(words) == 7 and words[2] == "s" and words[3] == "wall":
+                times[words[0]] = (float(words[1]), float(words[4]))
+    rows = [[label, f"{wall:.1f}", f"{user:.1f}"] for label, (wall, user) in times.items()]
+    return ("Measured while the runs above were made (" + "; ".join(machine) + "). Wall seconds "
+            "depend on what else the machine runs; CPU seconds are the work, which two idle cores "
+            "share. Each run's time includes drawing its figure (`--plot`: Python and matplotlib, "
+            "about 0.8 s).\n\n" + table(["run", "wall s", "CPU (user) s"], rows))
 
 
 SECTIONS = [
@@ -231,9 +235,15 @@ def main(argv):
         lines.append(f"\n![{label}](figures/{label}.svg)\n")
     lines.append("\n## Seed stability\n")
     lines.append("Each stochastic run again on the next, disjoint set of seeds (the same count; "
-                 "`--seed` moved past the first set), and how far each headline median moved "
-                 "(|a - b| / max(|a|, |b|)).\n")
+                 "`--seed` moved past the first set), and how far its medians moved "
+                 "(|a - b| / max(|a|, |b|)). The rule (docs/lab.md) holds when every claim "
+                 "statistic moved less than 10%: the medians themselves for gradient-flow and "
+                 "activation-growth, post-norm's top-block gradient over pre-norm's for "
+                 "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size, "
+                 "the accuracies for depth-training (scripts/lab_stability.py says why).\n")
     lines.append(stability(json_dir))
+    lines.append("\n## Run times\n")
+    lines.append(run_times(json_dir))
     with open(out, "w", encoding="utf-8") as target:
         target.write("\n".join(lines))
 

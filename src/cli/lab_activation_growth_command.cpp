@@ -5,16 +5,16 @@
 #include <memory>
 
 #include "addnorm/lab/activation_growth.hpp"
-#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  lab::ActivationGrowthParams params;
-  std::vector<std::string> modes;
+  std::unique_ptr<ParamOptions<lab::ActivationGrowthParams>> params;
   OutputOptions output;
   bool quick = false;
 };
@@ -81,35 +81,15 @@ void add_lab_activation_growth_command(CLI::App& lab_run) {
       "activation-growth",
       "Per-layer mean and std through a random linear stack with the norm placed five ways");
   auto options = std::make_shared<Options>();
-  lab::ActivationGrowthParams& p = options->params;
-  command->add_option("--tokens", p.tokens, "Rows (tokens), 1..256")->capture_default_str();
-  command->add_option("--width", p.width, "d, 2..512")->capture_default_str();
-  command->add_option("--layers", p.layers, "Depth, 1..200")->capture_default_str();
-  command->add_option("--gain", p.gain, "Init scale: W ~ N(0, gain / sqrt(d)), 0..10")
-      ->capture_default_str();
-  command->add_option("--eps", p.eps, "The norms' eps, 0..1")->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
-      ->check(exact_unsigned())
-      ->capture_default_str();
-  command
-      ->add_option("--spread-seeds", p.spread_seeds,
-                   "Other seeds run for the spread beside the single draw, 0..64")
-      ->capture_default_str();
-  command
-      ->add_option("--modes", options->modes,
-                   "Any of none,layer_norm,rms_norm,pre_norm,post_norm (default: all five)")
-      ->delimiter(',');
+  options->params = std::make_unique<ParamOptions<lab::ActivationGrowthParams>>(
+      *command, lab::kActivationGrowthFields, lab::ActivationGrowthParams{});
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in milliseconds");
   add_output_options(*command, options->output);
   command->callback([options] {
-    if (!options->modes.empty()) {
-      options->params.modes.clear();
-      for (const std::string& name : options->modes) {
-        options->params.modes.push_back(lab::parse_growth_mode(name));
-      }
-    }
-    const lab::ActivationGrowthResult result = lab::run_activation_growth(options->params);
+    lab::ActivationGrowthParams params;
+    options->params->apply(params);
+    const lab::ActivationGrowthResult result = lab::run_activation_growth(params);
     print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
   });
 }

@@ -5,15 +5,16 @@
 #include <memory>
 
 #include "addnorm/lab/batch_vs_layer.hpp"
-#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  lab::BatchVsLayerParams params;
+  std::unique_ptr<ParamOptions<lab::BatchVsLayerParams>> params;
   OutputOptions output;
   bool quick = false;
 };
@@ -104,31 +105,15 @@ void add_lab_batch_vs_layer_command(CLI::App& lab_run) {
       "batch-vs-layer",
       "Batch norm vs layer norm on a table and on padded batches of variable-length sentences");
   auto options = std::make_shared<Options>();
-  lab::BatchVsLayerParams& p = options->params;
-  command->add_option("--table", p.table, "Table values in row order (default: the houses)")
-      ->delimiter(',');
-  command->add_option("--table-columns", p.table_columns, "Columns of the table, 2..64")
-      ->capture_default_str();
-  command->add_option("--lengths", p.lengths, "Sentence lengths, 2..32 sentences of 1..64 tokens")
-      ->delimiter(',')
-      ->capture_default_str();
-  command->add_option("--width", p.width, "Features per token, 2..32")->capture_default_str();
-  command->add_option("--batch-sizes", p.batch_sizes, "Batches of the first k sentences")
-      ->delimiter(',')
-      ->capture_default_str();
-  command->add_option("--running-batches", p.running_batches, "Training batches, 1..2000")
-      ->capture_default_str();
-  command->add_option("--momentum", p.momentum, "Running statistics momentum, 0..1")
-      ->capture_default_str();
-  command->add_option("--eps", p.eps, "0..1")->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
-      ->check(exact_unsigned())
-      ->capture_default_str();
+  options->params = std::make_unique<ParamOptions<lab::BatchVsLayerParams>>(
+      *command, lab::kBatchVsLayerFields, lab::BatchVsLayerParams{});
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in milliseconds");
   add_output_options(*command, options->output);
   command->callback([options] {
-    const lab::BatchVsLayerResult result = lab::run_batch_vs_layer(options->params);
+    lab::BatchVsLayerParams params;
+    options->params->apply(params);
+    const lab::BatchVsLayerResult result = lab::run_batch_vs_layer(params);
     print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
   });
 }

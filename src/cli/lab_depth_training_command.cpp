@@ -7,16 +7,16 @@
 #include "addnorm/lab/depth_training.hpp"
 #include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
-#include "cli/lab_transformer_options.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  TransformerOptions model;
-  lab::DepthTrainingParams given;  // only the fields whose option was given are used
-  std::vector<std::string> warmups;
+  std::unique_ptr<ParamOptions<lab::DepthTrainingParams>> params;
+  bool quick = false;
   OutputOptions output;
 };
 
@@ -98,56 +98,16 @@ void add_lab_depth_training_command(CLI::App& lab_run) {
       "depth-training",
       "Train stacks of each placement and depth on copy/reverse/sort, with and without warmup");
   auto options = std::make_shared<Options>();
-  lab::DepthTrainingParams& g = options->given;
-  add_transformer_options(*command, options->model, "1..48 each (default 2,12)");
-  command->add_option("--steps", g.steps, "Adam steps per run, 1..20000 (default 300)");
-  command->add_option("--lr", g.lr, "Peak learning rate, (0, 1] (default 3e-3)");
-  command->add_option("--warmups", options->warmups, "constant, warmup or both (default both)")
-      ->delimiter(',');
-  command->add_option("--warmup-steps", g.warmup_steps, "Warmup length, 1..steps (default 60)");
-  command->add_option("--clip-norm", g.clip_norm, "Gradient clipping, 0 = off (default 0)");
-  command->add_option("--dropout", g.dropout, "Dropout p on sub-layer outputs, [0, 1) (default 0)");
-  command->add_option("--target-loss", g.target_loss, "Loss for steps-to-target (default 0.5)");
-  command->add_option("--length", g.length, "Symbols per sequence, 1..32 (default 6)");
-  command->add_option("--symbols", g.symbols, "Alphabet size, 2..100 (default 8)");
-  command->add_option("--batch", g.batch, "Sequences per batch, 1..256 (default 16)");
-  command->add_option("--seeds", g.seeds, "Seeds per configuration, 1..64 (default 4)");
-  command->add_option("--seed", g.seed, "First seed (default 0)")->check(exact_unsigned());
+  options->params = std::make_unique<ParamOptions<lab::DepthTrainingParams>>(
+      *command, lab::depth_training_fields(), lab::DepthTrainingParams{});
+  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
   add_output_options(*command, options->output);
-  command->callback([options, command] {
+  command->callback([options] {
     lab::DepthTrainingParams params =
-        options->model.quick ? lab::depth_training_quick() : lab::DepthTrainingParams{};
-    apply_transformer_options(*command, options->model, params);
-    const lab::DepthTrainingParams& given = options->given;
-    const auto set = [&](const char* name, auto& field, const auto& value) {
-      if (command->count(name) > 0) field = value;
-    };
-    set("--steps", params.steps, given.steps);
-    set("--lr", params.lr, given.lr);
-    set("--warmup-steps", params.warmup_steps, given.warmup_steps);
-    set("--clip-norm", params.clip_norm, given.clip_norm);
-    set("--dropout", params.dropout, given.dropout);
-    set("--target-loss", params.target_loss, given.target_loss);
-    set("--length", params.length, given.length);
-    set("--symbols", params.symbols, given.symbols);
-    set("--batch", params.batch, given.batch);
-    set("--seeds", params.seeds, given.seeds);
-    set("--seed", params.seed, given.seed);
-    if (!options->warmups.empty()) {
-      params.warmups.clear();
-      for (const std::string& name : options->warmups) {
-        if (name == "both") {
-          params.warmups.push_back(false);
-          params.warmups.push_back(true);
-        } else if (name == "constant" || name == "warmup") {
-          params.warmups.push_back(name == "warmup");
-        } else {
-          throw Error("--warmups has \"" + name + "\", expected constant, warmup or both");
-        }
-      }
-    }
+        options->quick ? lab::depth_training_quick() : lab::DepthTrainingParams{};
+    options->params->apply(params);
     // A warmup longer than a shortened run is cut to the run.
-    if (command->count("--warmup-steps") == 0) {
+    if (!options->params->given("warmup_steps")) {
       params.warmup_steps = std::min(params.warmup_steps, params.steps);
     }
     lab::validate(params);

@@ -4,15 +4,16 @@
 #include <memory>
 
 #include "addnorm/lab/gradient_flow.hpp"
-#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  lab::GradientFlowParams params;
+  std::unique_ptr<ParamOptions<lab::GradientFlowParams>> params;
   OutputOptions output;
   bool quick = false;
 };
@@ -78,30 +79,15 @@ void add_lab_gradient_flow_command(CLI::App& lab_run) {
       "gradient-flow",
       "Per-layer gradient norm of the page's linear stack, with and without residuals");
   auto options = std::make_shared<Options>();
-  lab::GradientFlowParams& p = options->params;
-  command->add_option("--width", p.width, "d, the width of every layer, 1..256")
-      ->capture_default_str();
-  command->add_option("--depths", p.depths, "Stack depths, 1..1000 each, up to 8 (e.g. 6,24)")
-      ->delimiter(',')
-      ->capture_default_str();
-  command->add_option("--weight-std", p.weight_std, "W ~ N(0, weight_std), 0..10")
-      ->capture_default_str();
-  command
-      ->add_option("--residual-scale", p.residual_scale,
-                   "lambda in y = lambda x + W x, -10..10 (1: identity shortcut)")
-      ->capture_default_str();
-  command->add_option("--seed", p.seed, "Seed of NumPy's default_rng")
-      ->check(exact_unsigned())
-      ->capture_default_str();
-  command
-      ->add_option("--spread-seeds", p.spread_seeds,
-                   "Other seeds drawn for the spread beside the single draw, 0..256")
-      ->capture_default_str();
+  options->params = std::make_unique<ParamOptions<lab::GradientFlowParams>>(
+      *command, lab::kGradientFlowFields, lab::GradientFlowParams{});
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in milliseconds");
   add_output_options(*command, options->output);
   command->callback([options] {
-    const lab::GradientFlowResult result = lab::run_gradient_flow(options->params);
+    lab::GradientFlowParams params;
+    options->params->apply(params);
+    const lab::GradientFlowResult result = lab::run_gradient_flow(params);
     print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
   });
 }

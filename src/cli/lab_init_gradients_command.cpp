@@ -4,18 +4,17 @@
 #include <memory>
 
 #include "addnorm/lab/init_gradients.hpp"
-#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
-#include "cli/lab_transformer_options.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  TransformerOptions model;
-  int seeds = 0, batch = 0;
-  uint64_t seed = 0;
+  std::unique_ptr<ParamOptions<lab::InitGradientsParams>> params;
+  bool quick = false;
   OutputOptions output;
 };
 
@@ -83,18 +82,14 @@ void add_lab_init_gradients_command(CLI::App& lab_run) {
       "init-gradients",
       "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)");
   auto options = std::make_shared<Options>();
-  add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
-  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 64)");
-  command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
-  command->add_option("--seed", options->seed, "First seed (default 0)")->check(exact_unsigned());
+  options->params = std::make_unique<ParamOptions<lab::InitGradientsParams>>(
+      *command, lab::init_gradients_fields(), lab::InitGradientsParams{});
+  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
   add_output_options(*command, options->output);
-  command->callback([options, command] {
+  command->callback([options] {
     lab::InitGradientsParams params =
-        options->model.quick ? lab::init_gradients_quick() : lab::InitGradientsParams{};
-    apply_transformer_options(*command, options->model, params);
-    if (command->count("--seeds") > 0) params.seeds = options->seeds;
-    if (command->count("--batch") > 0) params.batch = options->batch;
-    if (command->count("--seed") > 0) params.seed = options->seed;
+        options->quick ? lab::init_gradients_quick() : lab::InitGradientsParams{};
+    options->params->apply(params);
     lab::validate(params);
     ProgressBar bar;
     const lab::InitGradientsResult result = lab::run_init_gradients(params, bar.progress());

@@ -6,17 +6,16 @@
 
 #include "addnorm/lab/norm_steps.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
   std::string preset = "page";
-  std::vector<double> x, gamma, beta;
-  std::string norm;
-  double eps = 0.0;
-  CLI::Option* eps_option = nullptr;  // counted: without --eps the preset's eps stays
+  std::unique_ptr<ParamOptions<lab::NormStepsParams>> params;  // typed ones replace the preset's
   OutputOptions output;
   bool quick = false;
 };
@@ -86,23 +85,14 @@ void add_lab_norm_steps_command(CLI::App& lab_run) {
                    "page: [2, -3, 1, 4], gamma 2, beta 0.5, eps 0; cat: [2, 4, 6, 8], "
                    "gamma 1, beta 0, eps 1e-5")
       ->capture_default_str();
-  command->add_option("--x", options->x, "The vector, 1..4096 values (e.g. 2,-3,1,4)")
-      ->delimiter(',');
-  command->add_option("--gamma", options->gamma, "One value for every feature, or one per value")
-      ->delimiter(',');
-  command->add_option("--beta", options->beta, "The same (LayerNorm only)")->delimiter(',');
-  command->add_option("--norm", options->norm, "layer_norm (default) or rms_norm");
-  options->eps_option = command->add_option("--eps", options->eps, "0..1 (default: the preset's)");
+  options->params = std::make_unique<ParamOptions<lab::NormStepsParams>>(
+      *command, lab::kNormStepsFields, lab::norm_steps_preset("page"));
   command->add_flag("--quick", options->quick,
                     "Accepted for uniformity: this runs in microseconds");
   add_output_options(*command, options->output);
   command->callback([options] {
     lab::NormStepsParams params = lab::norm_steps_preset(options->preset);
-    if (!options->x.empty()) params.x = options->x;
-    if (!options->gamma.empty()) params.gamma = options->gamma;
-    if (!options->beta.empty()) params.beta = options->beta;
-    if (!options->norm.empty()) params.norm = lab::parse_steps_norm(options->norm);
-    if (options->eps_option->count() > 0) params.eps = options->eps;
+    options->params->apply(params);
     const lab::NormStepsResult result = lab::run_norm_steps(params);
     print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
   });

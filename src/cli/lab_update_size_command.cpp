@@ -4,20 +4,17 @@
 #include <memory>
 
 #include "addnorm/lab/update_size.hpp"
-#include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
+#include "cli/lab_param_options.hpp"
 #include "cli/lab_render.hpp"
-#include "cli/lab_transformer_options.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
 
 struct Options {
-  TransformerOptions model;
-  int seeds = 0, batch = 0;
-  std::vector<double> lrs;
-  std::string mode;
-  uint64_t seed = 0;
+  std::unique_ptr<ParamOptions<lab::UpdateSizeParams>> params;
+  bool quick = false;
   OutputOptions output;
 };
 
@@ -78,24 +75,14 @@ void add_lab_update_size_command(CLI::App& lab_run) {
       "update-size",
       "Output change after one optimiser step as depth grows, per placement (Liu et al. 2020)");
   auto options = std::make_shared<Options>();
-  add_transformer_options(*command, options->model, "1..96 each (default 6,12,24,48)");
-  command->add_option("--lrs", options->lrs, "Step sizes, 1..8 in (0, 1] (default 1e-5,1e-3)")
-      ->delimiter(',');
-  command->add_option("--mode", options->mode,
-                      "adam (one Adam step) or perturbation (weights + lr x N(0,1)); default adam");
-  command->add_option("--seeds", options->seeds, "Models per stack, 1..64 (default 32)");
-  command->add_option("--batch", options->batch, "Sequences per batch, 1..256 (default 8)");
-  command->add_option("--seed", options->seed, "First seed (default 0)")->check(exact_unsigned());
+  options->params = std::make_unique<ParamOptions<lab::UpdateSizeParams>>(
+      *command, lab::update_size_fields(), lab::UpdateSizeParams{});
+  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
   add_output_options(*command, options->output);
-  command->callback([options, command] {
+  command->callback([options] {
     lab::UpdateSizeParams params =
-        options->model.quick ? lab::update_size_quick() : lab::UpdateSizeParams{};
-    apply_transformer_options(*command, options->model, params);
-    if (command->count("--lrs") > 0) params.lrs = options->lrs;
-    if (!options->mode.empty()) params.mode = lab::parse_update_mode(options->mode);
-    if (command->count("--seeds") > 0) params.seeds = options->seeds;
-    if (command->count("--batch") > 0) params.batch = options->batch;
-    if (command->count("--seed") > 0) params.seed = options->seed;
+        options->quick ? lab::update_size_quick() : lab::UpdateSizeParams{};
+    options->params->apply(params);
     lab::validate(params);
     ProgressBar bar;
     const lab::UpdateSizeResult result = lab::run_update_size(params, bar.progress());

@@ -10,6 +10,7 @@
 #include "addnorm/ops.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/float_math.hpp"
 #include "lab/json_params.hpp"
 
@@ -69,21 +70,7 @@ GrowthMode parse_growth_mode(const std::string& name) {
 }
 
 void validate(const ActivationGrowthParams& params) {
-  check_integer("tokens", params.tokens, 1, 256);
-  check_integer("width", params.width, 2, 512);
-  check_integer("layers", params.layers, 1, 200);
-  check_integer("spread_seeds", params.spread_seeds, 0, 64);
-  check_real("gain", params.gain, 0.0, 10.0);
-  check_real("eps", params.eps, 0.0, 1.0);
-  check_count("modes", params.modes.size(), 1, 5);
-  for (size_t i = 0; i < params.modes.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (params.modes[i] == params.modes[j]) {
-        throw Error("modes lists " + growth_mode_name(params.modes[i]) +
-                    " twice, expected each mode at most once");
-      }
-    }
-  }
+  check_fields(params, kActivationGrowthFields);
   const int64_t weights = int64_t{params.width} * params.width * params.layers;
   const int64_t work = weights * params.tokens * static_cast<int64_t>(params.modes.size());
   if (weights > kActivationGrowthMaxWeights || work > kActivationGrowthMaxWork) {
@@ -189,12 +176,7 @@ ActivationGrowthResult run_activation_growth(const ActivationGrowthParams& param
 }
 
 nlohmann::json to_json(const ActivationGrowthParams& params) {
-  std::vector<std::string> modes;
-  for (GrowthMode mode : params.modes) modes.push_back(growth_mode_name(mode));
-  return {{"tokens", params.tokens}, {"width", params.width},
-          {"layers", params.layers}, {"gain", params.gain},
-          {"eps", params.eps},       {"seed", params.seed},
-          {"modes", modes},          {"spread_seeds", params.spread_seeds}};
+  return fields_to_json(params, kActivationGrowthFields);
 }
 
 nlohmann::json to_json(const ActivationGrowthResult& result) {
@@ -226,23 +208,7 @@ std::string to_csv(const ActivationGrowthResult& result) {
 }
 
 ActivationGrowthParams activation_growth_params_from_json(const nlohmann::json& object) {
-  ActivationGrowthParams params;
-  JsonParams reader(object, "activation-growth");
-  reader.read("tokens", params.tokens);
-  reader.read("width", params.width);
-  reader.read("layers", params.layers);
-  reader.read("gain", params.gain);
-  reader.read("eps", params.eps);
-  reader.read("seed", params.seed);
-  reader.read("spread_seeds", params.spread_seeds);
-  std::vector<std::string> modes;
-  reader.read("modes", modes);
-  reader.finish();
-  if (object.contains("modes")) {
-    params.modes.clear();
-    for (const std::string& name : modes) params.modes.push_back(parse_growth_mode(name));
-  }
-  return params;
+  return read_params<ActivationGrowthParams>(object, "activation-growth", kActivationGrowthFields);
 }
 
 }  // namespace addnorm::lab

@@ -11,6 +11,7 @@
 #include "addnorm/ops.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/float_math.hpp"
 #include "lab/json_params.hpp"
 
@@ -183,7 +184,7 @@ TableNorms normalise_table(const BatchVsLayerParams& params) {
 }  // namespace
 
 void validate(const BatchVsLayerParams& params) {
-  check_integer("table_columns", params.table_columns, 2, 64);
+  check_fields(params, kBatchVsLayerFields);
   if (params.table.size() % static_cast<size_t>(params.table_columns) != 0) {
     throw Error("table has " + std::to_string(params.table.size()) +
                 " values, expected a whole number of rows of table_columns = " +
@@ -191,15 +192,11 @@ void validate(const BatchVsLayerParams& params) {
   }
   check_integer("table rows", static_cast<int64_t>(params.table.size()) / params.table_columns, 2,
                 64);
-  check_each_real("table", params.table, -1e30, 1e30);
-  check_count("lengths", params.lengths.size(), 2, 32);
-  check_each_integer<int>("lengths", params.lengths, 1, 64);
   if (params.lengths[0] < 2) {
     throw Error(
         "lengths[0] is 1, expected at least 2: sentence 0 is normalised alone, and batch "
         "norm in training mode needs more than one value per feature");
   }
-  check_integer("width", params.width, 2, 32);
   const int64_t pool_values =
       std::accumulate(params.lengths.begin(), params.lengths.end(), int64_t{0}) * params.width;
   if (pool_values > kBatchVsLayerMaxPoolValues) {
@@ -207,17 +204,13 @@ void validate(const BatchVsLayerParams& params) {
                 std::to_string(kBatchVsLayerMaxPoolValues) +
                 " (shorter sentences or a smaller width)");
   }
-  check_count("batch_sizes", params.batch_sizes.size(), 1, 32);
   check_each_integer<int>("batch_sizes", params.batch_sizes, 1,
                           static_cast<int64_t>(params.lengths.size()));
-  check_integer("running_batches", params.running_batches, 1, 2000);
   if (params.running_batches * pool_values > kBatchVsLayerMaxRunningValues) {
     throw Error("running_batches * sum(lengths) * width is " +
                 std::to_string(params.running_batches * pool_values) + ", expected at most " +
                 std::to_string(kBatchVsLayerMaxRunningValues) + " (fewer running_batches)");
   }
-  check_real("momentum", params.momentum, 0.0, 1.0);
-  check_real("eps", params.eps, 0.0, 1.0);
 }
 
 BatchVsLayerResult run_batch_vs_layer(const BatchVsLayerParams& params) {
@@ -323,15 +316,7 @@ BatchVsLayerResult run_batch_vs_layer(const BatchVsLayerParams& params) {
 }
 
 nlohmann::json to_json(const BatchVsLayerParams& params) {
-  return {{"table", params.table},
-          {"table_columns", params.table_columns},
-          {"lengths", params.lengths},
-          {"width", params.width},
-          {"batch_sizes", params.batch_sizes},
-          {"running_batches", params.running_batches},
-          {"momentum", params.momentum},
-          {"eps", params.eps},
-          {"seed", params.seed}};
+  return fields_to_json(params, kBatchVsLayerFields);
 }
 
 namespace {
@@ -425,19 +410,7 @@ std::string to_csv(const BatchVsLayerResult& result) {
 }
 
 BatchVsLayerParams batch_vs_layer_params_from_json(const nlohmann::json& object) {
-  BatchVsLayerParams params;
-  JsonParams reader(object, "batch-vs-layer");
-  reader.read("table", params.table);
-  reader.read("table_columns", params.table_columns);
-  reader.read("lengths", params.lengths);
-  reader.read("width", params.width);
-  reader.read("batch_sizes", params.batch_sizes);
-  reader.read("running_batches", params.running_batches);
-  reader.read("momentum", params.momentum);
-  reader.read("eps", params.eps);
-  reader.read("seed", params.seed);
-  reader.finish();
-  return params;
+  return read_params<BatchVsLayerParams>(object, "batch-vs-layer", kBatchVsLayerFields);
 }
 
 }  // namespace addnorm::lab

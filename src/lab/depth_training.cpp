@@ -10,8 +10,7 @@
 #include "addnorm/nn/sequence_model.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
-#include "lab/json_params.hpp"
-#include "lab/model_params_json.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/parallel_runs.hpp"
 #include "lab/transformer_probe.hpp"
 
@@ -203,28 +202,9 @@ DepthTrainingParams depth_training_quick() {
 }
 
 void validate(const DepthTrainingParams& params) {
-  check_count("placements", params.placements.size(), 1, 6);
-  check_distinct(params.placements);
-  check_count("depths", params.depths.size(), 1, 8);
-  check_each_integer<int>("depths", params.depths, 1, 48);
+  check_fields(params, depth_training_fields());
   validate(params.shape);
-  check_integer("length", params.length, 1, 32);
-  check_integer("symbols", params.symbols, 2, 100);
-  check_integer("batch", params.batch, 1, 256);
-  check_integer("steps", params.steps, 1, 20000);
-  if (!(params.lr > 0.0) || params.lr > 1.0 || !std::isfinite(params.lr)) {
-    throw Error("lr is " + number_text(params.lr) + ", expected a number in (0, 1]");
-  }
-  check_count("warmups", params.warmups.size(), 1, 2);
-  if (params.warmups.size() == 2 && params.warmups[0] == params.warmups[1]) {
-    throw Error("warmups lists the same schedule twice, expected false, true or both");
-  }
   check_integer("warmup_steps", params.warmup_steps, 1, params.steps);
-  check_real("clip_norm", params.clip_norm, 0.0, 1e6);
-  check_real_below("dropout", params.dropout, 0.0, 1.0);
-  check_real("target_loss", params.target_loss, 0.0, 100.0);
-  check_integer("seeds", params.seeds, 1, 64);
-  check_integer("grad_history_points", params.grad_history_points, 1, 1000);
   const double work = total_work(params);
   if (work > kDepthTrainingMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds of forward, " +
@@ -305,24 +285,7 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
 }
 
 nlohmann::json to_json(const DepthTrainingParams& params) {
-  nlohmann::json object = {{"placements", placements_json(params.placements)},
-                           {"depths", params.depths},
-                           {"task", sequence_task_name(params.task)},
-                           {"length", params.length},
-                           {"symbols", params.symbols},
-                           {"batch", params.batch},
-                           {"steps", params.steps},
-                           {"lr", params.lr},
-                           {"warmups", params.warmups},
-                           {"warmup_steps", params.warmup_steps},
-                           {"clip_norm", params.clip_norm},
-                           {"dropout", params.dropout},
-                           {"target_loss", params.target_loss},
-                           {"seeds", params.seeds},
-                           {"seed", params.seed},
-                           {"grad_history_points", params.grad_history_points}};
-  add_shape_json(object, params.shape);
-  return object;
+  return fields_to_json(params, depth_training_fields());
 }
 
 nlohmann::json to_json(const DepthTrainingResult& result) {
@@ -379,29 +342,7 @@ std::string to_csv(const DepthTrainingResult& result) {
 }
 
 DepthTrainingParams depth_training_params_from_json(const nlohmann::json& object) {
-  JsonParams reader(object, "depth-training");
-  bool quick = false;
-  reader.read("quick", quick);
-  DepthTrainingParams params = quick ? depth_training_quick() : DepthTrainingParams{};
-  read_placements(reader, object, params.placements);
-  reader.read("depths", params.depths);
-  read_shape(reader, params.shape);
-  read_task(reader, params.task);
-  reader.read("length", params.length);
-  reader.read("symbols", params.symbols);
-  reader.read("batch", params.batch);
-  reader.read("steps", params.steps);
-  reader.read("lr", params.lr);
-  reader.read("warmups", params.warmups);
-  reader.read("warmup_steps", params.warmup_steps);
-  reader.read("clip_norm", params.clip_norm);
-  reader.read("dropout", params.dropout);
-  reader.read("target_loss", params.target_loss);
-  reader.read("seeds", params.seeds);
-  reader.read("seed", params.seed);
-  reader.read("grad_history_points", params.grad_history_points);
-  reader.finish();
-  return params;
+  return read_params(object, "depth-training", depth_training_fields(), depth_training_quick);
 }
 
 }  // namespace addnorm::lab

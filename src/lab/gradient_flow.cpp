@@ -9,6 +9,7 @@
 #include "addnorm/numpy_random.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/json_params.hpp"
 
 namespace addnorm::lab {
@@ -35,11 +36,7 @@ double norm_of(const std::vector<double>& v) {
 }  // namespace
 
 void validate(const GradientFlowParams& params) {
-  check_integer("width", params.width, 1, 256);
-  check_count("depths", params.depths.size(), 1, 8);
-  check_each_integer<int>("depths", params.depths, 1, 1000);
-  check_real("weight_std", params.weight_std, 0.0, 10.0);
-  check_real("residual_scale", params.residual_scale, -10.0, 10.0);
+  check_fields(params, kGradientFlowFields);
   const int64_t layers = std::accumulate(params.depths.begin(), params.depths.end(), int64_t{0});
   const int64_t weights = layers * params.width * params.width;
   if (weights > kGradientFlowMaxWeights) {
@@ -47,7 +44,6 @@ void validate(const GradientFlowParams& params) {
                 std::to_string(kGradientFlowMaxWeights) + " (fewer or shallower stacks, or a " +
                 "smaller width)");
   }
-  check_integer("spread_seeds", params.spread_seeds, 0, 256);
   if (weights * params.spread_seeds > kGradientFlowMaxSpreadWeights) {
     throw Error("sum(depths) * width^2 * spread_seeds is " +
                 std::to_string(weights * params.spread_seeds) + ", expected at most " +
@@ -123,12 +119,7 @@ GradientFlowResult run_gradient_flow(const GradientFlowParams& params) {
 }
 
 nlohmann::json to_json(const GradientFlowParams& params) {
-  return {{"width", params.width},
-          {"depths", params.depths},
-          {"weight_std", params.weight_std},
-          {"residual_scale", params.residual_scale},
-          {"seed", params.seed},
-          {"spread_seeds", params.spread_seeds}};
+  return fields_to_json(params, kGradientFlowFields);
 }
 
 nlohmann::json to_json(const GradientFlowResult& result) {
@@ -166,16 +157,7 @@ std::string to_csv(const GradientFlowResult& result) {
 }
 
 GradientFlowParams gradient_flow_params_from_json(const nlohmann::json& object) {
-  GradientFlowParams params;
-  JsonParams reader(object, "gradient-flow");
-  reader.read("width", params.width);
-  reader.read("depths", params.depths);
-  reader.read("weight_std", params.weight_std);
-  reader.read("residual_scale", params.residual_scale);
-  reader.read("seed", params.seed);
-  reader.read("spread_seeds", params.spread_seeds);
-  reader.finish();
-  return params;
+  return read_params<GradientFlowParams>(object, "gradient-flow", kGradientFlowFields);
 }
 
 }  // namespace addnorm::lab

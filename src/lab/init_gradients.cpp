@@ -8,8 +8,7 @@
 #include "addnorm/nn/sequence_model.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
-#include "lab/json_params.hpp"
-#include "lab/model_params_json.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/parallel_runs.hpp"
 #include "lab/stream_probe.hpp"
 #include "lab/transformer_probe.hpp"
@@ -44,15 +43,8 @@ InitGradientsParams init_gradients_quick() {
 }
 
 void validate(const InitGradientsParams& params) {
-  check_count("placements", params.placements.size(), 1, 6);
-  check_distinct(params.placements);
-  check_count("depths", params.depths.size(), 1, 8);
-  check_each_integer<int>("depths", params.depths, 1, 96);
+  check_fields(params, init_gradients_fields());
   validate(params.shape);
-  check_integer("length", params.length, 1, 64);
-  check_integer("symbols", params.symbols, 2, 100);
-  check_integer("batch", params.batch, 1, 256);
-  check_integer("seeds", params.seeds, 1, 64);
   const double work = forward_work(params);
   if (work > kInitGradientsMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds per forward, " +
@@ -188,16 +180,7 @@ InitGradientsResult run_init_gradients(const InitGradientsParams& params,
 }
 
 nlohmann::json to_json(const InitGradientsParams& params) {
-  nlohmann::json object = {{"placements", placements_json(params.placements)},
-                           {"depths", params.depths},
-                           {"task", sequence_task_name(params.task)},
-                           {"length", params.length},
-                           {"symbols", params.symbols},
-                           {"batch", params.batch},
-                           {"seeds", params.seeds},
-                           {"seed", params.seed}};
-  add_shape_json(object, params.shape);
-  return object;
+  return fields_to_json(params, init_gradients_fields());
 }
 
 nlohmann::json to_json(const InitGradientsResult& result) {
@@ -252,21 +235,7 @@ std::string to_csv(const InitGradientsResult& result) {
 }
 
 InitGradientsParams init_gradients_params_from_json(const nlohmann::json& object) {
-  JsonParams reader(object, "init-gradients");
-  bool quick = false;
-  reader.read("quick", quick);
-  InitGradientsParams params = quick ? init_gradients_quick() : InitGradientsParams{};
-  read_placements(reader, object, params.placements);
-  reader.read("depths", params.depths);
-  read_shape(reader, params.shape);
-  read_task(reader, params.task);
-  reader.read("length", params.length);
-  reader.read("symbols", params.symbols);
-  reader.read("batch", params.batch);
-  reader.read("seeds", params.seeds);
-  reader.read("seed", params.seed);
-  reader.finish();
-  return params;
+  return read_params(object, "init-gradients", init_gradients_fields(), init_gradients_quick);
 }
 
 }  // namespace addnorm::lab

@@ -28,17 +28,18 @@ class JsonParams {
     }
   }
 
-  // Sets `field` from object[key] when the key is present.
+  // Sets `field` from object[key] when the key is present; says whether it was.
   template <class T>
-  void read(const std::string& key, T& field) {
+  bool read(const std::string& key, T& field) {
     const auto found = object_.find(key);
-    if (found == object_.end()) return;
+    if (found == object_.end()) return false;
     used_.insert(key);
     if (!matches<T>(*found)) {
       throw Error(experiment_ + " parameter " + key + " is " + describe_json_value(*found) +
                   ", expected " + type_name<T>());
     }
     field = found->template get<T>();
+    return true;
   }
 
   // Throws for keys that no read() asked for (a typo would otherwise be silently ignored).

@@ -6,6 +6,7 @@
 #include "addnorm/ops.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/float_math.hpp"
 #include "lab/json_params.hpp"
 
@@ -60,17 +61,14 @@ NormStepsParams norm_steps_preset(const std::string& name) {
 }
 
 void validate(const NormStepsParams& params) {
-  check_count("x", params.x.size(), 1, 4096);
-  check_each_real("x", params.x, -1e30, 1e30);
+  check_fields(params, kNormStepsFields);
   for (const auto& [name, values] : {std::pair{"gamma", &params.gamma}, {"beta", &params.beta}}) {
     if (values->size() != 1 && values->size() != params.x.size()) {
       throw Error(std::string(name) + " has " + std::to_string(values->size()) +
                   " values, expected 1 (for every feature) or " + std::to_string(params.x.size()) +
                   " (one per value of x)");
     }
-    check_each_real(name, *values, -1e30, 1e30);
   }
-  check_real("eps", params.eps, 0.0, 1.0);
 }
 
 NormStepsResult run_norm_steps(const NormStepsParams& params) {
@@ -123,11 +121,7 @@ NormStepsResult run_norm_steps(const NormStepsParams& params) {
 }
 
 nlohmann::json to_json(const NormStepsParams& params) {
-  return {{"x", params.x},
-          {"gamma", params.gamma},
-          {"beta", params.beta},
-          {"norm", steps_norm_name(params.norm)},
-          {"eps", params.eps}};
+  return fields_to_json(params, kNormStepsFields);
 }
 
 nlohmann::json to_json(const NormStepsResult& result) {
@@ -165,13 +159,7 @@ NormStepsParams norm_steps_params_from_json(const nlohmann::json& object) {
   std::string preset = "page";
   reader.read("preset", preset);
   NormStepsParams params = norm_steps_preset(preset);
-  reader.read("x", params.x);
-  reader.read("gamma", params.gamma);
-  reader.read("beta", params.beta);
-  std::string norm = steps_norm_name(params.norm);
-  reader.read("norm", norm);
-  params.norm = parse_steps_norm(norm);
-  reader.read("eps", params.eps);
+  read_fields(reader, params, kNormStepsFields);
   reader.finish();
   return params;
 }

@@ -6,6 +6,7 @@
 
 #include "addnorm/error.hpp"
 #include "lab/checks.hpp"
+#include "lab/experiment_fields.hpp"
 
 namespace addnorm::lab {
 
@@ -64,13 +65,11 @@ TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,
 }
 
 void validate(const ModelShape& shape) {
-  check_integer("n_heads", shape.n_heads, 1, 16);
-  check_integer("d_model", shape.d_model, 4, 512);
+  check_fields(shape, kModelShapeFields);
   if (shape.d_model % shape.n_heads != 0) {
     throw Error("d_model is " + std::to_string(shape.d_model) +
                 ", expected a multiple of n_heads = " + std::to_string(shape.n_heads));
   }
-  check_integer("d_ff", shape.d_ff, 1, 2048);
 }
 
 }  // namespace addnorm::lab

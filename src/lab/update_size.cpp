@@ -9,8 +9,7 @@
 #include "addnorm/nn/sequence_model.hpp"
 #include "lab/checks.hpp"
 #include "lab/csv.hpp"
-#include "lab/json_params.hpp"
-#include "lab/model_params_json.hpp"
+#include "lab/experiment_fields.hpp"
 #include "lab/parallel_runs.hpp"
 #include "lab/transformer_probe.hpp"
 
@@ -137,23 +136,8 @@ UpdateSizeParams update_size_quick() {
 }
 
 void validate(const UpdateSizeParams& params) {
-  check_count("placements", params.placements.size(), 1, 6);
-  check_distinct(params.placements);
-  check_count("depths", params.depths.size(), 1, 8);
-  check_each_integer<int>("depths", params.depths, 1, 96);
+  check_fields(params, update_size_fields());
   validate(params.shape);
-  check_integer("length", params.length, 1, 64);
-  check_integer("symbols", params.symbols, 2, 100);
-  check_integer("batch", params.batch, 1, 256);
-  check_count("lrs", params.lrs.size(), 1, 8);
-  for (size_t i = 0; i < params.lrs.size(); ++i) {
-    const double lr = params.lrs[i];
-    if (!(lr > 0.0) || lr > 1.0 || !std::isfinite(lr)) {
-      throw Error("lrs[" + std::to_string(i) + "] is " + number_text(lr) +
-                  ", expected a number in (0, 1]");
-    }
-  }
-  check_integer("seeds", params.seeds, 1, 64);
   const double work = forward_work(params);
   if (work > kUpdateSizeMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds per forward, " +
@@ -225,18 +209,7 @@ UpdateSizeResult run_update_size(const UpdateSizeParams& params, const Progress&
 }
 
 nlohmann::json to_json(const UpdateSizeParams& params) {
-  nlohmann::json object = {{"placements", placements_json(params.placements)},
-                           {"depths", params.depths},
-                           {"task", sequence_task_name(params.task)},
-                           {"length", params.length},
-                           {"symbols", params.symbols},
-                           {"batch", params.batch},
-                           {"lrs", params.lrs},
-                           {"mode", update_mode_name(params.mode)},
-                           {"seeds", params.seeds},
-                           {"seed", params.seed}};
-  add_shape_json(object, params.shape);
-  return object;
+  return fields_to_json(params, update_size_fields());
 }
 
 nlohmann::json to_json(const UpdateSizeResult& result) {
@@ -285,25 +258,7 @@ std::string to_csv(const UpdateSizeResult& result) {
 }
 
 UpdateSizeParams update_size_params_from_json(const nlohmann::json& object) {
-  JsonParams reader(object, "update-size");
-  bool quick = false;
-  reader.read("quick", quick);
-  UpdateSizeParams params = quick ? update_size_quick() : UpdateSizeParams{};
-  read_placements(reader, object, params.placements);
-  reader.read("depths", params.depths);
-  read_shape(reader, params.shape);
-  read_task(reader, params.task);
-  reader.read("length", params.length);
-  reader.read("symbols", params.symbols);
-  reader.read("batch", params.batch);
-  reader.read("lrs", params.lrs);
-  std::string mode = update_mode_name(params.mode);
-  reader.read("mode", mode);
-  params.mode = parse_update_mode(mode);
-  reader.read("seeds", params.seeds);
-  reader.read("seed", params.seed);
-  reader.finish();
-  return params;
+  return read_params(object, "update-size", update_size_fields(), update_size_quick);
 }
 
 }  // namespace addnorm::lab

@@ -27,6 +27,11 @@ ActivationGrowth activation_growth() {
   growth.std_without_norm = run.curves[0].std;
   growth.std_with_layer_norm = run.curves[1].std;
   growth.first_layer_past_100 = run.curves[0].first_layer_past_100;
+  growth.spread_seeds = params.spread_seeds;
+  if (params.spread_seeds > 0) {
+    growth.last_std_without_norm = run.curves[0].std_spread.back();
+    growth.last_std_with_layer_norm = run.curves[1].std_spread.back();
+  }
   return growth;
 }
 
@@ -76,6 +81,20 @@ std::string growth_text(const ActivationGrowth& growth) {
           std::to_string(growth.first_layer_past_100) + ", like its \"15+ layers\")\n";
   text += "with LayerNorm every layer after the input stays near 1.0 (largest |std - 1| = " +
           scientific(largest_deviation, 1) + ", the eps under the root)\n";
+  // Beside the page's single draw, not instead of it: the same over other seeds.
+  if (growth.spread_seeds > 0) {
+    const auto spread = [](const lab::Spread& s, int decimals) {
+      return fixed(s.median, decimals) + " [" + fixed(s.low, decimals) + ", " +
+             fixed(s.high, decimals) + "]";
+    };
+    text += "over " + std::to_string(growth.spread_seeds) + " other seeds (" +
+            std::to_string(growth.seed + 1) + ".." +
+            std::to_string(growth.seed + growth.spread_seeds) + "), the std at layer " +
+            std::to_string(growth.layers) +
+            ", median [25th, 75th percentile]: " + spread(growth.last_std_without_norm, 0) +
+            " without normalization, " + spread(growth.last_std_with_layer_norm, 6) +
+            " with LayerNorm\n";
+  }
   return text;
 }
 
@@ -88,7 +107,10 @@ nlohmann::json growth_json(const ActivationGrowth& growth) {
           {"eps", growth.eps},
           {"std_without_norm", growth.std_without_norm},
           {"std_with_layer_norm", growth.std_with_layer_norm},
-          {"first_layer_past_100", growth.first_layer_past_100}};
+          {"first_layer_past_100", growth.first_layer_past_100},
+          {"spread_seeds", growth.spread_seeds},
+          {"last_std_without_norm_spread", lab::to_json(growth.last_std_without_norm)},
+          {"last_std_with_layer_norm_spread", lab::to_json(growth.last_std_with_layer_norm)}};
 }
 
 }  // namespace addnorm::tour

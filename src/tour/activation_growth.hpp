@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/lab/seed_spread.hpp"
+
 namespace addnorm::tour {
 
 struct ActivationGrowth {
@@ -22,6 +24,10 @@ struct ActivationGrowth {
   std::vector<double> std_with_layer_norm;
   // The first layer whose std exceeds 100 without normalisation (0 if none).
   int first_layer_past_100 = 0;
+  // The last layer's std over the other seeds (seed + 1 .. seed + spread_seeds), beside the
+  // page's single draw: without normalisation and with LayerNorm.
+  int spread_seeds = 0;
+  lab::Spread last_std_without_norm, last_std_with_layer_norm;
 };
 
 ActivationGrowth activation_growth();

@@ -7,12 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/lab/seed_spread.hpp"
+
 namespace addnorm::tour {
 
 struct GradientFlowRun {
   int layers = 0;
   double without_residual = 0.0;  // |W1^T ... Wn^T g_top|
   double with_residual = 0.0;     // |(I + W1)^T ... (I + Wn)^T g_top|
+  // The same sizes over the other seeds (seed + 1 .. seed + spread_seeds), beside the page's.
+  lab::Spread spread_without_residual, spread_with_residual;
 };
 
 struct GradientFlow {
@@ -21,6 +25,7 @@ struct GradientFlow {
   double weight_std = 0.0;            // W ~ N(0, 0.1)
   double top_norm = 0.0;              // |ones(d)| = 2.83
   std::vector<GradientFlowRun> runs;  // 6 then 24 layers, drawn from one generator
+  int spread_seeds = 0;               // the lab's default: how many other seeds the spread has
 };
 
 GradientFlow gradient_flow();

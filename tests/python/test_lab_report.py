@@ -81,6 +81,125 @@ def test_summaries_print_the_spread(addnorm_bin):
     text = lab_run(addnorm_bin, "init-gradients", "--quick").stdout
     # "post / pre" per depth, median [q25, q75] over the quick run's four seeds.
     assert re.search(r"post_norm / pre_norm.*\n.*depth.*post / pre\n\s+6\s+[\d.e+-]+ \[", text)
+    data = json.loads(lab_run(addnorm_bin, "gradient-flow", "--json").stdout)
+    n = data["params"]["spread_seeds"]
     text = lab_run(addnorm_bin, "gradient-flow").stdout
     assert "6 layers: gradient size without residual 8.62e-04, with residual 3.31" in text
-    assert "over 256 other seeds (43..298), median [interquartile range]" in text
+    assert f"over {n} other seeds (43..{42 + n}), median [interquartile range]" in text
+
+
+def test_tour_prints_the_page_and_the_spread_over_other_seeds(addnorm_bin):
+    """The tour's gradient section: the page's seed-42 lines unchanged, and beside them the
+    median [q25, q75] over seeds 43.., recomputed here with NumPy's own default_rng."""
+    np = pytest.importorskip("numpy")
+    text = subprocess.run([str(addnorm_bin), "tour", "--section", "gradient"], check=True,
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "6 layers: gradient size without residual 8.62e-04, with residual 3.31\n" in text
+    assert "24 layers: gradient size without residual 6.86e-14, with residual 2.79\n" in text
+    n = int(re.search(r"the same over (\d+) other seeds \(43\.\.(\d+)\)", text).group(1))
+    d, sizes = 8, {6: ([], []), 24: ([], [])}
+    for seed in range(43, 43 + n):
+        rng = np.random.default_rng(seed)  # one generator: 24 layers follow the 6
+        for layers in (6, 24):
+            g_plain = g_resid = np.ones(d)
+            for w in reversed([rng.normal(0, 0.1, (d, d)) for _ in range(layers)]):
+                g_plain, g_resid = w.T @ g_plain, (np.eye(d) + w).T @ g_resid
+            sizes[layers][0].append(np.linalg.norm(g_plain))
+            sizes[layers][1].append(np.linalg.norm(g_resid))
+    for layers, (plain, resid) in sizes.items():
+        q = [np.percentile(plain, p) for p in (50, 25, 75)]
+        r = [np.percentile(resid, p) for p in (50, 25, 75)]
+        line = (f"  {layers} layers: without residual {q[0]:.2e} [{q[1]:.2e}, {q[2]:.2e}], "
+                f"with residual {r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]\n")
+        assert line in text
+
+
+def load_stability():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lab_stability",
+                                                  REPO_ROOT / "scripts" / "lab_stability.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_seed_stability_rule_on_two_quick_runs(addnorm_bin):
+    """The rule's verdict for two real runs on disjoint seed sets equals the one computed here
+    from the runs' per-seed values with NumPy (median of the per-seed post/pre ratios)."""
+    np = pytest.importorskip("numpy")
+    stability = load_stability()
+    runs = [json.loads(lab_run(addnorm_bin, "init-gradients", "--quick", "--seed", seed,
+                               "--json").stdout) for seed in (0, 4)]  # --quick has 4 seeds
+
+    def post_over_pre(result, depth):
+        top = {s["placement"]: np.array(s["top_ffn_grad_per_seed"])
+               for s in result["stacks"] if s["depth"] == depth}
+        return float(np.median(top["post_norm"] / top["pre_norm"]))
+
+    verdict = stability.judge("init-gradients", runs[0], runs[1])
+    expected = {}
+    for depth in runs[0]["params"]["depths"]:
+        a, b = post_over_pre(runs[0], depth), post_over_pre(runs[1], depth)
+        expected[f"post/pre L={depth}"] = abs(a - b) / max(a, b)
+    assert {m[1]: m[0] for m in verdict["claims"]} == pytest.approx(expected, rel=1e-12)
+    assert verdict["holds"] == all(v < 0.10 for v in expected.values())
+    # A threshold below the largest move fails the same pair of runs.
+    largest = max(expected.values())
+    assert not stability.judge("init-gradients", runs[0], runs[1], threshold=largest * 0.99)["holds"]
+
+
+def test_seed_stability_rule_judges_the_claim_statistic():
+    """Synthetic results: update-size's rule is on the share of seeds in which post > pre >
+    DeepNorm (60/64 vs 50/64 moves by 10/60 = 16.7%, a failure although each lr-scaled median
+    moved less), and depth-training's on the accuracies (losses near 0 may move by factors)."""
+    stability = load_stability()
+
+    def update_size(holds, post, pre):
+        return {"orderings": [{"lr": 1e-3, "depth": 6, "holds": holds, "seeds": 64}],
+                "stacks": [{"placement": "post_norm", "depth": 6, "lr": 1e-3, "output_change": post},
+                           {"placement": "pre_norm", "depth": 6, "lr": 1e-3, "output_change": pre}]}
+
+    verdict = stability.judge("update-size", update_size(60, 0.30, 0.10),
+                              update_size(50, 0.33, 0.0917))
+    assert verdict["claims"][0][1] == "post>pre>deep L=6 lr=0.001"
+    assert verdict["claims"][0][2] == pytest.approx(60 / 64)
+    assert verdict["claims"][0][0] == pytest.approx(10 / 60)
+    assert not verdict["holds"]
+    assert verdict["medians_within"] == 2  # 9.1% and 8.3%: each median alone passes
+    assert stability.judge("update-size", update_size(60, 0.30, 0.10),
+                           update_size(58, 0.30, 0.10))["holds"]  # 2/60 = 3.3%
+
+    def depth_training(loss, accuracy):
+        return {"summaries": [{"placement": "pre_norm", "depth": 2, "warmup": False,
+                               "final_loss": loss, "accuracy": accuracy}]}
+
+    verdict = stability.judge("depth-training", depth_training(0.04, 0.99),
+                              depth_training(0.002, 1.0))
+    assert verdict["holds"] and verdict["claims_within"] == 1
+    assert verdict["medians_within"] == 1  # the loss moved by 95%
+    assert verdict["medians"][0][0] == pytest.approx(0.038 / 0.04)
+    assert not stability.judge("depth-training", depth_training(0.04, 0.99),
+                               depth_training(0.04, 0.80))["holds"]
+
+
+EXPERIMENTS = ["gradient-flow", "activation-growth", "norm-steps", "batch-vs-layer",
+               "init-gradients", "update-size", "depth-training"]
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_parameter_is_an_option_and_round_trips(addnorm_bin, name):
+    """One table per experiment: each key the result echoes under "params" is a command-line
+    option (--d-model for d_model), and typing every echoed value back as options reproduces
+    the same params."""
+    params = json.loads(lab_run(addnorm_bin, name, "--quick", "--json").stdout)["params"]
+    help_text = lab_run(addnorm_bin, name, "--help").stdout
+    args = []
+    for key, value in params.items():
+        option = "--" + key.replace("_", "-")
+        assert re.search(rf"^\s+{re.escape(option)}\b", help_text, re.M), option
+        if key == "warmups":  # typed as the schedules' names
+            value = ["warmup" if v else "constant" for v in value]
+        values = value if isinstance(value, list) else [value]
+        args += [option, ",".join(repr(v) if isinstance(v, float) else str(v) for v in values)]
+    again = json.loads(lab_run(addnorm_bin, name, *args, "--json").stdout)["params"]
+    assert again == params

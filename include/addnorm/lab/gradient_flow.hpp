@@ -24,8 +24,8 @@ struct GradientFlowParams {
   double residual_scale = 1.0;     // lambda in y = lambda x + W x, in [-10, 10]
   uint64_t seed = 42;              // numpy_random::Generator(seed); stacks drawn in order
   // The spread beside the single draw: the same stacks drawn from seeds seed + 1 ..
-  // seed + spread_seeds, in [0, 256] (0: none).
-  int spread_seeds = 256;
+  // seed + spread_seeds, in [0, 4096] (0: none).
+  int spread_seeds = 1024;
 };
 // The limit on the total number of weights, sum(depths) * width^2 * (1 + spread_seeds), that
 // keeps a run fast.

@@ -1,0 +1,94 @@
+"""The seed-stability rule of docs/lab.md, computed from two runs of one experiment on disjoint
+seed sets (scripts/lab-report.sh makes the second run with --seed moved past the first set).
+
+A median is stable when it moves by less than 10% between the two sets: |a - b| / max(|a|, |b|).
+The rule is judged on each experiment's claim statistics, the numbers docs/lab.md's claims are
+about; where a raw median sits near zero or scales with a setting, the claim is about a ratio
+between placements or an accuracy, and that is the statistic judged (see claim_statistics).
+Every reported median's move is listed as well, so what the rule does not cover stays visible.
+"""
+
+THRESHOLD = 0.10
+
+
+def relative_move(a, b):
+    """|a - b| / max(|a|, |b|); 0 when both are 0."""
+    scale = max(abs(a), abs(b))
+    return abs(a - b) / scale if scale > 0 else 0.0
+
+
+def reported_medians(label, result):
+    """Every headline median the run prints, by name."""
+    out = {}
+    if label == "gradient-flow":
+        for s in result["stacks"]:
+            out[f"{s['depth']} layers, no residual"] = s["spread_without_residual"][-1]["median"]
+            out[f"{s['depth']} layers, residual"] = s["spread_with_residual"][-1]["median"]
+    elif label == "activation-growth":
+        for c in result["curves"]:
+            out[f"{c['mode']}, last std"] = c["std_spread"][-1]["median"]
+    elif label.startswith("init-gradients"):
+        for s in result["stacks"]:
+            out[f"{s['placement']} L={s['depth']} top FFN grad"] = s["top_ffn_grad"]["median"]
+        for x in result.get("post_over_pre", []):
+            out[f"post/pre L={x['depth']}"] = x["top_ffn_grad"]["median"]
+    elif label.startswith("update-size"):
+        for s in result["stacks"]:
+            out[f"{s['placement']} L={s['depth']} lr={s['lr']:g}"] = s["output_change"]
+    elif label == "depth-training":
+        for s in result["summaries"]:
+            key = f"{s['placement']} L={s['depth']} {'warmup' if s['warmup'] else 'constant'}"
+            out[key + " loss"] = s["final_loss"]
+            out[key + " accuracy"] = s["accuracy"]
+    return out
+
+
+def _update_size_orderings(result):
+    """Per lr and depth, the share of seeds in which post > pre > DeepNorm (output change): the
+    claims are about this ordering, and each raw change is proportional to lr."""
+    return {f"post>pre>deep L={o['depth']} lr={o['lr']:g}": o["holds"] / o["seeds"]
+            for o in result.get("orderings", [])}
+
+
+def claim_statistics(label, result):
+    """The statistics the docs' claims rest on, by name.
+
+    gradient-flow, activation-growth: the medians themselves (far from zero, or compared over
+    decades). init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
+    per-seed ratio's median). update-size: the share of seeds in which post > pre > DeepNorm, per
+    lr and depth (the raw change is proportional to lr, and the ratio of two placements' medians
+    is noisier than either). depth-training: the accuracies; the held-out losses
+    of the runs that learn sit near 0 and differ by factors between seeds, so no claim uses them.
+    """
+    if label in ("gradient-flow", "activation-growth"):
+        return reported_medians(label, result)
+    if label.startswith("init-gradients"):
+        return {f"post/pre L={x['depth']}": x["top_ffn_grad"]["median"]
+                for x in result.get("post_over_pre", [])}
+    if label.startswith("update-size"):
+        return _update_size_orderings(result)
+    if label == "depth-training":
+        return {k: v for k, v in reported_medians(label, result).items()
+                if k.endswith(" accuracy")}
+    return {}
+
+
+def moves(first, second):
+    """(move, name, a, b) for every statistic of `first`, largest move first."""
+    out = [(relative_move(a, second[name]), name, a, second[name]) for name, a in first.items()]
+    out.sort(key=lambda m: (-m[0], m[1]))
+    return out
+
+
+def judge(label, first_result, second_result, threshold=THRESHOLD):
+    """The rule's verdict for one experiment: a dict with the claim statistics' moves, all
+    reported medians' moves, and `holds` (every claim statistic moved less than threshold)."""
+    claims = moves(claim_statistics(label, first_result), claim_statistics(label, second_result))
+    medians = moves(reported_medians(label, first_result), reported_medians(label, second_result))
+    return {
+        "claims": claims,
+        "medians": medians,
+        "holds": bool(claims) and all(m[0] < threshold for m in claims),
+        "claims_within": sum(1 for m in claims if m[0] < threshold),
+        "medians_within": sum(1 for m in medians if m[0] < threshold),
+    }
