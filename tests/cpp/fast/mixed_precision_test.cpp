@@ -68,6 +68,33 @@ void expect_round_to_nearest_even(float value, uint16_t bits, DType dtype) {
   }
 }
 
+// The float64 reference backward of LayerNorm (layer) or RMSNorm with gamma, eps 1e-5, plus
+// dh_next when given (the residual stream's gradient).
+void reference_backward(bool layer, const std::vector<double>& dy, const std::vector<double>& x,
+                        const std::vector<double>& gamma, int64_t rows, int64_t dim,
+                        const std::vector<float>* dh_next, std::vector<double>& dx,
+                        std::vector<double>& dgamma) {
+  if (layer) {
+    reference::layer_norm_backward<double>(dy.data(), x.data(), gamma.data(), nullptr, nullptr,
+                                           dx.data(), dgamma.data(), nullptr, rows, dim, 1e-5);
+  } else {
+    reference::rms_norm_backward<double>(dy.data(), x.data(), gamma.data(), false, nullptr,
+                                         nullptr, dx.data(), dgamma.data(), rows, dim, 1e-5);
+  }
+  if (dh_next) {
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += (*dh_next)[i];
+  }
+}
+
+// The storage path's options: the norm, float32 gamma, the default eps.
+MixedNormOptions gamma_options(bool layer, const std::vector<float>& gamma,
+                               const Shape& normalized) {
+  MixedNormOptions options;
+  options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+  options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+  return options;
+}
+
 class ConversionsOnEveryTarget : public ::testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override { cpu::force_target(GetParam()); }
@@ -404,60 +431,72 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
  }
 }
 
+// Runs body(dtype, dim, layer, with_dh) over both 16-bit types, dims 7, 64 and 200, and the
+// four variants: LayerNorm or RMSNorm, with or without dh_next.
+template <class Body>
+void for_each_backward_variant(const Body& body) {
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const int64_t dim : {7, 64, 200}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
+                     " variant " + std::to_string(variant));
+        body(dtype, dim, variant % 2 == 0, variant >= 2);
+      }
+    }
+  }
+}
+
 // The backward on rows stored in one 16-bit type (read and written directly where the target
 // can), on every target, against float64: LayerNorm and RMSNorm, with and without a 16-bit
 // dh_next, in place (dx over dy) and not, in groups of four rows and single rows.
 TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
   const int64_t rows = 9;
-  for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const int64_t dim : {7, 64, 200}) {
-      for (int variant = 0; variant < 4; ++variant) {
-        const bool layer = variant % 2 == 0, with_dh = variant >= 2;
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
-                     " variant " + std::to_string(variant));
-        const Shape shape{rows, dim}, normalized{dim};
-        const auto count = static_cast<size_t>(rows * dim);
-        const auto x_bits = narrow_all(random_floats(count, 81, -2.0f, 3.0f), dtype);
-        auto dy_bits = narrow_all(random_floats(count, 82), dtype);
-        const auto dh_bits = narrow_all(random_floats(count, 83), dtype);
-        const auto gamma = random_floats(static_cast<size_t>(dim), 84, 0.5f, 1.5f);
-        const auto x = widen(widen_all(x_bits, dtype)), dy = widen(widen_all(dy_bits, dtype));
-        const auto dh = widen_all(dh_bits, dtype);
-        const auto g64 = widen(gamma);
-        std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
-        if (layer) {
-          reference::layer_norm_backward<double>(dy.data(), x.data(), g64.data(), nullptr,
-                                                 nullptr, want_dx.data(), want_dgamma.data(),
-                                                 nullptr, rows, dim, 1e-5);
-        } else {
-          reference::rms_norm_backward<double>(dy.data(), x.data(), g64.data(), false, nullptr,
-                                               nullptr, want_dx.data(), want_dgamma.data(), rows,
-                                               dim, 1e-5);
-        }
-        if (with_dh) {
-          for (size_t i = 0; i < count; ++i) want_dx[i] += dh[i];
-        }
-        MixedNormOptions options;
-        options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
-        options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
-        std::vector<float> dgamma(static_cast<size_t>(dim));
-        // dx written over dy (an allowed alias) in the variants with dh_next.
-        std::vector<uint16_t> separate(count);
-        uint16_t* dx_bits = with_dh ? dy_bits.data() : separate.data();
-        norm_backward_mixed(
-            AnyConstView(dy_bits.data(), shape, dtype), AnyConstView(x_bits.data(), shape, dtype),
-            normalized,
-            {AnyMutableView(dx_bits, shape, dtype), MutableView{dgamma.data(), normalized},
-             std::nullopt},
-            options,
-            with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
-                    : std::nullopt);
-        const std::vector<uint16_t> got(dx_bits, dx_bits + count);
-        EXPECT_TRUE(within_storage_ulp(widen_all(got, dtype), want_dx, dtype,
-                                       8 * testing::max_abs(want_dx)));
-        EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
-      }
+  for_each_backward_variant([&](DType dtype, int64_t dim, bool layer, bool with_dh) {
+    const Shape shape{rows, dim}, normalized{dim};
+    const auto count = static_cast<size_t>(rows * dim);
+    const auto x_bits = narrow_all(random_floats(count, 81, -2.0f, 3.0f), dtype);
+    auto dy_bits = narrow_all(random_floats(count, 82), dtype);
+    const auto dh_bits = narrow_all(random_floats(count, 83), dtype);
+    const auto gamma = random_floats(static_cast<size_t>(dim), 84, 0.5f, 1.5f);
+    const auto x = widen(widen_all(x_bits, dtype)), dy = widen(widen_all(dy_bits, dtype));
+    const auto dh = widen_all(dh_bits, dtype);
+    const auto g64 = widen(gamma);
+    std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
+    reference_backward(layer, dy, x, g64, rows, dim, with_dh ? &dh : nullptr, want_dx,
+                       want_dgamma);
+    const MixedNormOptions options = gamma_options(layer, gamma, normalized);
+    std::vector<float> dgamma(static_cast<size_t>(dim));
+    // dx written over dy (an allowed alias) in the variants with dh_next.
+    std::vector<uint16_t> separate(count);
+    uint16_t* dx_bits = with_dh ? dy_bits.data() : separate.data();
+    norm_backward_mixed(
+        AnyConstView(dy_bits.data(), shape, dtype), AnyConstView(x_bits.data(), shape, dtype),
+        normalized,
+        {AnyMutableView(dx_bits, shape, dtype), MutableView{dgamma.data(), normalized},
+         std::nullopt},
+        options,
+        with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
+                : std::nullopt);
+    const std::vector<uint16_t> got(dx_bits, dx_bits + count);
+    EXPECT_TRUE(within_storage_ulp(widen_all(got, dtype), want_dx, dtype,
+                                   8 * testing::max_abs(want_dx)));
+    EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+  });
+}
+
+// Row by row, a 16-bit output (widened) within one unit of its storage type of the float64
+// result; with nan_row, the stress rows' row 1 holds a NaN and must come out all NaN.
+void expect_rows_within_unit(const std::vector<float>& y, const std::vector<double>& want_y,
+                             int64_t rows, int64_t dim, DType dtype, bool nan_row) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const auto at = static_cast<std::ptrdiff_t>(row * dim);
+    const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
+    const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
+    if (nan_row && row == 1) {
+      for (float v : got) ASSERT_TRUE(std::isnan(v));
+      continue;
     }
+    EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
   }
 }
 
@@ -507,16 +546,10 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
                                AnyMutableView(y_bits.data(), shape, dtype), options,
                                NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
             ASSERT_EQ(std::vector<uint16_t>(h_bits, h_bits + x_bits.size()), want_h_bits);
-            const auto y = widen_all(y_bits, dtype);
+            expect_rows_within_unit(widen_all(y_bits, dtype), want_y, rows, dim, dtype,
+                                    kind == "nan_row");
             for (int64_t row = 0; row < rows; ++row) {
-              const auto at = static_cast<std::ptrdiff_t>(row * dim);
-              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
-              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
-              if (kind == "nan_row" && row == 1) {
-                for (float v : got) ASSERT_TRUE(std::isnan(v));
-                continue;
-              }
-              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+              if (kind == "nan_row" && row == 1) continue;
               EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
                           1e-6 * want_rstd[static_cast<size_t>(row)]);
             }
@@ -532,50 +565,31 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
 // it is held to a few float32 ulp of its scale, as the float32 backward is.
 TEST_P(NarrowNormOnEveryTarget, BackwardWithFloat32StreamMatchesFloat64) {
   const int64_t rows = 9;
-  for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const int64_t dim : {7, 64, 200}) {
-      for (int variant = 0; variant < 4; ++variant) {
-        const bool layer = variant % 2 == 0, with_dh = variant >= 2;
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
-                     " variant " + std::to_string(variant));
-        const Shape shape{rows, dim}, normalized{dim};
-        const auto count = static_cast<size_t>(rows * dim);
-        const auto x = random_floats(count, 91, -2.0f, 3.0f);
-        const auto dy_bits = narrow_all(random_floats(count, 92), dtype);
-        auto dh = random_floats(count, 93);
-        const auto gamma = random_floats(static_cast<size_t>(dim), 94, 0.5f, 1.5f);
-        const auto x64 = widen(x), dy64 = widen(widen_all(dy_bits, dtype)), g64 = widen(gamma);
-        std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
-        if (layer) {
-          reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), nullptr,
-                                                 nullptr, want_dx.data(), want_dgamma.data(),
-                                                 nullptr, rows, dim, 1e-5);
-        } else {
-          reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false,
-                                               nullptr, nullptr, want_dx.data(),
-                                               want_dgamma.data(), rows, dim, 1e-5);
-        }
-        if (with_dh) {
-          for (size_t i = 0; i < count; ++i) want_dx[i] += dh[i];
-        }
-        MixedNormOptions options;
-        options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
-        options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
-        std::vector<float> dgamma(static_cast<size_t>(dim));
-        // dx written over dh_next (an allowed alias: the same type) in the variants with it.
-        std::vector<float> separate(count);
-        float* dx = with_dh ? dh.data() : separate.data();
-        norm_backward_mixed(
-            AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
-            {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt},
-            options,
-            with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
-        const std::vector<float> got(dx, dx + count);
-        EXPECT_TRUE(testing::within_ulps(got, want_dx, 8, testing::max_abs(want_dx)));
-        EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
-      }
-    }
-  }
+  for_each_backward_variant([&](DType dtype, int64_t dim, bool layer, bool with_dh) {
+    const Shape shape{rows, dim}, normalized{dim};
+    const auto count = static_cast<size_t>(rows * dim);
+    const auto x = random_floats(count, 91, -2.0f, 3.0f);
+    const auto dy_bits = narrow_all(random_floats(count, 92), dtype);
+    auto dh = random_floats(count, 93);
+    const auto gamma = random_floats(static_cast<size_t>(dim), 94, 0.5f, 1.5f);
+    const auto x64 = widen(x), dy64 = widen(widen_all(dy_bits, dtype)), g64 = widen(gamma);
+    std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
+    reference_backward(layer, dy64, x64, g64, rows, dim, with_dh ? &dh : nullptr, want_dx,
+                       want_dgamma);
+    const MixedNormOptions options = gamma_options(layer, gamma, normalized);
+    std::vector<float> dgamma(static_cast<size_t>(dim));
+    // dx written over dh_next (an allowed alias: the same type) in the variants with it.
+    std::vector<float> separate(count);
+    float* dx = with_dh ? dh.data() : separate.data();
+    norm_backward_mixed(
+        AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
+        {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt},
+        options,
+        with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
+    const std::vector<float> got(dx, dx + count);
+    EXPECT_TRUE(testing::within_ulps(got, want_dx, 8, testing::max_abs(want_dx)));
+    EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
+  });
 }
 
 // A float32 residual stream (x and h) with a 16-bit branch (r and y), run by the forward kernel
@@ -634,17 +648,8 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
               norm_forward_mixed(ConstView{x.data(), shape}, normalized,
                                  AnyMutableView(y_bits.data(), shape, dtype), options);
             }
-            const auto y = widen_all(y_bits, dtype);
-            for (int64_t row = 0; row < rows; ++row) {
-              const auto at = static_cast<std::ptrdiff_t>(row * dim);
-              const std::vector<float> got(y.begin() + at, y.begin() + at + dim);
-              const std::vector<double> want(want_y.begin() + at, want_y.begin() + at + dim);
-              if (kind == "nan_row" && row == 1) {
-                for (float v : got) ASSERT_TRUE(std::isnan(v));
-                continue;
-              }
-              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
-            }
+            expect_rows_within_unit(widen_all(y_bits, dtype), want_y, rows, dim, dtype,
+                                    kind == "nan_row");
           }
         }
       }
