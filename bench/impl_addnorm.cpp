@@ -30,8 +30,8 @@ RmsNormOptions rms_norm_options(const AddNormOptions& o) {
 
 // bfloat16 data (x, r, dy, dh_next, y, h, dx) with float32 gamma, beta and statistics, through
 // the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward and
-// backward, and the fused pre-norm Add&Norm. There is no 16-bit post-norm (dropout) op yet, and
-// BatchNorm is float32 only.
+// backward, and the fused pre-norm Add&Norm. Post-norm takes 16-bit storage too but has no bf16
+// case here yet; BatchNorm is float32 only.
 void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};

@@ -65,8 +65,8 @@ def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=1e-5, norm=
 def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=1e-5, norm="layer_norm",
                   zero_centered_weight=False, p=0.0, seed=None, offset=0):
     """Post-norm Add & Norm: Norm(x + Dropout(s)). seed=None draws one from torch's generator
-    when p > 0; the backward regenerates the same mask from it. 16-bit tensors are computed in
-    float32 (the library has no 16-bit post-norm) and rounded once."""
+    when p > 0; the backward regenerates the same mask from it. 16-bit tensors run in the
+    library's 16-bit post-norm: float32 inside, each output rounded once."""
     if seed is None:
         seed = fresh_seed() if p > 0 else 0
     return torch.ops.addnorm.add_norm_post(x, s, _shape(normalized_shape), weight, bias,
