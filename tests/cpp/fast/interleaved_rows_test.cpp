@@ -1,0 +1,133 @@
+// The float32 forward runs one row's statistics inside the normalising pass of the row before it
+// (norm_forward_kernels.cpp, from D = 512 on). That must not change a single bit: on every SIMD
+// target, a whole call (rows interleaved, split over 1, 2 or 3 threads) gives exactly what the
+// same rows give one call per row (no row before them to interleave with), for LayerNorm and
+// RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the float32
+// lanes cannot hold (tiny spread, huge mean) and non-finite rows among them.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::random_floats;
+
+// rows x dim values with special rows at fixed places: row 3 has a spread of 1e-35 (float64
+// lanes), row 6 a mean of 1e33 (beyond the float32 lanes' centre bound), row 9 a NaN.
+std::vector<float> special_rows(int64_t rows, int64_t dim, uint32_t seed) {
+  auto x = random_floats(static_cast<size_t>(rows * dim), seed, -2.0f, 3.0f);
+  auto row = [&](int64_t r) { return x.begin() + r * dim; };
+  for (int64_t i = 0; i < dim; ++i) {
+    row(3)[i] = 1.0f + static_cast<float>(i % 7) * 1e-35f;
+    row(6)[i] = 1e33f * (1.0f + static_cast<float>(i % 5) * 1e-3f);
+  }
+  row(9)[dim / 2] = std::numeric_limits<float>::quiet_NaN();
+  return x;
+}
+
+// Bit patterns, so that NaNs compare equal to themselves.
+template <class T>
+std::vector<unsigned char> bits(const std::vector<T>& values) {
+  std::vector<unsigned char> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+struct Outputs {
+  std::vector<float> h;
+  std::vector<uint16_t> y_bf16;
+  std::vector<float> y, mean, rstd;
+};
+
+// The forward over rows [first, first + count) of x (and r), written at the same rows of `out`.
+void forward(bool layer, bool residual, bool bf16_branch, const std::vector<float>& x,
+             const std::vector<float>& r, const std::vector<uint16_t>& r_bf16,
+             const std::vector<float>& gamma, const std::vector<float>& beta, int64_t dim,
+             int64_t first, int64_t count, Outputs& out) {
+  const int64_t at = first * dim;
+  const Shape shape{count, dim}, normalized{dim};
+  const NormStats stats{{out.mean.data() + first, {count}}, {out.rstd.data() + first, {count}}};
+  const AnyMutableView y = bf16_branch
+                               ? AnyMutableView{out.y_bf16.data() + at, shape, DType::bfloat16}
+                               : AnyMutableView{out.y.data() + at, shape};
+  const AnyConstView rv = bf16_branch ? AnyConstView{r_bf16.data() + at, shape, DType::bfloat16}
+                                      : AnyConstView{r.data() + at, shape};
+  const ConstView g{gamma.data(), normalized}, b{beta.data(), normalized};
+  if (residual) {
+    const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
+                                 layer ? OptionalConst(b) : std::nullopt};
+    add_norm_pre({x.data() + at, shape}, rv, normalized, {out.h.data() + at, shape}, y, options,
+                 stats);
+  } else if (layer) {
+    layer_norm({x.data() + at, shape}, normalized, y, {g, b}, stats);
+  } else {
+    rms_norm({x.data() + at, shape}, normalized, y, {g}, stats.rstd);
+  }
+}
+
+class InterleavedRows : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+TEST_P(InterleavedRows, WholeCallsEqualRowByRowCallsBitForBit) {
+  const int64_t rows = 24;
+  const int saved_threads = omp_get_max_threads();
+  for (const int64_t dim : {512, 1000, 1537, 4096}) {
+    const auto x = special_rows(rows, dim, 21);
+    const auto r = random_floats(static_cast<size_t>(rows * dim), 22, -1.0f, 1.0f);
+    std::vector<uint16_t> r_bf16(r.size());
+    for (size_t i = 0; i < r.size(); ++i) r_bf16[i] = to_bfloat16(r[i]).bits;
+    const auto gamma = random_floats(static_cast<size_t>(dim), 23, 0.5f, 1.5f);
+    const auto beta = random_floats(static_cast<size_t>(dim), 24);
+    const auto n = static_cast<size_t>(rows * dim);
+    for (const bool layer : {true, false}) {
+      for (const bool residual : {false, true}) {
+        for (const bool bf16_branch : {false, true}) {
+          if (bf16_branch && !residual) continue;  // a bfloat16 y with float32 x: not an op
+          SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms") +
+                       (residual ? " residual" : "") + (bf16_branch ? " bf16 branch" : ""));
+          auto fresh = [&] {
+            return Outputs{std::vector<float>(n), std::vector<uint16_t>(n), std::vector<float>(n),
+                           std::vector<float>(rows), std::vector<float>(rows)};
+          };
+          Outputs alone = fresh();
+          for (int64_t row = 0; row < rows; ++row) {
+            forward(layer, residual, bf16_branch, x, r, r_bf16, gamma, beta, dim, row, 1, alone);
+          }
+          for (const int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            Outputs whole = fresh();
+            forward(layer, residual, bf16_branch, x, r, r_bf16, gamma, beta, dim, 0, rows, whole);
+            EXPECT_EQ(bits(whole.y), bits(alone.y)) << threads << " threads";
+            EXPECT_EQ(whole.y_bf16, alone.y_bf16) << threads << " threads";
+            EXPECT_EQ(bits(whole.h), bits(alone.h)) << threads << " threads";
+            EXPECT_EQ(bits(whole.rstd), bits(alone.rstd)) << threads << " threads";
+            if (layer) {
+              EXPECT_EQ(bits(whole.mean), bits(alone.mean)) << threads << " threads";
+            }
+          }
+          omp_set_num_threads(saved_threads);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, InterleavedRows, ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+}  // namespace
+}  // namespace addnorm
