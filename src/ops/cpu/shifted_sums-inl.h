@@ -38,69 +38,86 @@ struct ShiftedSums {
 // second pass, which reads x and residual again from cache: storing it here would either cost a
 // second write of the row or, with streaming stores, evict it before that pass.
 //
-// A run is resumable: step() adds the next two vectors' worth of elements and finish() the rest,
-// so the forward can interleave one row's sums with the normalising pass of the row before it
-// (its reads from memory then overlap that pass's stores, as in a copy). The elements go to the
-// same accumulator lanes in the same order however the steps are interleaved: the sums, and so
-// every output, are bit for bit those of an uninterrupted run.
-// How far ahead a ShiftedSumsRun prefetches, in floats (4 KiB): interleaved with the forward's
-// normalising pass (its one caller that steps) the run advances at that pass's pace, and 4 KiB
-// measured 4-10% faster than 2 KiB there (AMD EPYC, Zen 5, 1 and 2 threads, D = 512-8192).
+// Vector v of the row (elements v * n ... v * n + n - 1, n float64 lanes) adds to accumulator
+// v % 4: four chains of additions, so that a row in cache is not held to one addition per
+// vector per latency of the adder (the sums of a decode-sized row are latency-bound otherwise).
+//
+// A run is resumable: step() adds the next two vectors and finish() the rest, so the forward
+// can interleave one row's sums with the normalising pass of the row before it (its reads from
+// memory then overlap that pass's stores, as in a copy). Each element goes to the same
+// accumulator lane in the same order however the steps are interleaved: the sums, and so every
+// output, are bit for bit those of an uninterrupted run.
+//
+// How far ahead a run prefetches, in floats (4 KiB): interleaved with the forward's normalising
+// pass (its one caller that steps) the run advances at that pass's pace, and 4 KiB measured
+// 4-10% faster than 2 KiB there (AMD EPYC, Zen 5, 1 and 2 threads, D = 512-8192).
 constexpr int64_t kRunPrefetchFloats = 1024;
 
 template <class SR, bool kResidual>
 class ShiftedSumsRun {
  public:
-  // Elements one step adds.
+  // Elements one step adds: two vectors.
   static int64_t step_elements() { return 2 * static_cast<int64_t>(hn::Lanes(DoubleTag())); }
 
   ShiftedSumsRun(const float* HWY_RESTRICT x, const typename SR::Elem* HWY_RESTRICT residual,
                  int64_t dim, double shift)
-      : x_(x),
-        residual_(residual),
-        dim_(dim),
-        shift_(shift),
-        shift_v_(hn::Set(dd_, shift)),
-        sum0_(hn::Zero(dd_)),
-        sum1_(hn::Zero(dd_)),
-        sq0_(hn::Zero(dd_)),
-        sq1_(hn::Zero(dd_)) {}
+      : x_(x), residual_(residual), dim_(dim), shift_(shift), shift_v_(hn::Set(dd_, shift)) {
+    for (int k = 0; k < 4; ++k) sum_[k] = squares_[k] = hn::Zero(dd_);
+  }
 
   double shift() const { return shift_; }
   bool has_step() const { return i_ + step_elements() <= dim_; }
 
+  // Vectors v and v + 1 (v even) to accumulators 0 and 1, or 2 and 3.
   HWY_INLINE void step() {
-    accumulate(i_, sum0_, sum1_, sq0_, sq1_);
+    if (i_ % (2 * step_elements()) == 0) {
+      accumulate(i_, sum_[0], sum_[1], squares_[0], squares_[1]);
+    } else {
+      accumulate(i_, sum_[2], sum_[3], squares_[2], squares_[3]);
+    }
     i_ += step_elements();
   }
 
-  // The remaining steps, then the elements short of one. In locals: a caller's run may live
+  // The remaining vectors, then the elements short of one. In locals: a caller's run may live
   // in memory, and its accumulators would otherwise go through memory at every step.
   ShiftedSums finish() {
     const int64_t n = static_cast<int64_t>(hn::Lanes(dd_));
-    auto sum0 = sum0_, sum1 = sum1_, sq0 = sq0_, sq1 = sq1_;
+    V s0 = sum_[0], s1 = sum_[1], s2 = sum_[2], s3 = sum_[3];
+    V q0 = squares_[0], q1 = squares_[1], q2 = squares_[2], q3 = squares_[3];
     int64_t i = i_;
-    for (; i + 2 * n <= dim_; i += 2 * n) accumulate(i, sum0, sum1, sq0, sq1);
-    for (; i + n <= dim_; i += n) {
-      const auto d0 = centred(i);
-      sum0 = hn::Add(sum0, d0);
-      sq0 = hn::MulAdd(d0, d0, sq0);
+    if (i % (4 * n) != 0 && i + 2 * n <= dim_) {  // the second half of a group of four
+      accumulate(i, s2, s3, q2, q3);
+      i += 2 * n;
     }
-    ShiftedSums sums{hn::GetLane(hn::SumOfLanes(dd_, hn::Add(sum0, sum1))),
-                     hn::GetLane(hn::SumOfLanes(dd_, hn::Add(sq0, sq1)))};
+    for (; i + 4 * n <= dim_; i += 4 * n) {
+      accumulate(i, s0, s1, q0, q1);
+      accumulate(i + 2 * n, s2, s3, q2, q3);
+    }
+    // Up to three vectors left, starting a group of four: to accumulators 0, 1, 2.
+    auto tail_vector = [&](V& sum, V& squares) HWY_ATTR {
+      if (i + n > dim_) return false;
+      const V d = centred(i);
+      sum = hn::Add(sum, d);
+      squares = hn::MulAdd(d, d, squares);
+      i += n;
+      return true;
+    };
+    if (tail_vector(s0, q0) && tail_vector(s1, q1)) tail_vector(s2, q2);
+    ShiftedSums total{hn::GetLane(hn::SumOfLanes(dd_, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)))),
+                      hn::GetLane(hn::SumOfLanes(dd_, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3))))};
     for (; i < dim_; ++i) {
       const float v = kResidual ? x_[i] + load_one<SR>(residual_, i) : x_[i];
       const double d = static_cast<double>(v) - shift_;
-      sums.sum += d;
-      sums.squares += d * d;
+      total.sum += d;
+      total.squares += d * d;
     }
     i_ = dim_;
-    return sums;
+    return total;
   }
 
  private:
   using V = hn::Vec<DoubleTag>;
-  // Adds elements i... (two vectors) to the accumulators.
+  // Adds vectors at elements i and i + n to the accumulators.
   HWY_INLINE void accumulate(int64_t i, V& sum0, V& sum1, V& sq0, V& sq1) const {
     const int64_t n = static_cast<int64_t>(hn::Lanes(dd_));
     // Ahead into the next row near the end (rows are contiguous). The hardware prefetcher
@@ -128,7 +145,8 @@ class ShiftedSumsRun {
   int64_t dim_;
   double shift_;
   int64_t i_ = 0;
-  V shift_v_, sum0_, sum1_, sq0_, sq1_;
+  V shift_v_;
+  V sum_[4], squares_[4];
 };
 
 template <class SR, bool kResidual>
