@@ -49,8 +49,8 @@ struct BackwardSums {
 // saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
 template <class S, class B, Affine kScale, bool kCentre>
 BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
-                           const typename B::Elem* HWY_RESTRICT dy,
-                           const float* HWY_RESTRICT gamma, int64_t dim, double shift) {
+                           const typename B::Elem* HWY_RESTRICT dy, const float* HWY_RESTRICT gamma,
+                           int64_t dim, double shift) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
@@ -68,25 +68,41 @@ BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
     const double g = static_cast<double>(gamma[i]);
     return dy_i * (kScale == Affine::one_plus_gamma ? 1.0 + g : g);
   };
-  auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_g = hn::Zero(dd), sum_gd = hn::Zero(dd);
-  auto max_g = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + n <= dim; i += n) {
-    hwy::Prefetch(x + i + kPrefetchFloats);
-    hwy::Prefetch(dy + i + kPrefetchFloats);
+  // Two sets of accumulators, the even vectors into one and the odd into the other: each chain
+  // of additions then waits for the adder half as often (a row in cache is latency-bound).
+  struct Accumulators {
+    hn::Vec<DoubleTag> d, d2, g, gd, max_g;
+  };
+  Accumulators acc[2];
+  for (Accumulators& a : acc) a.d = a.d2 = a.g = a.gd = a.max_g = hn::Zero(dd);
+  auto accumulate = [&](Accumulators& a, int64_t i) HWY_ATTR {
     const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
     const auto g = scaled(hn::PromoteTo(dd, load<B>(df, dy + i)), i);
-    if constexpr (kCentre) sum_d = hn::Add(sum_d, d);
-    sum_d2 = hn::MulAdd(d, d, sum_d2);
-    if constexpr (kCentre) sum_g = hn::Add(sum_g, g);
-    sum_gd = hn::MulAdd(g, d, sum_gd);
-    max_g = hn::Max(max_g, hn::Abs(g));
+    if constexpr (kCentre) a.d = hn::Add(a.d, d);
+    a.d2 = hn::MulAdd(d, d, a.d2);
+    if constexpr (kCentre) a.g = hn::Add(a.g, g);
+    a.gd = hn::MulAdd(g, d, a.gd);
+    a.max_g = hn::Max(a.max_g, hn::Abs(g));
+  };
+  int64_t i = 0;
+  for (; i + 2 * n <= dim; i += 2 * n) {
+    hwy::Prefetch(x + i + kPrefetchFloats);
+    hwy::Prefetch(dy + i + kPrefetchFloats);
+    accumulate(acc[0], i);
+    accumulate(acc[1], i + n);
   }
+  if (i + n <= dim) {
+    accumulate(acc[0], i);
+    i += n;
+  }
+  auto total = [&](auto field) HWY_ATTR {
+    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(acc[0].*field, acc[1].*field)));
+  };
   BackwardSums sums;
-  sums.x = {hn::GetLane(hn::SumOfLanes(dd, sum_d)), hn::GetLane(hn::SumOfLanes(dd, sum_d2))};
-  sums.g = hn::GetLane(hn::SumOfLanes(dd, sum_g));
-  sums.gd = hn::GetLane(hn::SumOfLanes(dd, sum_gd));
-  sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, max_g));
+  sums.x = {total(&Accumulators::d), total(&Accumulators::d2)};
+  sums.g = total(&Accumulators::g);
+  sums.gd = total(&Accumulators::gd);
+  sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, hn::Max(acc[0].max_g, acc[1].max_g)));
   for (; i < dim; ++i) {
     const double d = static_cast<double>(load_one<S>(x, i)) - shift;
     const double g = scaled_scalar(static_cast<double>(load_one<B>(dy, i)), i);
@@ -170,7 +186,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
 template <class S, class B>
 struct BackwardRowData {
   const typename S::Elem* x;
-  const typename B::Elem* dy;  // of the branch's type
+  const typename B::Elem* dy;       // of the branch's type
   const typename S::Elem* dh_next;  // nullable
   typename S::Elem* dx;
   BackwardRow stats;
@@ -225,9 +241,9 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
     const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
     if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
     if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
-    store_one<S>(row.dx, i,
-                 kDhNext ? mul_add(t, c[k].rstd.hi, load_one<S>(row.dh_next, i))
-                         : t * c[k].rstd.hi);
+    store_one<S>(
+        row.dx, i,
+        kDhNext ? mul_add(t, c[k].rstd.hi, load_one<S>(row.dh_next, i)) : t * c[k].rstd.hi);
   };
   auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
   auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
@@ -248,9 +264,8 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
       const BackwardRowData<S, B>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
       const auto x_hat =
-          x_hat_lanes(load<S>(df, row.x + i), hn::Set(df, c[k].mean.hi),
-                      hn::Set(df, c[k].mean.lo), hn::Set(df, c[k].rstd.hi),
-                      hn::Set(df, c[k].rstd.lo));
+          x_hat_lanes(load<S>(df, row.x + i), hn::Set(df, c[k].mean.hi), hn::Set(df, c[k].mean.lo),
+                      hn::Set(df, c[k].rstd.hi), hn::Set(df, c[k].rstd.lo));
       const auto dy = load<B>(df, row.dy + i);
       auto g = dy;
       if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df, gamma + i));
@@ -317,15 +332,16 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   const int64_t offset = row * dim;
   const auto* dh_next = static_cast<const Elem*>(a.dh_next);
   BackwardRowData<S, B> data{static_cast<const Elem*>(a.x) + offset,
-                          static_cast<const typename B::Elem*>(a.dy) + offset,
-                          dh_next ? dh_next + offset : nullptr,
-                          static_cast<Elem*>(a.dx) + offset, {}};
+                             static_cast<const typename B::Elem*>(a.dy) + offset,
+                             dh_next ? dh_next + offset : nullptr,
+                             static_cast<Elem*>(a.dx) + offset,
+                             {}};
   const double count = static_cast<double>(dim);
   const bool centre = a.norm == NormKind::layer_norm;
   const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const BackwardSums sums =
       centre ? backward_sums<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
-               : backward_sums<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
+             : backward_sums<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
@@ -344,7 +360,8 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
 // never lost to an overflow in between; and the row's spread is clear of float32's denormal grid
 // (kFloat32LanesMinVariance), so x_hat and dgamma keep their precision. NaNs fail the tests too.
 bool fits_float32(const BackwardRow& r) {
-  return float32_lanes_hold(r.mean, r.variance, r.rstd) && r.max_g < 0x1p64 && std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
+  return float32_lanes_hold(r.mean, r.variance, r.rstd) && r.max_g < 0x1p64 &&
+         std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 
 // Rows per group of the float32 pass 2.
@@ -371,7 +388,7 @@ void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
     }
     if (all_fit && count == kGroupRows) {
       backward_dx_float32_as<S, B, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
-                                                    dbeta_partial);
+                                                       dbeta_partial);
       continue;
     }
 #endif
@@ -385,7 +402,7 @@ void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,
       }
 #endif
       backward_dx_float64<S, B, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
-                                  dgamma_partial, dbeta_partial);
+                                        dgamma_partial, dbeta_partial);
     }
   }
 }
@@ -415,7 +432,9 @@ void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, doubl
 }
 
 // The name of the target this copy of the kernels was compiled for (for the tests).
-const char* compiled_target_name() { return hwy::TargetName(HWY_TARGET); }
+const char* compiled_target_name() {
+  return hwy::TargetName(HWY_TARGET);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace addnorm::cpu
@@ -441,14 +460,16 @@ void norm_backward(const NormBackward& args) {
   PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
                        args.dbeta != nullptr);
   parallel_chunks(chunks, args.rows, args.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_backward_rows)(streamed, begin, end, partials.dgamma(chunk),
-                                             partials.dbeta(chunk));
+    HWY_DYNAMIC_DISPATCH(norm_backward_rows)
+    (streamed, begin, end, partials.dgamma(chunk), partials.dbeta(chunk));
   });
   if (args.dgamma) partials.reduce_dgamma(args.dgamma);
   if (args.dbeta) partials.reduce_dbeta(args.dbeta);
 }
 
-bool norm_supports(DType storage) { return HWY_DYNAMIC_DISPATCH(storage_supported)(storage); }
+bool norm_supports(DType storage) {
+  return HWY_DYNAMIC_DISPATCH(storage_supported)(storage);
+}
 
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
                          double* dgamma_partial, double* dbeta_partial) {
@@ -466,9 +487,13 @@ void force_target(int64_t target) {
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
 }
 
-std::string target_name(int64_t target) { return hwy::TargetName(target); }
+std::string target_name(int64_t target) {
+  return hwy::TargetName(target);
+}
 
-std::string current_target_name() { return HWY_DYNAMIC_DISPATCH(compiled_target_name)(); }
+std::string current_target_name() {
+  return HWY_DYNAMIC_DISPATCH(compiled_target_name)();
+}
 
 }  // namespace addnorm::cpu
 #endif  // HWY_ONCE
