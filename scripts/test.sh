@@ -16,7 +16,8 @@ echo "== build (address + undefined-behaviour sanitizers) =="
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZE=ON \
   -DADDNORM_BUILD_PYTHON=OFF >/dev/null
 # Only the GoogleTest binary: it is all the sanitizer run executes (the CLI and Python tests run on
-# the release build).
+# the release build). Its kernels are compiled for AVX3, AVX2 and SCALAR (CMakeLists.txt): the
+# release build's tests cover SSSE3 and SSE4 too.
 cmake --build build-sanitize -j"$jobs" --target addnorm_tests
 
 echo "== tests under sanitizers =="
