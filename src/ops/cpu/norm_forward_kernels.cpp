@@ -359,7 +359,7 @@ void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typenam
 // this kernel's instances (and compile time) for a few instructions per register.
 template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream>
 void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const Parameters& w,
-                   const int64_t dim, NextRowSums<SS, SB, kResidual>& next_row) {
+                   const int64_t dim, NextRowSums<SS, SB, kResidual>* next_row) {
   // The pointers by value: a vector store may alias anything, a struct's fields included, and
   // would otherwise make the compiler reload them after every store.
   const RowPointers<SS, SB> p = row;
@@ -403,12 +403,12 @@ void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const
     return i;
   };
   int64_t i;
-  if (next_row.has_step()) {
+  if (next_row && next_row->has_step()) {
     // A local copy, written back after: the accumulators then stay in registers instead of
     // going through memory at every step.
-    NextRowSums<SS, SB, kResidual> next = next_row;
+    NextRowSums<SS, SB, kResidual> next = *next_row;
     i = vectors(next);
-    next_row = next;
+    *next_row = next;
   } else {
     NoNextRow none;
     i = vectors(none);
@@ -423,7 +423,7 @@ void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd, const
 using Bfloat16Rows = HalfRows<narrow::Half::bfloat16>;
 template <Affine kAffine, bool kNaNs, bool kStream>
 void normalise_row_pairs(const RowPointers<Bfloat16Rows, Bfloat16Rows>& row, HiLo centre, HiLo rstd,
-                         const Parameters& parameters, const int64_t dim, NoNextRow&) {
+                         const Parameters& parameters, const int64_t dim, NoNextRow*) {
   using S = Bfloat16Rows;
   const RowPointers<S, S> p = row;  // by value, as in normalise_row
   const Parameters w = parameters;
@@ -515,7 +515,7 @@ void normalise_row_float64(const typename SS::Elem* v, double centre, double sca
 
 template <class SS, class SB, bool kResidual>
 using NormaliseFn = void (*)(const RowPointers<SS, SB>&, HiLo, HiLo, const Parameters&, int64_t,
-                             NextRowSums<SS, SB, kResidual>&);
+                             NextRowSums<SS, SB, kResidual>*);
 
 // The instance of the normalising pass for this call: its affine form, stores and storage.
 template <class SS, class SB, bool kResidual>
@@ -596,16 +596,6 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   // 4-15% faster from D = 512 on, 1 and 2 threads).
   constexpr int64_t kInterleaveMinDim = 512;
   const bool interleave = kInterleaved && dim >= kInterleaveMinDim;
-  // The sums of row `row`, to be stepped by a normalising pass, or (past `end`) none.
-  auto next_run = [&](int64_t row) -> Next {
-    if constexpr (kInterleaved) {
-      if (row >= end || !interleave) return Next(nullptr, nullptr, 0, 0.0);
-      return float64_lane_run<SB, kResidual>(row_pointers<SS, SB>(a, row), dim, centre);
-    } else {
-      (void)row;
-      return Next{};
-    }
-  };
   for (int64_t first = begin; first < end; first += group) {
     const int64_t count = std::min(group, end - first);
     if (!interleave || first == begin) {
@@ -620,10 +610,12 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
       const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, row);
       const double mean = moments[k].mean, rstd = rstds[k];
       const bool finite = std::isfinite(mean) && std::isfinite(moments[k].variance);
-      Next next = next_run(row + group);
-      if (finite && forward_fits_float32(mean, moments[k].variance, rstd)) {
-        normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
-      } else {
+      // Row `row` normalised, stepping `next` (the sums of the row a group further on) if any.
+      auto normalise_this = [&](Next* next) {
+        if (finite && forward_fits_float32(mean, moments[k].variance, rstd)) {
+          normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
+          return;
+        }
         const Elem* v = p.x;
         if constexpr (kResidual) {
           add_row<SS, SB>(p, dim);
@@ -638,10 +630,18 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
           // A NaN or Inf in the row poisons this row only.
           for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
         }
-      }
+      };
       if constexpr (kInterleaved) {
-        if (interleave && row + group < end)
+        if (interleave && row + group < end) {
+          Next next =
+              float64_lane_run<SB, kResidual>(row_pointers<SS, SB>(a, row + group), dim, centre);
+          normalise_this(&next);
           next_moments[k] = float64_lane_moments(next, dim, centre);
+        } else {
+          normalise_this(nullptr);
+        }
+      } else {
+        normalise_this(nullptr);
       }
       if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
       if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
