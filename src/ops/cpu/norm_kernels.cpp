@@ -45,75 +45,106 @@ struct BackwardSums {
   double max_g = 0;  // max |g|: whether g and its sums fit the float32 pass
 };
 
-// Pass 1. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is
-// saved, and always the row's spread, which decides whether pass 2 may run in float32 lanes.
+// Pass 1 of a row, as a resumable run (as ShiftedSumsRun, shifted_sums-inl.h): step() adds the
+// next two vectors, finish() the rest, so that the backward can interleave a row's pass 1 with
+// pass 2 of the rows before it. Vector v adds to accumulator set v % 2 (each chain of additions
+// then waits for the adder half as often: a row in cache is latency-bound), the same however
+// the steps are interleaved, so the sums are bit for bit those of an uninterrupted run.
+// kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is saved,
+// and always the row's spread, which decides whether pass 2 may run in float32 lanes.
 template <class S, class B, Affine kScale, bool kCentre>
-BackwardSums backward_sums(const typename S::Elem* HWY_RESTRICT x,
-                           const typename B::Elem* HWY_RESTRICT dy, const float* HWY_RESTRICT gamma,
-                           int64_t dim, double shift) {
-  const DoubleTag dd;
-  const HalfFloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto one = hn::Set(dd, 1.0);
-  const auto shift_v = hn::Set(dd, shift);
-  // g = dy * scale in float64 (exact: a product of two floats fits a double).
-  auto scaled = [&](auto dy_v, int64_t i) {
-    if constexpr (kScale == Affine::none) return dy_v;
-    const auto g = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
-    if constexpr (kScale == Affine::gamma) return hn::Mul(dy_v, g);
-    if constexpr (kScale == Affine::one_plus_gamma) return hn::Mul(dy_v, hn::Add(one, g));
-  };
-  auto scaled_scalar = [&](double dy_i, int64_t i) {
-    if constexpr (kScale == Affine::none) return dy_i;
-    const double g = static_cast<double>(gamma[i]);
-    return dy_i * (kScale == Affine::one_plus_gamma ? 1.0 + g : g);
-  };
-  // Two sets of accumulators, the even vectors into one and the odd into the other: each chain
-  // of additions then waits for the adder half as often (a row in cache is latency-bound).
+class BackwardSumsRun {
+ public:
+  BackwardSumsRun(const typename S::Elem* HWY_RESTRICT x, const typename B::Elem* HWY_RESTRICT dy,
+                  const float* HWY_RESTRICT gamma, int64_t dim, double shift)
+      : x_(x), dy_(dy), gamma_(gamma), dim_(dim), shift_(shift), shift_v_(hn::Set(dd_, shift)) {
+    for (Accumulators& set : acc_) set.d = set.d2 = set.g = set.gd = set.max_g = hn::Zero(dd_);
+  }
+
+  double shift() const { return shift_; }
+  bool has_step() const { return i_ + 2 * lanes() <= dim_; }
+
+  HWY_INLINE void step() {
+    hwy::Prefetch(x_ + i_ + kPrefetchFloats);
+    hwy::Prefetch(dy_ + i_ + kPrefetchFloats);
+    accumulate(acc_[0], i_);
+    accumulate(acc_[1], i_ + lanes());
+    i_ += 2 * lanes();
+  }
+
+  // The remaining vectors, then the elements short of one. In locals: a caller's run may live
+  // in memory, and its accumulators would otherwise go through memory at every step.
+  BackwardSums finish() {
+    const int64_t n = lanes();
+    Accumulators even = acc_[0], odd = acc_[1];
+    int64_t i = i_;
+    for (; i + 2 * n <= dim_; i += 2 * n) {
+      hwy::Prefetch(x_ + i + kPrefetchFloats);
+      hwy::Prefetch(dy_ + i + kPrefetchFloats);
+      accumulate(even, i);
+      accumulate(odd, i + n);
+    }
+    if (i + n <= dim_) {
+      accumulate(even, i);
+      i += n;
+    }
+    auto total = [&](auto field) HWY_ATTR {
+      return hn::GetLane(hn::SumOfLanes(dd_, hn::Add(even.*field, odd.*field)));
+    };
+    BackwardSums sums;
+    sums.x = {total(&Accumulators::d), total(&Accumulators::d2)};
+    sums.g = total(&Accumulators::g);
+    sums.gd = total(&Accumulators::gd);
+    sums.max_g = hn::GetLane(hn::MaxOfLanes(dd_, hn::Max(even.max_g, odd.max_g)));
+    for (; i < dim_; ++i) {
+      const double d = static_cast<double>(load_one<S>(x_, i)) - shift_;
+      double g = static_cast<double>(load_one<B>(dy_, i));
+      if constexpr (kScale != Affine::none) {
+        const double scale = static_cast<double>(gamma_[i]);
+        g *= kScale == Affine::one_plus_gamma ? 1.0 + scale : scale;
+      }
+      sums.x.sum += d;
+      sums.x.squares += d * d;
+      sums.g += g;
+      sums.gd += g * d;
+      sums.max_g = std::max(sums.max_g, std::fabs(g));  // NaN is caught by the sums
+    }
+    i_ = dim_;
+    return sums;
+  }
+
+ private:
   struct Accumulators {
     hn::Vec<DoubleTag> d, d2, g, gd, max_g;
   };
-  Accumulators acc[2];
-  for (Accumulators& a : acc) a.d = a.d2 = a.g = a.gd = a.max_g = hn::Zero(dd);
-  auto accumulate = [&](Accumulators& a, int64_t i) HWY_ATTR {
-    const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
-    const auto g = scaled(hn::PromoteTo(dd, load<B>(df, dy + i)), i);
-    if constexpr (kCentre) a.d = hn::Add(a.d, d);
-    a.d2 = hn::MulAdd(d, d, a.d2);
-    if constexpr (kCentre) a.g = hn::Add(a.g, g);
-    a.gd = hn::MulAdd(g, d, a.gd);
-    a.max_g = hn::Max(a.max_g, hn::Abs(g));
-  };
-  int64_t i = 0;
-  for (; i + 2 * n <= dim; i += 2 * n) {
-    hwy::Prefetch(x + i + kPrefetchFloats);
-    hwy::Prefetch(dy + i + kPrefetchFloats);
-    accumulate(acc[0], i);
-    accumulate(acc[1], i + n);
+  static int64_t lanes() { return static_cast<int64_t>(hn::Lanes(DoubleTag())); }
+
+  HWY_INLINE void accumulate(Accumulators& set, int64_t i) const {
+    const auto d = hn::Sub(hn::PromoteTo(dd_, load<S>(df_, x_ + i)), shift_v_);
+    // g = dy * scale in float64 (exact: a product of two floats fits a double).
+    auto g = hn::PromoteTo(dd_, load<B>(df_, dy_ + i));
+    if constexpr (kScale != Affine::none) {
+      const auto scale = hn::PromoteTo(dd_, hn::LoadU(df_, gamma_ + i));
+      g = hn::Mul(g, kScale == Affine::one_plus_gamma ? hn::Add(hn::Set(dd_, 1.0), scale) : scale);
+    }
+    if constexpr (kCentre) set.d = hn::Add(set.d, d);
+    set.d2 = hn::MulAdd(d, d, set.d2);
+    if constexpr (kCentre) set.g = hn::Add(set.g, g);
+    set.gd = hn::MulAdd(g, d, set.gd);
+    set.max_g = hn::Max(set.max_g, hn::Abs(g));
   }
-  if (i + n <= dim) {
-    accumulate(acc[0], i);
-    i += n;
-  }
-  auto total = [&](auto field) HWY_ATTR {
-    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(acc[0].*field, acc[1].*field)));
-  };
-  BackwardSums sums;
-  sums.x = {total(&Accumulators::d), total(&Accumulators::d2)};
-  sums.g = total(&Accumulators::g);
-  sums.gd = total(&Accumulators::gd);
-  sums.max_g = hn::GetLane(hn::MaxOfLanes(dd, hn::Max(acc[0].max_g, acc[1].max_g)));
-  for (; i < dim; ++i) {
-    const double d = static_cast<double>(load_one<S>(x, i)) - shift;
-    const double g = scaled_scalar(static_cast<double>(load_one<B>(dy, i)), i);
-    sums.x.sum += d;
-    sums.x.squares += d * d;
-    sums.g += g;
-    sums.gd += g * d;
-    sums.max_g = std::max(sums.max_g, std::fabs(g));  // NaN is caught by the sums
-  }
-  return sums;
-}
+
+  DoubleTag dd_;
+  HalfFloatTag df_;  // half a register of floats, promoted
+  const typename S::Elem* HWY_RESTRICT x_;
+  const typename B::Elem* HWY_RESTRICT dy_;
+  const float* HWY_RESTRICT gamma_;
+  int64_t dim_;
+  double shift_;
+  int64_t i_ = 0;
+  hn::Vec<DoubleTag> shift_v_;
+  Accumulators acc_[2];
+};
 
 // What pass 2 needs of a row, from pass 1.
 struct BackwardRow {
@@ -340,8 +371,8 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   const bool centre = a.norm == NormKind::layer_norm;
   const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
   const BackwardSums sums =
-      centre ? backward_sums<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift)
-             : backward_sums<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift);
+      centre ? BackwardSumsRun<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift).finish()
+             : BackwardSumsRun<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift).finish();
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
