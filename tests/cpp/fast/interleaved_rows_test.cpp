@@ -3,10 +3,13 @@
 // target, a whole call (rows interleaved, split over 1, 2 or 3 threads) gives exactly what the
 // same rows give one call per row (no row before them to interleave with), for LayerNorm and
 // RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the float32
-// lanes cannot hold (tiny spread, huge mean) and non-finite rows among them.
+// lanes cannot hold (tiny spread, huge mean) and non-finite rows among them. The backward's dx
+// likewise: its pass 2 takes rows four at a time (norm_kernels.cpp) or, where a group holds such
+// a row, one at a time, and a row's dx must not depend on which.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -116,6 +119,74 @@ TEST_P(InterleavedRows, WholeCallsEqualRowByRowCallsBitForBit) {
             if (layer) {
               EXPECT_EQ(bits(whole.mean), bits(alone.mean)) << threads << " threads";
             }
+          }
+          omp_set_num_threads(saved_threads);
+        }
+      }
+    }
+  }
+}
+
+// dx of rows [first, first + count), written at the same rows of dx.
+void backward(bool layer, bool with_dh_next, bool bf16_dy, const std::vector<float>& x,
+              const std::vector<float>& dy, const std::vector<uint16_t>& dy_bf16,
+              const std::vector<float>& dh_next, const std::vector<float>& gamma,
+              const std::vector<float>& beta, int64_t dim, int64_t first, int64_t count,
+              std::vector<float>& dx) {
+  const int64_t at = first * dim;
+  const Shape shape{count, dim}, normalized{dim};
+  const AnyConstView dyv = bf16_dy ? AnyConstView{dy_bf16.data() + at, shape, DType::bfloat16}
+                                   : AnyConstView{dy.data() + at, shape};
+  const ConstView g{gamma.data(), normalized}, b{beta.data(), normalized};
+  std::vector<float> dgamma(static_cast<size_t>(dim)), dbeta(static_cast<size_t>(dim));
+  const MutableView dg{dgamma.data(), normalized}, db{dbeta.data(), normalized};
+  const MutableView dxv{dx.data() + at, shape};
+  if (with_dh_next) {
+    const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
+                                 layer ? OptionalConst(b) : std::nullopt};
+    add_norm_pre_backward(dyv, AnyConstView{dh_next.data() + at, shape}, {x.data() + at, shape},
+                          normalized, {dxv, dg, layer ? std::optional(db) : std::nullopt},
+                          options);
+  } else if (layer) {
+    layer_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg, db}, {g, b});
+  } else {
+    rms_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg}, {g});
+  }
+}
+
+TEST_P(InterleavedRows, BackwardWholeCallsEqualRowByRowCallsBitForBit) {
+  // The backward sums dgamma in 16 fixed chunks of rows (threading.hpp), each grouping its rows
+  // from its own start: 12 rows per chunk, 3 groups of 4.
+  const int64_t rows = 192;
+  const int saved_threads = omp_get_max_threads();
+  for (const int64_t dim : {512, 1000, 1537}) {
+    auto x = special_rows(rows, dim, 31);
+    // Special rows in the second chunk too (its third group, rows 20-23): a tiny spread, a NaN.
+    std::copy(x.begin() + 3 * dim, x.begin() + 4 * dim, x.begin() + 21 * dim);
+    x[static_cast<size_t>(22 * dim + 1)] = std::numeric_limits<float>::quiet_NaN();
+    const auto dy = random_floats(static_cast<size_t>(rows * dim), 32, -1.0f, 1.0f);
+    const auto dh_next = random_floats(static_cast<size_t>(rows * dim), 33, -1.0f, 1.0f);
+    std::vector<uint16_t> dy_bf16(dy.size());
+    for (size_t i = 0; i < dy.size(); ++i) dy_bf16[i] = to_bfloat16(dy[i]).bits;
+    const auto gamma = random_floats(static_cast<size_t>(dim), 34, 0.5f, 1.5f);
+    const auto beta = random_floats(static_cast<size_t>(dim), 35);
+    const auto n = static_cast<size_t>(rows * dim);
+    for (const bool layer : {true, false}) {
+      for (const bool with_dh_next : {false, true}) {
+        for (const bool bf16_dy : {false, true}) {
+          SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms") +
+                       (with_dh_next ? " dh_next" : "") + (bf16_dy ? " bf16 dy" : ""));
+          std::vector<float> alone(n);
+          for (int64_t row = 0; row < rows; ++row) {
+            backward(layer, with_dh_next, bf16_dy, x, dy, dy_bf16, dh_next, gamma, beta, dim,
+                     row, 1, alone);
+          }
+          for (const int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> whole(n);
+            backward(layer, with_dh_next, bf16_dy, x, dy, dy_bf16, dh_next, gamma, beta, dim, 0,
+                     rows, whole);
+            EXPECT_EQ(bits(whole), bits(alone)) << threads << " threads";
           }
           omp_set_num_threads(saved_threads);
         }
