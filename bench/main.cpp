@@ -37,10 +37,18 @@ namespace {
 // a freed output is not unmapped (with mmap every page of every fresh output faults).
 // trim_threshold of 1 TiB: a freed block at the top of the heap is kept, not returned to the
 // kernel with sbrk (glibc trims above 128 KiB by default, so with mmap_max=0 alone an output at
-// the top of the heap is returned after every call and faults again on the next one). A large
-// top_pad was tried as well: it makes every heap growth larger, and took more faults, not fewer.
+// the top of the heap is returned after every call and faults again on the next one).
+// tcache_count=0: PyTorch allocates with posix_memalign(64), and glibc 2.36 serves that by
+// taking 64 + 32 bytes more than the request and freeing the spare bytes before and after the
+// block; those few-byte chunks land in the thread cache, which counts them as in use, so they
+// are never merged with the free tensors beside them. A freed tensor between two live ones is
+// then a hole just too small for the next one, and the heap kept growing, a 64 MiB tensor of
+// fresh pages at a time, for dozens of calls (the composed RMSNorm backward: docs/performance.md).
+// Without the thread cache the spare bytes merge back at once and the heap stops growing. A
+// large top_pad was tried as well: it makes every heap growth larger, and took more faults.
 constexpr const char* kTunables =
-    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
+    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776:"
+    "glibc.malloc.tcache_count=0";
 
 // Whether GLIBC_TUNABLES already holds every setting of kTunables.
 bool malloc_tuned() {
