@@ -93,6 +93,11 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
                "f32 and bf16");
   app.add_flag("--smoke", options.smoke, "seconds: 4 MiB tensors, D = 64, one sample each");
   app.add_flag("--quiet", options.quiet, "only progress lines and the summary table");
+  app.add_option("--heap-probe", options.heap_probe_calls,
+                 "diagnostic: call each implementation N times per case, untimed, and print "
+                 "the page faults and heap growth of every call (the tunables of this "
+                 "process's GLIBC_TUNABLES; no child process)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", options.json_path,
                  "write one JSON record per case and impl ('-': stdout)");
   app.add_option("--markdown", options.markdown_path, "write the summary table as Markdown");

@@ -34,6 +34,9 @@ struct BenchOptions {
   std::string json_path;  // "-" for stdout
   std::string markdown_path;
   bool smoke = false;
+  // Diagnostic: call each implementation this many times per case, untimed, and print every
+  // call's page faults and heap growth instead of timing (heap_probe.hpp). 0: time as usual.
+  int heap_probe_calls = 0;
   // Internal: this process is the allocator-tuned PyTorch pass started by the main run.
   bool child = false;
 };

@@ -28,10 +28,10 @@ RmsNormOptions rms_norm_options(const AddNormOptions& o) {
   return {o.gamma, o.zero_centered_gamma, o.eps};
 }
 
-// bfloat16 data (x, r, dy, dh_next, y, h, dx) with float32 gamma, beta and statistics, through
-// the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward and
-// backward, and the fused pre-norm Add&Norm. Post-norm takes 16-bit storage too but has no bf16
-// case here yet; BatchNorm is float32 only.
+// bfloat16 data (x, r, dy, dh_next, y, h, dx, ds) with float32 gamma, beta and statistics,
+// through the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward
+// and backward, and the fused pre-norm and post-norm (dropout 0.1, r as s) Add&Norm forward and
+// backward. BatchNorm is float32 only.
 void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
@@ -39,7 +39,7 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   const AnyConstView dy(ws.dy_bf16, shape, bf16), dh_next(ws.dh_next_bf16, shape, bf16);
   const AnyConstView h_in(ws.h_bf16, shape, bf16);
   const AnyMutableView y(ws.y_bf16, shape, bf16), h(ws.h_bf16, shape, bf16);
-  const AnyMutableView dx(ws.dx_bf16, shape, bf16);
+  const AnyMutableView dx(ws.dx_bf16, shape, bf16), ds(ws.ds_bf16, shape, bf16);
   const MutableView dgamma{ws.dgamma, {c.dim}}, dbeta{ws.dbeta, {c.dim}};
   const NormStats stats{{ws.mean, row_shape}, {ws.rstd, row_shape}};
   const ConstView rstd{ws.rstd, row_shape};
@@ -48,6 +48,7 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   const AddNormOptions pre = bf16_options(NormKind::layer_norm, c, ws);
   const LayerNormOptions ln = layer_norm_options(pre);
   const RmsNormOptions rms = rms_norm_options(bf16_options(NormKind::rms_norm, c, ws));
+  const DropoutOptions dropout{kDropoutP, kDropoutSeed, 0};
   const std::string name = "addnorm";
   const std::string note = "bf16 data, f32 statistics";
   switch (c.op) {
@@ -90,8 +91,18 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
                                              saved);
                      }});
       break;
+    case Op::add_norm_post_fwd:
+      out.push_back({name, "fused, p = 0.1, " + note,
+                     [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
+      break;
+    case Op::add_norm_post_bwd:
+      out.push_back({name, "fused, p = 0.1, " + note, [=] {
+                       add_norm_post_backward(dy, x, r, normalized, {dx, ds, dgamma, dbeta}, pre,
+                                              dropout, saved);
+                     }});
+      break;
     default:
-      break;  // post-norm and BatchNorm: float32 only
+      break;  // BatchNorm: float32 only
   }
 }
 
@@ -113,6 +124,10 @@ void prepare_bf16_saved_stats(const Case& c, Workspace& ws) {
       break;
     case Op::add_norm_pre_bwd:
       add_norm_pre(x, r, normalized, h, y, bf16_options(NormKind::layer_norm, c, ws), stats);
+      break;
+    case Op::add_norm_post_bwd:
+      add_norm_post(x, r, normalized, y, bf16_options(NormKind::layer_norm, c, ws),
+                    {kDropoutP, kDropoutSeed, 0}, stats);
       break;
     default:
       break;

@@ -140,14 +140,12 @@ void add_torch_runners(const Case& c, Workspace& ws, const std::string& label,
       break;
     }
     case Op::add_norm_post_fwd:
-      if (bf16) break;
       push("at::layer_norm(x + at::dropout(s, 0.1))", [s, dim] {
         at::NoGradGuard no_grad;
         layer_norm(s->x + at::dropout(s->r, kDropoutP, true), *s, dim);
       });
       break;
     case Op::add_norm_post_bwd: {
-      if (bf16) break;
       s->leaves = {leaf(s->x), leaf(s->r), leaf(s->gamma), leaf(s->beta)};
       const at::Tensor h = s->leaves[0] + at::dropout(s->leaves[1], kDropoutP, true);
       s->outputs = {at::layer_norm(h, {dim}, s->leaves[2], s->leaves[3], kLayerNormEps)};

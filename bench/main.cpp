@@ -22,6 +22,7 @@
 #include "addnorm/error.hpp"
 #include "bench_options.hpp"
 #include "ceiling.hpp"
+#include "heap_probe.hpp"
 #include "machine.hpp"
 #include "measure.hpp"
 #include "memory_stats.hpp"
@@ -37,10 +38,18 @@ namespace {
 // a freed output is not unmapped (with mmap every page of every fresh output faults).
 // trim_threshold of 1 TiB: a freed block at the top of the heap is kept, not returned to the
 // kernel with sbrk (glibc trims above 128 KiB by default, so with mmap_max=0 alone an output at
-// the top of the heap is returned after every call and faults again on the next one). A large
-// top_pad was tried as well: it makes every heap growth larger, and took more faults, not fewer.
+// the top of the heap is returned after every call and faults again on the next one).
+// tcache_count=0: PyTorch allocates with posix_memalign(64), and glibc 2.36 serves that by
+// taking 64 + 32 bytes more than the request and freeing the spare bytes before and after the
+// block; those few-byte chunks land in the thread cache, which counts them as in use, so they
+// are never merged with the free tensors beside them. A freed tensor between two live ones is
+// then a hole just too small for the next one, and the heap kept growing, a 64 MiB tensor of
+// fresh pages at a time, for dozens of calls (the composed RMSNorm backward: docs/performance.md).
+// Without the thread cache the spare bytes merge back at once and the heap stops growing. A
+// large top_pad was tried as well: it makes every heap growth larger, and took more faults.
 constexpr const char* kTunables =
-    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
+    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776:"
+    "glibc.malloc.tcache_count=0";
 
 // Whether GLIBC_TUNABLES already holds every setting of kTunables.
 bool malloc_tuned() {
@@ -176,7 +185,9 @@ int run(int argc, char** argv) {
   if (!parse_options(argc, argv, options, exit_code)) return exit_code;
   const bool tuned = malloc_tuned();
   const std::string torch_here = tuned ? "torch-tuned" : "torch";
-  const bool spawn_child = !options.child && !tuned && wants_impl(options, "torch-tuned");
+  const bool probing = options.heap_probe_calls > 0;
+  const bool spawn_child =
+      !options.child && !tuned && !probing && wants_impl(options, "torch-tuned");
   if (tuned && !options.child && wants_impl(options, "torch")) {
     std::cout << "note: GLIBC_TUNABLES already sets " << kTunables
               << ", so PyTorch as installed is not measured in this run\n";
@@ -192,10 +203,12 @@ int run(int argc, char** argv) {
     with_bf16 = with_bf16 || c.dtype == DType::bf16;
   }
   Workspace ws(max_elements, max_rows, max_dim, with_bf16);
-  // PyTorch's outputs and autograd temporaries of a case, with room for the heap's
-  // fragmentation: the composed RMSNorm's backward alone makes about ten tensors per call.
+  // PyTorch's outputs and autograd temporaries of a case, with room to spare: the composed
+  // RMSNorm's backward holds up to eight tensors at once. A heap probe starts from the same
+  // heap whatever GLIBC_TUNABLES says, so that runs with different settings compare.
   constexpr int64_t kPrefaultTensors = 16;
-  if (tuned && wants_impl(options, "torch-tuned")) {
+  const bool probes_torch = wants_impl(options, "torch") || wants_impl(options, "torch-tuned");
+  if ((tuned && wants_impl(options, "torch-tuned")) || (probing && probes_torch)) {
     prefault_heap(kPrefaultTensors * max_elements * 4);
   }
   const dnnl_version_t* dnnl = dnnl_version();
@@ -242,6 +255,15 @@ int run(int argc, char** argv) {
       }
     }
     if (runnable.size() == ceiling_count) continue;  // nothing implements this case
+    if (probing) {
+      const auto first = runnable.begin() + static_cast<std::ptrdiff_t>(ceiling_count);
+      const std::vector<Runner> implementations(first, runnable.end());
+      probe_heap(std::cout,
+                 op_name(c.op) + " " + dtype_name(c.dtype) + " " + std::to_string(c.rows) + "x" +
+                     std::to_string(c.dim) + " t=" + std::to_string(c.threads),
+                 implementations, options.heap_probe_calls);
+      continue;
+    }
     // What the implementations' prepared state holds (PyTorch's kept autograd graphs, above all).
     const int64_t held_in_case = current_rss_bytes();
     max_prepared = std::max(max_prepared, held_in_case - rss_before_setup);
@@ -264,6 +286,7 @@ int run(int argc, char** argv) {
     }
     records.insert(records.end(), case_records.begin(), case_records.end());
   }
+  if (probing) return 0;  // a diagnostic: nothing was timed
   if (spawn_child) {
     const std::vector<Record> child = run_tuned_child(options);
     records.insert(records.end(), child.begin(), child.end());

@@ -136,6 +136,7 @@ Workspace::Workspace(int64_t elements, int64_t max_rows, int64_t max_dim, bool w
     y_bf16 = halves(elements);
     h_bf16 = halves(elements);
     dx_bf16 = halves(elements);
+    ds_bf16 = halves(elements);
     convert(x, x_bf16, elements);
     convert(r, r_bf16, elements);
     convert(dy, dy_bf16, elements);

@@ -62,6 +62,7 @@ struct Workspace {
   uint16_t* y_bf16 = nullptr;
   uint16_t* h_bf16 = nullptr;
   uint16_t* dx_bf16 = nullptr;
+  uint16_t* ds_bf16 = nullptr;  // post-norm backward's second output
 
   int64_t max_elements = 0;
   // Bytes held by every buffer above: the yardstick for the peak resident memory.

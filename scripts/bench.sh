@@ -8,8 +8,9 @@
 #   bash scripts/bench.sh --ops layer_norm_fwd --dims 768 --threads 2 --impls addnorm,onednn
 #   /usr/bin/python3 bench/targets.py bench.json      # issue 10's targets, met / not met
 # PyTorch is measured as installed and, in a child process the benchmark starts itself, with
-# GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776 (freed
-# outputs stay in the heap and are reused, so its fresh outputs take no page faults). Every timed
+# GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776:
+# glibc.malloc.tcache_count=0 (freed outputs stay in the heap and are reused, and the heap stops
+# growing, so its fresh outputs take no page faults). Every timed
 # loop's page faults are counted: a run where any implementation but PyTorch as installed faults
 # beyond the allowance lists them and exits with status 3 (docs/performance.md).
 set -euo pipefail

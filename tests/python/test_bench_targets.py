@@ -77,6 +77,13 @@ def test_bf16_rows_per_second_pairs_the_same_shape_in_the_same_run():
     assert met == "not met (1 of 2 shapes)"
 
 
+def test_post_norm_target_takes_float32_records_only():
+    # The bf16 post-norm case sits beside the float32 one in a run; the target is float32's.
+    records = [record("add_norm_post_fwd", "addnorm", 1e-3, dim=768, pct=86.0),
+               record("add_norm_post_fwd", "addnorm", 1e-3, dim=768, dtype="bf16", pct=20.0)]
+    assert row(records, "post-norm (dropout 0.1) fwd f32", "2") == ("86%", "met")
+
+
 def test_decode_target_is_time_per_call_and_lower_is_better():
     fast = record("layer_norm_fwd", "addnorm", 0.85e-6, rows=1, dim=4096, threads=1,
                   in_cache=True, decode=True)
