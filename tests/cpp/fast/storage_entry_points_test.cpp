@@ -292,6 +292,43 @@ INSTANTIATE_TEST_SUITE_P(
              cpu::target_name(std::get<1>(param_info.param));
     });
 
+// The combinations the engine has no pair for, staged through float32 blocks
+// (mixed_precision.cpp): a stream and branch of the two different 16-bit types, and groups whose
+// tensors differ (h not of x's type, y not of r's, dx not of x's). Each 16-bit output within one
+// unit of its type, float32 ones within a few float32 roundings, of the float64 op.
+TEST(StorageRules, StagedCombinationsMatchFloat64) {
+  const int64_t rows = 7, dim = 150;
+  const Shape shape{rows, dim}, normalized{dim};
+  const Stored x(random_floats(rows * dim, 81, -3.0f, 5.0f), DType::bfloat16);
+  const Stored r(random_floats(rows * dim, 82), DType::float16);
+  const Stored dy(random_floats(rows * dim, 83), DType::float16);
+  const auto x64 = as_double(x.wide), r64 = as_double(r.wide), dy64 = as_double(dy.wide);
+  // LayerNorm: bfloat16 x into float16 y, and its backward with float16 dy into float32 dx.
+  std::vector<uint16_t> y(rows * dim);
+  std::vector<float> dx(rows * dim);
+  layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, DType::float16));
+  layer_norm_backward(dy.view(shape), x.view(shape), normalized,
+                      {MutableView{dx.data(), shape}, std::nullopt, std::nullopt});
+  std::vector<double> y64(rows * dim), dx64(rows * dim);
+  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape});
+  float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
+                               {{dx64.data(), shape}, std::nullopt, std::nullopt});
+  expect_within_unit(widen_bits(y, DType::float16), y64, DType::float16);
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    ASSERT_NEAR(dx[i], dx64[i], 1e-6 * max_abs(dx64)) << i;
+  }
+  // Pre-norm: bfloat16 x with float16 r into float32 h and bfloat16 y.
+  std::vector<float> h(rows * dim);
+  std::vector<uint16_t> y_pre(rows * dim);
+  add_norm_pre(x.view(shape), r.view(shape), normalized, MutableView{h.data(), shape},
+               AnyMutableView(y_pre.data(), shape, DType::bfloat16));
+  for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x.wide[i] + r.wide[i]) << i;
+  const auto h64 = as_double(h);
+  std::vector<double> y_pre64(rows * dim);
+  float64::layer_norm({h64.data(), shape}, normalized, {y_pre64.data(), shape});
+  expect_within_unit(widen_bits(y_pre, DType::bfloat16), y_pre64, DType::bfloat16);
+}
+
 // An output may replace an input only when both store the same type.
 TEST(StorageRules, OutputOverInputOfAnotherTypeIsRefused) {
   const Shape shape{2, 8};
