@@ -31,6 +31,9 @@ bfloat16 to_bfloat16(float value) {
   return {static_cast<uint16_t>(rounded >> 16)};
 }
 
+// The float16 conversions give the bits of x86's F16C instructions for every input (a NaN keeps
+// its sign and the top of its payload, made quiet), as every SIMD target's kernels do
+// (src/ops/cpu/narrow-inl.h): the scalar ends of rows then match the vector lanes.
 float to_float(float16 value) {
   const uint32_t sign = uint32_t{value.bits & 0x8000u} << 16;
   const uint32_t exponent = (value.bits >> 10) & 0x1Fu;
