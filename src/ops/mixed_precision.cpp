@@ -8,7 +8,7 @@
 // What remains staged (staged_calls below): calls that fit no compiled pair, namely a stream of
 // one 16-bit type with a branch of the other (bfloat16 with float16), or a group whose tensors
 // differ among themselves (h not of x's type, y not of r's, dx or dh_next not of x's). Compiling
-// those would multiply the engine's instances (a third more for the two 16-bit pairs, far more
+// those would multiply the engine's instances (some 30% more for the two 16-bit pairs, far more
 // for per-tensor types) for combinations no model uses. They widen blocks of rows into per-thread
 // float32 buffers (staged_rows.hpp), run the float32 kernels, and narrow into their storage once;
 // float32 tensors are used in place, not staged. The results obey the same bound (docs/numerics.md).
