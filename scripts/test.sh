@@ -17,7 +17,7 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZ
   -DADDNORM_BUILD_PYTHON=OFF >/dev/null
 # Only the GoogleTest binary: it is all the sanitizer run executes (the CLI and Python tests run on
 # the release build). Its kernels are compiled for AVX3, AVX2 and SCALAR (CMakeLists.txt): the
-# release build's tests cover SSSE3 and SSE4 too.
+# release build's tests cover SSE4 too.
 cmake --build build-sanitize -j"$jobs" --target addnorm_tests
 
 echo "== tests under sanitizers =="

@@ -122,7 +122,7 @@ namespace {
 
 // The staging slots of the post-norm ops (staged_rows.hpp): 16-bit tensors are widened or
 // narrowed per block there; float32 ones are used in place.
-enum PostSlot { kXSlot = 0, kSSlot = 1, kDySlot = 2, kYSlot = 3, kDxSlot = 4, kDsSlot = 5 };
+enum PostSlot { kXSlot = 0, kSSlot = 1, kDxSlot = 2, kDsSlot = 3 };
 
 // The norm's settings with gamma and beta as float32 (widened once per call when stored
 // narrower).
@@ -154,13 +154,14 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
   const int64_t count = layout.rows * layout.dim;
   // Per block of rows: h = x + Dropout(s) is built in float32 in a per-thread buffer (in cache;
-  // 16-bit x and s widened first), then normalised into y, in y's storage type directly where
-  // the engine takes a float32 stream with y's type (else through a float32 block). y is written
-  // once, with streaming stores when it is too large to stay in cache (so its lines are not read
-  // first); y may be x or s, whose block is read first.
+  // 16-bit x and s widened first), then normalised into y in y's storage type directly (the
+  // engine takes a float32 stream with any branch type). y is written once, with streaming
+  // stores when it is too large to stay in cache (so its lines are not read first); y may be x
+  // or s, whose block is read first.
+  static_assert(cpu::norm_pair_supported(DType::float32, DType::bfloat16) &&
+                cpu::norm_pair_supported(DType::float32, DType::float16));
   cpu::NormForward args = post_forward_args(options, stats, layout);
-  const bool y_direct = cpu::norm_pair_supported(DType::float32, y.dtype);
-  args.branch_storage = y_direct ? y.dtype : DType::float32;
+  args.branch_storage = y.dtype;
   args.stream_outputs = cpu::streams_output(count * dtype_size(y.dtype));
   const int64_t rows_per_block = block_rows(layout.dim);
   cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
@@ -174,15 +175,12 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
                        dropout.offset + static_cast<uint64_t>(at), nullptr,
                        in_place ? count - at : length);
       cpu::NormForward block = args;
-      float* y_rows = y_direct ? nullptr : detail::output_rows(y, at, length, kYSlot);
       block.x = h;
-      block.y = y_direct ? static_cast<void*>(bytes_at(y, at)) : y_rows;
+      block.y = bytes_at(y, at);
       block.mean = args.mean ? args.mean + first : nullptr;
       block.rstd = args.rstd ? args.rstd + first : nullptr;
       block.rows = last - first;
-      if (!y_direct) block.stream_outputs = false;
       cpu::norm_forward_range(block, 0, block.rows);
-      if (!y_direct) detail::store_rows(y, y_rows, at, length);
     }
   });
 }
@@ -196,8 +194,8 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   const int64_t count = layout.rows * layout.dim;
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
   // float32 buffer, generating the Philox bits once and keeping the mask (a byte per element);
-  // the norm's backward turns h into dh = dx in place (reading dy in its storage type where the
-  // engine takes a float32 stream with it); then one pass writes dx and ds = dx * mask / (1 - p),
+  // the norm's backward turns h into dh = dx in place (reading dy in its storage type: the
+  // engine takes a float32 stream with any type of dy); then one pass writes dx and ds = dx * mask / (1 - p),
   // the dropout's own backward, with streaming stores when the tensors are too large to stay in
   // cache (16-bit dx and ds are narrowed from float32 blocks). dx may be dy or x, ds may be s:
   // their block has been read by then. dgamma/dbeta partials per fixed chunk of rows, as
@@ -208,8 +206,7 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   args.norm = options.norm;
   args.dim = layout.dim;
   args.eps = options.eps;
-  const bool dy_direct = cpu::norm_pair_supported(DType::float32, dy.dtype);
-  args.dy_storage = dy_direct ? dy.dtype : DType::float32;
+  args.dy_storage = dy.dtype;
   const bool narrow_outputs =
       grads.dx.dtype != DType::float32 || grads.ds.dtype != DType::float32;
   const bool stream = !narrow_outputs && cpu::streams_output(count * int64_t{sizeof(float)});
@@ -229,10 +226,8 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
     for (int64_t first = begin; first < end; first += rows_per_block) {
       const int64_t last = std::min(end, first + rows_per_block);
       const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      const void* dy_rows = dy_direct ? static_cast<const void*>(
-                                            static_cast<const uint8_t*>(dy.data) +
-                                            at * dtype_size(dy.dtype))
-                                      : detail::input_rows(dy, at, length, kDySlot);
+      const void* dy_rows =
+          static_cast<const uint8_t*>(dy.data) + at * dtype_size(dy.dtype);
       cpu::add_dropout(detail::input_rows(x, at, length, kXSlot),
                        detail::input_rows(s, at, length, kSSlot), h, keep, length, dropout,
                        dropout.offset + static_cast<uint64_t>(at),

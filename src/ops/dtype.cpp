@@ -31,6 +31,9 @@ bfloat16 to_bfloat16(float value) {
   return {static_cast<uint16_t>(rounded >> 16)};
 }
 
+// The float16 conversions give the bits of x86's F16C instructions for every input (a NaN keeps
+// its sign and the top of its payload, made quiet), as every SIMD target's kernels do
+// (src/ops/cpu/narrow-inl.h): the scalar ends of rows then match the vector lanes.
 float to_float(float16 value) {
   const uint32_t sign = uint32_t{value.bits & 0x8000u} << 16;
   const uint32_t exponent = (value.bits >> 10) & 0x1Fu;
@@ -39,8 +42,9 @@ float to_float(float16 value) {
     const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
     return sign ? -magnitude : magnitude;
   }
-  if (exponent == 31) {  // Inf or NaN
-    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  if (exponent == 31) {  // Inf, or NaN with its payload, quiet (as F16C widens it)
+    const uint32_t quiet = mantissa != 0 ? 0x00400000u : 0u;
+    return std::bit_cast<float>(sign | 0x7F800000u | quiet | (mantissa << 13));
   }
   return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
@@ -48,7 +52,9 @@ float to_float(float16 value) {
 float16 to_float16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  if (std::isnan(value)) return {static_cast<uint16_t>(sign | 0x7E00u)};
+  if (std::isnan(value)) {  // the top of the payload, quiet (as F16C narrows it)
+    return {static_cast<uint16_t>(sign | 0x7E00u | ((bits >> 13) & 0x3FFu))};
+  }
   const float magnitude = std::fabs(value);
   if (magnitude >= 65520.0f) return {static_cast<uint16_t>(sign | 0x7C00u)};  // rounds to Inf
   if (magnitude < 0x1p-14f) {

@@ -1,11 +1,17 @@
-// The mixed-precision norms. The kernels read and write the tensors' storage types directly
-// where they take them (cpu::norm_supports: float32 anywhere, bfloat16 on every vector target,
-// float16 from AVX2): a forward whose x and h (the residual stream) share one type and r and y
-// (the branch) another, the two equal or the stream float32; a backward likewise with x, dh_next
-// and dx as the stream and dy as the branch. Other calls (say a bfloat16 stream with float32
-// activations, or 16-bit rows on the scalar target) widen blocks of rows into per-thread
-// float32 buffers (staged_rows.hpp), run them through the float32 kernels, and narrow into
-// their storage once; float32 tensors are used in place, not staged.
+// The mixed-precision norms. The kernels read and write the tensors' storage types directly, on
+// every SIMD target, for every call whose tensors form two groups of one type each: the residual
+// stream (x and h; in the backward x, dh_next and dx) and the branch (r and y; dy), the two types
+// equal or either of them float32 (cpu::norm_pair_supported). That covers every layout a model
+// uses: one type throughout, a float32 stream with 16-bit activations, a 16-bit stream with
+// float32 activations.
+//
+// What remains staged (staged_calls below): calls that fit no compiled pair, namely a stream of
+// one 16-bit type with a branch of the other (bfloat16 with float16), or a group whose tensors
+// differ among themselves (h not of x's type, y not of r's, dx or dh_next not of x's). Compiling
+// those would multiply the engine's instances (some 30% more for the two 16-bit pairs, far more
+// for per-tensor types) for combinations no model uses. They widen blocks of rows into per-thread
+// float32 buffers (staged_rows.hpp), run the float32 kernels, and narrow into their storage once;
+// float32 tensors are used in place, not staged. The results obey the same bound (docs/numerics.md).
 #include "ops/mixed_precision.hpp"
 
 #include <algorithm>
@@ -66,7 +72,7 @@ void set_norm(cpu::NormForward& args, const Parameters& parameters,
 }
 
 // The whole forward in the kernels: x and h (the stream) of one storage type, r and y (the
-// branch) of one, a pair that cpu::norm_pair_supported.
+// branch) of one, a pair that cpu::norm_pair_supported. Every other forward is staged below.
 void forward_directly(const AnyConstView& x, const std::optional<AnyConstView>& r,
                       const std::optional<AnyMutableView>& h, const AnyMutableView& y,
                       const Parameters& parameters, const MixedNormOptions& options,
@@ -92,6 +98,7 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
     forward_directly(x, std::nullopt, std::nullopt, y, parameters, options, stats, layout);
     return;
   }
+  // Staged: x and y of the two different 16-bit types.
   for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
     cpu::NormForward args;
     float* y_rows = output_rows(y, at, count, kY);
@@ -112,6 +119,7 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
     forward_directly(x, r, h, y, parameters, options, stats, layout);
     return;
   }
+  // Staged: h not of x's type, y not of r's, or a stream and branch of different 16-bit types.
   for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
     cpu::NormForward args;
     const float* x_rows = input_rows(x, at, count, kX);
@@ -168,6 +176,7 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
     cpu::norm_backward(args);
     return;
   }
+  // Staged: dx or dh_next not of x's type, or x and dy of different 16-bit types.
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),

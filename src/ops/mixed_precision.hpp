@@ -2,8 +2,10 @@
 // first and calls these when any tensor of a call is not float32; src/ops/storage.hpp): LayerNorm,
 // RMSNorm and the fused pre-norm Add & Norm on tensors stored as float32, bfloat16 or float16,
 // each tensor independently. The one forward and backward engine (src/ops/cpu/) reads and writes
-// the supported storage pairs directly (cpu::norm_pair_supported; docs/numerics.md); the others
-// are staged through float32 blocks. Statistics (mean, rstd) and parameter gradients are float32.
+// the storage pairs a model uses directly (cpu::norm_pair_supported; docs/numerics.md); only
+// exotic combinations (bfloat16 with float16, or tensors of one group stored differently) are
+// staged through float32 blocks (mixed_precision.cpp says which). Statistics (mean, rstd) and
+// parameter gradients are float32.
 // Arguments are already validated (src/ops/op_checks.hpp): these functions check nothing.
 #pragma once
 

@@ -1,7 +1,8 @@
 // How the public norms reach their kernels by storage type: when every row tensor and parameter
 // of a call stores float32, the float32 kernels run on the memory in place; otherwise the call
-// goes to the storage-generic path (mixed_precision.cpp). The arguments are checked before
-// either is called (op_checks.hpp).
+// goes to the storage-generic path (mixed_precision.cpp), which hands the engine the tensors in
+// their own types (and stages through float32 blocks only the exotic combinations it names).
+// The arguments are checked before either is called (op_checks.hpp).
 #pragma once
 
 #include <initializer_list>

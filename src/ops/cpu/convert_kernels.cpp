@@ -1,6 +1,6 @@
 // Widening and narrowing rows between float32 and the storage types, per SIMD target, with the
-// conversions of narrow-inl.h. float16 has vectors on AVX2 and better (F16C); the scalar
-// conversion (round to nearest even, like F16C) serves older targets and the ends of rows.
+// conversions of narrow-inl.h on every target; the scalar conversions (the same bits) serve the
+// ends of rows.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/convert_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -25,31 +25,27 @@ using U16Tag = hn::Rebind<uint16_t, FloatTag>;
 
 template <Half kType>
 void widen_row(const uint16_t* HWY_RESTRICT source, float* HWY_RESTRICT target, int64_t count) {
+  const FloatTag df;
+  const U16Tag du16;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  if constexpr (kType == Half::bfloat16 || narrow::kHasFloat16Vectors) {
-    const FloatTag df;
-    const U16Tag du16;
-    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    for (; i + n <= count; i += n) {
-      // Widening is usually the first touch of a block read from memory: prefetch 4 KiB ahead
-      // (the hardware prefetcher alone leaves this short loop waiting on memory).
-      hwy::Prefetch(source + i + 2048);
-      hn::StoreU(narrow::widen<kType>(df, hn::LoadU(du16, source + i)), df, target + i);
-    }
+  for (; i + n <= count; i += n) {
+    // Widening is usually the first touch of a block read from memory: prefetch 4 KiB ahead
+    // (the hardware prefetcher alone leaves this short loop waiting on memory).
+    hwy::Prefetch(source + i + 2048);
+    hn::StoreU(narrow::widen<kType>(df, hn::LoadU(du16, source + i)), df, target + i);
   }
   for (; i < count; ++i) target[i] = widen_one(kType, source[i]);
 }
 
 template <Half kType>
 void narrow_row(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRICT target, int64_t count) {
+  const FloatTag df;
+  const U16Tag du16;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  if constexpr (kType == Half::bfloat16 || narrow::kHasFloat16Vectors) {
-    const FloatTag df;
-    const U16Tag du16;
-    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    for (; i + n <= count; i += n) {
-      hn::StoreU(narrow::narrow<kType>(df, hn::LoadU(df, source + i)), du16, target + i);
-    }
+  for (; i + n <= count; i += n) {
+    hn::StoreU(narrow::narrow<kType>(df, hn::LoadU(df, source + i)), du16, target + i);
   }
   for (; i < count; ++i) target[i] = narrow_one(kType, source[i]);
 }
@@ -61,24 +57,22 @@ void narrow_row_streaming(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRI
                           int64_t count) {
   int64_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
-  if constexpr (kType == Half::bfloat16 || narrow::kHasFloat16Vectors) {
-    const FloatTag df;
-    const hn::Repartition<uint16_t, FloatTag> du16;  // full width: twice the float lanes
-    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    const auto bytes = static_cast<uintptr_t>(hn::Lanes(du16) * sizeof(uint16_t));
-    const auto misalignment = reinterpret_cast<uintptr_t>(target) % bytes;
-    if (misalignment % sizeof(uint16_t) == 0) {
-      const int64_t head = misalignment == 0
-                               ? 0
-                               : static_cast<int64_t>((bytes - misalignment) / sizeof(uint16_t));
-      for (; i < head && i < count; ++i) target[i] = narrow_one(kType, source[i]);
-      for (; i + 2 * n <= count; i += 2 * n) {
-        hn::Stream(narrow::narrow_pair<kType>(df, hn::LoadU(df, source + i),
-                                              hn::LoadU(df, source + i + n)),
-                   du16, target + i);
-      }
-      hwy::FlushStream();
+  const FloatTag df;
+  const hn::Repartition<uint16_t, FloatTag> du16;  // full width: twice the float lanes
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto bytes = static_cast<uintptr_t>(hn::Lanes(du16) * sizeof(uint16_t));
+  const auto misalignment = reinterpret_cast<uintptr_t>(target) % bytes;
+  if (misalignment % sizeof(uint16_t) == 0) {
+    const int64_t head = misalignment == 0
+                             ? 0
+                             : static_cast<int64_t>((bytes - misalignment) / sizeof(uint16_t));
+    for (; i < head && i < count; ++i) target[i] = narrow_one(kType, source[i]);
+    for (; i + 2 * n <= count; i += 2 * n) {
+      hn::Stream(narrow::narrow_pair<kType>(df, hn::LoadU(df, source + i),
+                                            hn::LoadU(df, source + i + n)),
+                 du16, target + i);
     }
+    hwy::FlushStream();
   }
 #endif
   narrow_row<kType>(source + i, target + i, count - i);

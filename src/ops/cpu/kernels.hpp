@@ -28,8 +28,8 @@ inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes
 // `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
 // normalised as stored, instead of x.
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
-// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported on this
-// machine; gamma, beta, mean and rstd are float32 either way.
+// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported; gamma,
+// beta, mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
   const void* residual = nullptr;  // nullable
@@ -51,17 +51,20 @@ struct NormForward {
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
-// Whether the running SIMD target's kernels take x and h (backward: x, dh_next, dx) stored as
-// `stream` with residual and y (backward: dy) stored as `branch`: both types supported
-// (norm_supports), and either the same type or a float32 stream.
-bool norm_pair_supported(DType stream, DType branch);
+// Whether the kernels (on every SIMD target) take x and h (backward: x, dh_next, dx) stored as
+// `stream` with residual and y (backward: dy) stored as `branch`: the same type, or either of
+// them float32. The two 16-bit types together (bfloat16 with float16) are not compiled: two
+// more pairs beside these seven (some 30% more kernel instances) for a pairing no model uses.
+constexpr bool norm_pair_supported(DType stream, DType branch) {
+  return stream == branch || stream == DType::float32 || branch == DType::float32;
+}
 
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
 // x, dh_next and dx are rows of `storage`, dy rows of `dy_storage`: float32, or the bits
-// (uint16_t) of a 16-bit type, a pair that norm_pair_supported(storage, dy_storage) on this
-// machine; gamma, rstd and the gradients of the parameters are float32 either way.
+// (uint16_t) of a 16-bit type, a pair that norm_pair_supported(storage, dy_storage); gamma,
+// rstd and the gradients of the parameters are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
@@ -82,10 +85,6 @@ struct NormBackward {
   bool stream_outputs = false;
 };
 void norm_backward(const NormBackward& args);
-// Whether the running SIMD target's kernels take rows stored as `storage` (16-bit rows need
-// vector conversions: bfloat16 on every vector target, float16 from AVX2).
-bool norm_supports(DType storage);
-
 // The same on rows [begin, end) only, on the calling thread: for callers that split the work
 // themselves (post-norm builds each block's h in a buffer; mixed-storage calls stage blocks).
 // norm_backward_range adds into the given float64 partials (nullable) instead of dgamma/dbeta.

@@ -1,11 +1,14 @@
 // Per-target SIMD conversions between float32 and the 16-bit storage types, shared by the
-// kernels that read or write bfloat16/float16 (convert_kernels.cpp, narrow_norm_kernels.cpp).
-// Highway's "-inl.h" convention: included once per target from a file that uses
-// foreach_target.h, so the guard toggles with HWY_TARGET_TOGGLE.
+// kernels that read or write bfloat16/float16 (convert_kernels.cpp, row_storage-inl.h), on
+// every target, the scalar one included. Highway's "-inl.h" convention: included once per
+// target from a file that uses foreach_target.h, so the guard toggles with HWY_TARGET_TOGGLE.
 //
 // bfloat16 -> float32 is a shift. float32 -> bfloat16 rounds to nearest even with an integer
 // bias (Highway 1.0's own DemoteTo truncates) and keeps NaN a NaN. float16 uses the F16C
-// instructions (round to nearest even), available from the AVX2 target on: kHasFloat16Vectors.
+// instructions from the AVX2 target on (kHasF16C); older targets convert with integer
+// operations that give the same bits as F16C for every input (float16_to_float32_lanes,
+// float16_bits; Highway 1.0's emulated DemoteTo truncates instead of rounding). The scalar
+// conversions of addnorm/dtype.hpp (widen_one, narrow_one) give those bits too.
 #if defined(ADDNORM_OPS_CPU_NARROW_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_NARROW_INL_H_
 #undef ADDNORM_OPS_CPU_NARROW_INL_H_
@@ -27,7 +30,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // The 16-bit storage types, by their bits.
 enum class Half { bfloat16, float16 };
 
-constexpr bool kHasFloat16Vectors = HWY_TARGET <= HWY_AVX2;
+// Whether this target has the F16C conversion instructions (AVX2 and AVX-512 do).
+constexpr bool kHasF16C = HWY_TARGET <= HWY_AVX2;
 
 // One value, by the scalar conversions (the same rounding as the vector ones).
 inline float widen_one(Half type, uint16_t bits) {
@@ -37,15 +41,41 @@ inline uint16_t narrow_one(Half type, float value) {
   return type == Half::bfloat16 ? to_bfloat16(value).bits : to_float16(value).bits;
 }
 
+// float32 lanes from the float16 bits in the low 16 bits of 32-bit lanes, exactly, with integer
+// operations: normal numbers rebias the exponent; subnormals (m * 2^-24) are 2^-14 * (1 + m/1024)
+// less 2^-14, an exact float subtraction; infinities keep their sign and NaNs their payload,
+// quietened as F16C quietens them.
+template <class DF>
+hn::Vec<DF> float16_to_float32_lanes(DF df, hn::Vec<hn::RebindToUnsigned<DF>> half_bits) {
+  const hn::RebindToSigned<DF> di32;
+  const auto bits = hn::BitCast(di32, half_bits);
+  const auto magnitude = hn::ShiftLeft<13>(hn::And(bits, hn::Set(di32, 0x7FFF)));
+  const auto exponent = hn::And(magnitude, hn::Set(di32, 0x0F800000));
+  const auto normal = hn::Add(magnitude, hn::Set(di32, 112 << 23));
+  const auto special = hn::Or(magnitude, hn::Set(di32, 0x7F800000));
+  const auto nan = hn::Or(special, hn::Set(di32, 0x00400000));
+  const auto smallest_normal = hn::Set(df, 0x1p-14f);
+  const auto subnormal = hn::BitCast(
+      di32, hn::Sub(hn::BitCast(df, hn::Add(magnitude, hn::Set(di32, 113 << 23))), smallest_normal));
+  auto out = hn::IfThenElse(hn::Eq(exponent, hn::Zero(di32)), subnormal, normal);
+  out = hn::IfThenElse(hn::Eq(exponent, hn::Set(di32, 0x0F800000)),
+                       hn::IfThenElse(hn::Gt(magnitude, hn::Set(di32, 0x0F800000)), nan, special),
+                       out);
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(di32, 0x8000)));
+  return hn::BitCast(df, hn::Or(out, sign));
+}
+
 // float32 lanes from 16-bit lanes: `bits` has as many lanes as df (half a register).
 template <Half kType, class DF, class V16>
 hn::Vec<DF> widen(DF df, V16 bits) {
+  const hn::RebindToUnsigned<DF> du32;
   if constexpr (kType == Half::bfloat16) {
-    const hn::RebindToUnsigned<DF> du32;
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
-  } else {
+  } else if constexpr (kHasF16C) {
     const hn::Rebind<hwy::float16_t, DF> df16;
     return hn::PromoteTo(df, hn::BitCast(df16, bits));
+  } else {
+    return float16_to_float32_lanes(df, hn::PromoteTo(du32, bits));
   }
 }
 
@@ -65,13 +95,52 @@ hn::Vec<hn::RebindToUnsigned<DF>> bfloat16_bits(DF df, hn::Vec<DF> v) {
   return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, rounded);
 }
 
+// The float16 bits of float32 lanes, rounded to nearest even, in the low 16 bits of each 32-bit
+// lane, with integer operations (for targets without F16C; the same bits as F16C): normal
+// results keep 10 of the 23 mantissa bits with the bfloat16 bias; results below 2^-14 are
+// rounded to a multiple of 2^-24 by a float addition of 0.5 (whose unit is 2^-24); magnitudes
+// from 65520 on overflow to infinity; a NaN keeps its sign and the top of its payload, quiet.
+template <class DF>
+hn::Vec<hn::RebindToUnsigned<DF>> float16_bits(DF df, hn::Vec<DF> v) {
+  const hn::RebindToSigned<DF> di32;
+  const hn::RebindToUnsigned<DF> du32;
+  const auto bits = hn::BitCast(di32, v);
+  const auto magnitude = hn::And(bits, hn::Set(di32, 0x7FFFFFFF));
+  const auto lsb = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di32, 1));
+  const auto normal = hn::Sub(
+      hn::ShiftRight<13>(hn::Add(hn::Add(magnitude, hn::Set(di32, 0xFFF)), lsb)),
+      hn::Set(di32, 112 << 10));
+  const auto half = hn::Set(df, 0.5f);
+  const auto subnormal = hn::Sub(
+      hn::BitCast(di32, hn::Add(hn::BitCast(df, magnitude), half)), hn::BitCast(di32, half));
+  const auto nan = hn::Or(hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di32, 0x3FF)),
+                          hn::Set(di32, 0x7E00));
+  auto out = hn::IfThenElse(hn::Lt(magnitude, hn::Set(di32, 0x38800000)), subnormal, normal);
+  out = hn::IfThenElse(hn::Lt(magnitude, hn::Set(di32, 0x477FF000)), out, hn::Set(di32, 0x7C00));
+  out = hn::IfThenElse(hn::Gt(magnitude, hn::Set(di32, 0x7F800000)), nan, out);
+  const auto sign = hn::And(hn::ShiftRight<16>(hn::BitCast(du32, bits)), hn::Set(du32, 0x8000u));
+  return hn::Or(hn::BitCast(du32, out), sign);
+}
+
+// The bits of a 16-bit type computed in 32-bit lanes (bfloat16 always; float16 without F16C).
+template <Half kType, bool kNaNs, class DF>
+hn::Vec<hn::RebindToUnsigned<DF>> half_bits_in_32(DF df, hn::Vec<DF> v) {
+  if constexpr (kType == Half::bfloat16) {
+    return bfloat16_bits<kNaNs>(df, v);
+  } else {
+    return float16_bits(df, v);
+  }
+}
+template <Half kType>
+constexpr bool kNarrowsIn32 = kType == Half::bfloat16 || !kHasF16C;
+
 // 16-bit lanes (as many as df's, half a register) from float32 lanes.
 template <Half kType, bool kNaNs = true, class DF>
 hn::Vec<hn::Rebind<uint16_t, DF>> narrow(DF df, hn::Vec<DF> v) {
   const hn::Rebind<uint16_t, DF> du16;
-  if constexpr (kType == Half::bfloat16) {
+  if constexpr (kNarrowsIn32<kType>) {
     const hn::RebindToSigned<DF> di32;
-    return hn::DemoteTo(du16, hn::BitCast(di32, bfloat16_bits<kNaNs>(df, v)));
+    return hn::DemoteTo(du16, hn::BitCast(di32, half_bits_in_32<kType, kNaNs>(df, v)));
   } else {
     const hn::Rebind<hwy::float16_t, DF> df16;
     return hn::BitCast(du16, hn::DemoteTo(df16, v));
@@ -84,9 +153,9 @@ hn::Vec<hn::Rebind<uint16_t, DF>> narrow(DF df, hn::Vec<DF> v) {
 template <Half kType, bool kNaNs = true, class DF>
 hn::Vec<hn::Repartition<uint16_t, DF>> narrow_pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi) {
   const hn::Repartition<uint16_t, DF> du16;
-  if constexpr (kType == Half::bfloat16) {
-    return hn::ConcatEven(du16, hn::BitCast(du16, bfloat16_bits<kNaNs>(df, hi)),
-                          hn::BitCast(du16, bfloat16_bits<kNaNs>(df, lo)));
+  if constexpr (kNarrowsIn32<kType>) {
+    return hn::ConcatEven(du16, hn::BitCast(du16, half_bits_in_32<kType, kNaNs>(df, hi)),
+                          hn::BitCast(du16, half_bits_in_32<kType, kNaNs>(df, lo)));
   } else {
     return hn::Combine(du16, narrow<kType>(df, hi), narrow<kType>(df, lo));
   }

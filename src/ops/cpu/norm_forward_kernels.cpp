@@ -3,21 +3,22 @@
 // rounded to h's type and stored) and an output stage (y, and the row's mean and rstd).
 // Two storage policies per call: SS for the residual stream (x and h), SB for the branch (the
 // residual r added to it and the normalised y handed on), so that a float32 residual stream with
-// 16-bit activations runs without staging. The pairs compiled are SS = SB (any type) and
-// SS = float32 with SB of any type (norm_pair_supported).
+// 16-bit activations (or a 16-bit stream with float32 activations) runs without staging. The
+// pairs compiled are SS = SB (any type) and float32 on either side with any type on the other
+// (norm_pair_supported), on every target, the scalar one included.
 // Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the
 // best target for this CPU and spreads rows over OpenMP threads.
 //
 // Each row takes two passes: its statistics, then its outputs (from cache). The statistics
 // accumulate as the storage type makes fastest within docs/numerics.md's contract:
 //  - a float32 stream: shifted sums in float64 lanes (floats promoted on load), as BatchNorm does;
-//  - a 16-bit stream (and branch): values widen exactly to float32; sums shifted by an estimate of
-//  the mean
-//    accumulate in float32 lanes over blocks of kBlock vectors and in float64 across blocks,
-//    with a second pass over centred values for the rare row whose estimate was poor
-//    (block_moments), so cancellation never amplifies rounding more than 4 times. The float32
-//    block sums cost at most about kBlock float32 roundings of the row's magnitude, some 1e-5
-//    of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit of its type plus that.
+//  - a 16-bit stream (whatever the branch): values widen exactly to float32; sums shifted by an
+//    estimate of the mean accumulate in float32 lanes over blocks of kBlock vectors and in
+//    float64 across blocks, with a second pass over centred values for the rare row whose
+//    estimate was poor (block_moments), so cancellation never amplifies rounding more than 4
+//    times. The float32 block sums cost at most about kBlock float32 roundings of the row's
+//    magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit
+//    of its type plus that. The scalar target (one lane) takes two float64 passes instead.
 // The outputs are formed alike for every type (lane_ops-inl.h: hi + lo split mean and rstd, one
 // float32 fused multiply-add for the affine step) and rounded once to the storage type; rows
 // whose spread or magnitude float32 lanes cannot hold (forward_fits_float32) take float64 lanes.
@@ -121,6 +122,24 @@ struct NoNextRow {
 };
 template <class SS, class SB, bool kResidual>
 using NextRowSums = std::conditional_t<SS::kHalf, NoNextRow, ShiftedSumsRun<SB, kResidual>>;
+
+// Mean (0 without centre) and mean of squared deviations in float64, two scalar passes: for
+// 16-bit rows whose magnitude is beyond what float32 sums of squares hold, and for every
+// 16-bit row on the scalar target (one lane has no block sums).
+template <class SS, class SB, bool kResidual>
+RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
+  double mean = 0;
+  if (centre) {
+    for (int64_t i = 0; i < dim; ++i) mean += input_one<SS, SB, kResidual>(p, i);
+    mean /= static_cast<double>(dim);
+  }
+  double mean_square = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean;
+    mean_square += c * c;
+  }
+  return {mean, mean_square / static_cast<double>(dim)};
+}
 
 // ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
 #if HWY_TARGET != HWY_SCALAR
@@ -253,23 +272,6 @@ RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
   return {mean, std::max(0.0, centred.squares / count - residue * residue)};
 }
 
-// Mean (0 without centre) and mean of squared deviations in float64, two scalar passes: for
-// rows whose magnitude is beyond what float32 sums of squares hold.
-template <class SS, class SB, bool kResidual>
-RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
-  double mean = 0;
-  if (centre) {
-    for (int64_t i = 0; i < dim; ++i) mean += input_one<SS, SB, kResidual>(p, i);
-    mean /= static_cast<double>(dim);
-  }
-  double mean_square = 0;
-  for (int64_t i = 0; i < dim; ++i) {
-    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean;
-    mean_square += c * c;
-  }
-  return {mean, mean_square / static_cast<double>(dim)};
-}
-
 template <class SS, class SB, bool kResidual>
 RowMoments block_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
   const RowMoments m =
@@ -293,6 +295,8 @@ RowMoments row_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
   } else {
 #if HWY_TARGET != HWY_SCALAR
     return block_moments<SS, SB, kResidual>(p, dim, centre);
+#else
+    return scalar_float64_moments<SS, SB, kResidual>(p, dim, centre);
 #endif
   }
 }
@@ -343,6 +347,11 @@ void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typenam
       hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
       hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + hn::Lanes(df));
     }
+#else  // one lane: no streaming stores of whole 16-bit registers
+    (void)stream;
+    const hn::Rebind<uint16_t, FloatTag> dh;
+    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
+    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + 1);
 #endif
   }
 }
@@ -652,9 +661,10 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   if (a.stream_outputs) hwy::FlushStream();
 }
 
-// The pairs of storage types compiled: SS = SB, or a float32 stream with any branch.
+// The pairs of storage types compiled: SS = SB, or float32 on either side with any type on the
+// other (norm_pair_supported).
 template <class SS, class SB>
-constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf;
+constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf || !SB::kHalf;
 
 void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
   with_storage(a.storage, [&](auto stream_storage) {
@@ -669,11 +679,6 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
   });
 }
 
-bool forward_supports(DType stream, DType branch) {
-  return storage_supported(stream) && storage_supported(branch) &&
-         (stream == branch || stream == DType::float32);
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace addnorm::cpu
 HWY_AFTER_NAMESPACE();
@@ -684,12 +689,6 @@ HWY_AFTER_NAMESPACE();
 namespace addnorm::cpu {
 
 HWY_EXPORT(norm_forward_rows);
-HWY_EXPORT(forward_supports);
-
-bool norm_pair_supported(DType stream, DType branch) {
-  return HWY_DYNAMIC_DISPATCH(forward_supports)(stream, branch);
-}
-
 void norm_forward(const NormForward& args) {
   NormForward streamed = args;
   streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.branch_storage));

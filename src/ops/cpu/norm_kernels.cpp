@@ -446,15 +446,15 @@ void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
   });
 }
 
-// The pairs compiled: one type throughout, or a float32 stream (x, dh_next, dx) with any type
-// of dy, as for the forward (norm_pair_supported).
+// The pairs compiled: one type throughout, or float32 on one side (x, dh_next, dx; or dy) with
+// any type on the other, as for the forward (norm_pair_supported).
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
   with_storage(a.storage, [&](auto stream_storage) {
     using S = decltype(stream_storage);
     with_storage(a.dy_storage, [&](auto branch_storage) {
       using B = decltype(branch_storage);
-      if constexpr (std::is_same_v<S, B> || !S::kHalf) {
+      if constexpr (std::is_same_v<S, B> || !S::kHalf || !B::kHalf) {
         norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
       }
     });
@@ -477,7 +477,6 @@ HWY_AFTER_NAMESPACE();
 namespace addnorm::cpu {
 
 HWY_EXPORT(norm_backward_rows);
-HWY_EXPORT(storage_supported);
 HWY_EXPORT(compiled_target_name);
 
 void norm_backward(const NormBackward& args) {
@@ -496,10 +495,6 @@ void norm_backward(const NormBackward& args) {
   });
   if (args.dgamma) partials.reduce_dgamma(args.dgamma);
   if (args.dbeta) partials.reduce_dbeta(args.dbeta);
-}
-
-bool norm_supports(DType storage) {
-  return HWY_DYNAMIC_DISPATCH(storage_supported)(storage);
 }
 
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,

@@ -33,31 +33,17 @@ struct HalfRows {
   static constexpr narrow::Half type = kType;
 };
 
-// Whether this target's kernels take rows stored as `storage`: 16-bit rows need vector
-// conversions (bfloat16 on every vector target, float16 from AVX2).
-inline bool storage_supported(DType storage) {
-  if (storage == DType::float32) return true;
-  if (HWY_TARGET == HWY_SCALAR) return false;
-  return storage == DType::bfloat16 || narrow::kHasFloat16Vectors;
-}
-
-// Calls body(S{}) with the policy of `storage` (which storage_supported must accept).
+// Calls body(S{}) with the policy of `storage`. Every target takes every storage type (the
+// 16-bit conversions of narrow-inl.h exist on all of them, the scalar target included).
 template <class Body>
 void with_storage(DType storage, const Body& body) {
   switch (storage) {
     case DType::float32:
       return body(Float32Rows{});
     case DType::bfloat16:
-#if HWY_TARGET != HWY_SCALAR
       return body(HalfRows<narrow::Half::bfloat16>{});
-#else
-      return;
-#endif
     case DType::float16:
-#if HWY_TARGET != HWY_SCALAR
-      if constexpr (narrow::kHasFloat16Vectors) return body(HalfRows<narrow::Half::float16>{});
-#endif
-      return;
+      return body(HalfRows<narrow::Half::float16>{});
   }
 }
 

@@ -108,14 +108,106 @@ TEST_P(ConversionsOnEveryTarget, WideningIsExactForEveryPattern) {
     std::vector<float> wide(all.size());
     cpu::to_float32(all.data(), dtype, wide.data(), static_cast<int64_t>(all.size()));
     for (uint32_t i = 0; i < 65536; ++i) {
+      // NaNs too, bit for bit: the payload kept and quietened, as F16C widens a float16 NaN.
       const float want = widen_one(static_cast<uint16_t>(i), dtype);
-      if (std::isnan(want)) {
-        ASSERT_TRUE(std::isnan(wide[i])) << i;
-      } else {
-        ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(want))
+      ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(want))
+          << dtype_name(dtype) << " pattern " << i;
+      if (!std::isnan(want)) {  // and the value is that of the bits, by the format's definition
+        const int exponent = dtype == DType::float16 ? (i >> 10) & 0x1F : (i >> 7) & 0xFF;
+        const int mantissa_bits = dtype == DType::float16 ? 10 : 7;
+        const int bias = dtype == DType::float16 ? 15 : 127;
+        const int top = dtype == DType::float16 ? 31 : 255;
+        const double mantissa = i & ((1u << mantissa_bits) - 1);
+        const double magnitude =
+            exponent == top ? std::numeric_limits<double>::infinity()
+            : exponent == 0 ? std::ldexp(mantissa, 1 - bias - mantissa_bits)
+                            : std::ldexp(1.0 + std::ldexp(mantissa, -mantissa_bits),
+                                         exponent - bias);
+        ASSERT_EQ(static_cast<double>(wide[i]), (i & 0x8000) ? -magnitude : magnitude)
             << dtype_name(dtype) << " pattern " << i;
       }
     }
+  }
+}
+
+// float32 values around every float16 rounding boundary (each midpoint between neighbouring
+// float16 values, and the float32 values either side of it: below it rounds down, above it up,
+// at it to the even pattern), both signs, with the float16 bits they must round to; and a
+// stride through all 2^32 float32 patterns (infinities, NaNs with payloads and float32
+// subnormals included), whose bits the scalar conversion gives.
+struct Float16Sweep {
+  std::vector<float> values;
+  std::vector<int32_t> want;  // -1: as the scalar conversion rounds it
+};
+Float16Sweep float16_sweep() {
+  Float16Sweep sweep;
+  auto add = [&](float value, int32_t bits) {
+    sweep.values.push_back(value);
+    sweep.want.push_back(bits);
+  };
+  for (uint32_t low = 0; low < 0x7C00; ++low) {  // low and low + 1: finite, the last up to Inf
+    const double a = to_float(float16{static_cast<uint16_t>(low)});
+    const double b = low + 1 == 0x7C00 ? 65536.0 : to_float(float16{static_cast<uint16_t>(low + 1)});
+    const auto midpoint = static_cast<float>((a + b) / 2);  // exact in float32
+    const auto even = static_cast<int32_t>(low % 2 == 0 ? low : low + 1);
+    for (const uint32_t sign : {0u, 0x8000u}) {
+      const float s = sign ? -1.0f : 1.0f;
+      add(s * midpoint, static_cast<int32_t>(sign) | even);
+      add(s * std::nextafter(midpoint, 0.0f), static_cast<int32_t>(sign | low));
+      add(s * std::nextafter(midpoint, 1e30f), static_cast<int32_t>(sign | (low + 1)));
+    }
+  }
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
+    add(std::bit_cast<float>(static_cast<uint32_t>(bits)), -1);
+  }
+  for (const uint32_t bits : {0x7F800000u, 0xFF800000u, 0x7F800001u, 0x7FC00000u, 0xFFFFFFFFu,
+                              0x7FA02000u, 0x00000001u, 0x807FFFFFu, 0x477FEFFFu, 0x477FF000u}) {
+    add(std::bit_cast<float>(bits), -1);
+  }
+  return sweep;
+}
+
+// float16 narrowing on this target: the bits the sweep's boundaries require, the scalar
+// conversion's bits everywhere (NaN payloads included), with and without streaming stores.
+TEST_P(ConversionsOnEveryTarget, Float16NarrowingMatchesAtEveryRoundingBoundary) {
+  const Float16Sweep sweep = float16_sweep();
+  const auto count = static_cast<int64_t>(sweep.values.size());
+  for (const bool stream : {false, true}) {
+    std::vector<uint16_t> narrow(sweep.values.size());
+    cpu::from_float32(sweep.values.data(), narrow.data(), DType::float16, count, stream);
+    for (size_t i = 0; i < sweep.values.size(); ++i) {
+      const uint16_t scalar = to_float16(sweep.values[i]).bits;
+      ASSERT_EQ(narrow[i], scalar) << "float32 bits 0x" << std::hex
+                                   << std::bit_cast<uint32_t>(sweep.values[i]);
+      if (sweep.want[i] >= 0) {
+        ASSERT_EQ(narrow[i], sweep.want[i]) << "float32 bits 0x" << std::hex
+                                            << std::bit_cast<uint32_t>(sweep.values[i]);
+      }
+    }
+  }
+}
+
+// Every target converts to the same bits as the first (the best this machine runs: F16C's
+// instructions from AVX2 on), both ways, NaNs included.
+TEST(Conversions, EveryTargetGivesTheBestTargetsBits) {
+  const Float16Sweep sweep = float16_sweep();
+  const auto count = static_cast<int64_t>(sweep.values.size());
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<std::vector<uint16_t>> narrowed;
+  std::vector<std::vector<uint32_t>> widened;
+  for (const int64_t target : cpu::available_targets()) {
+    cpu::force_target(target);
+    std::vector<uint16_t> narrow(sweep.values.size());
+    cpu::from_float32(sweep.values.data(), narrow.data(), DType::float16, count);
+    std::vector<float> wide(all.size());
+    cpu::to_float32(all.data(), DType::float16, wide.data(), 65536);
+    narrowed.push_back(narrow);
+    widened.push_back({});
+    for (float v : wide) widened.back().push_back(std::bit_cast<uint32_t>(v));
+    cpu::force_target(0);
+    EXPECT_EQ(narrowed.back(), narrowed.front()) << cpu::target_name(target);
+    EXPECT_EQ(widened.back(), widened.front()) << cpu::target_name(target);
   }
 }
 
@@ -663,7 +755,6 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
 TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
   const int64_t rows = 6;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    if (!cpu::norm_supports(dtype)) continue;  // staged on this target
     for (const bool residual : {false, true}) {
      for (const bool float32_stream : {false, true}) {
       for (const int64_t dim : {5, 64, 203}) {

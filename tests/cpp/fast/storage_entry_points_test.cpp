@@ -181,6 +181,108 @@ TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
   expect_within_unit(widen_bits(y, dtype), y64, dtype);
 }
 
+// The mirror image: a 16-bit residual stream (x and h; in the backward h, dh_next and dh) with
+// float32 activations (r and y; dy), run by the kernels without staging. h is x + r rounded once
+// to its type, bit for bit; y, within a few float32 roundings of the float64 norm of that h (the
+// stream's float32 block sums add a few float32 roundings of the row's magnitude, docs/numerics.md);
+// dh within one unit of its type of the float64 gradient.
+TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
+  const DType dtype = storage();
+  for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
+    const bool layer = norm == NormKind::layer_norm;
+    const int64_t rows = 6, dim = 300;
+    const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
+    const Stored x(random_floats(rows * dim, 51, -3.0f, 5.0f), dtype);
+    const std::vector<float> r = random_floats(rows * dim, 52, -1.0f, 1.0f);
+    const Stored dh_next(random_floats(rows * dim, 53), dtype);
+    const std::vector<float> dy = random_floats(rows * dim, 54);
+    const std::vector<float> gamma = random_floats(dim, 55, 0.5f, 1.5f);
+    const std::vector<float> beta = random_floats(dim, 56);
+    const AddNormOptions options{norm, ConstView{gamma.data(), {dim}},
+                                 layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}})
+                                       : std::nullopt,
+                                 false, 1e-5f};
+    std::vector<uint16_t> h(rows * dim), dh(rows * dim);
+    std::vector<float> y(rows * dim), mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
+    add_norm_pre(x.view(shape), ConstView{r.data(), shape}, normalized,
+                 AnyMutableView(h.data(), shape, dtype), MutableView{y.data(), shape}, options,
+                 NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+    for (int64_t i = 0; i < rows * dim; ++i) {
+      const uint16_t want = dtype == DType::bfloat16 ? to_bfloat16(x.wide[i] + r[i]).bits
+                                                     : to_float16(x.wide[i] + r[i]).bits;
+      ASSERT_EQ(h[i], want) << i;
+    }
+    AddNormPreGrads grads{AnyMutableView(dh.data(), shape, dtype),
+                          MutableView{dgamma.data(), {dim}},
+                          layer ? std::optional<MutableView>(MutableView{dbeta.data(), {dim}})
+                                : std::nullopt};
+    add_norm_pre_backward(ConstView{dy.data(), shape}, dh_next.view(shape),
+                          AnyConstView(h.data(), shape, dtype), normalized, grads, options,
+                          SavedStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+
+    const auto h64 = as_double(widen_bits(h, dtype)), dy64 = as_double(dy);
+    const auto g64 = as_double(gamma), b64 = as_double(beta);
+    std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim), dbeta64(dim),
+        rstd64(rows), mean64(rows);
+    const Shape param{dim};
+    const float64::AddNormOptions options64{
+        norm, float64::ConstView{g64.data(), param},
+        layer ? float64::OptionalConst(float64::ConstView{b64.data(), param}) : std::nullopt,
+        false, 1e-5};
+    std::vector<double> x_zero(rows * dim, 0.0), h_again(rows * dim);
+    float64::add_norm_pre({h64.data(), shape}, {x_zero.data(), shape}, normalized,
+                          {h_again.data(), shape}, {y64.data(), shape}, options64,
+                          float64::NormStats{{mean64.data(), row_shape}, {rstd64.data(), row_shape}});
+    const auto dh_next64 = as_double(dh_next.wide);
+    float64::add_norm_pre_backward(
+        {dy64.data(), shape}, float64::ConstView{dh_next64.data(), shape}, {h64.data(), shape},
+        normalized,
+        {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), param},
+         layer ? std::optional<float64::MutableView>(float64::MutableView{dbeta64.data(), param})
+               : std::nullopt},
+        options64);
+    // A few float32 roundings of y, and a few of the row's magnitude (|h| <= 6) carried through
+    // rstd and gamma (<= 1.5).
+    for (int64_t row = 0; row < rows; ++row) {
+      const double carried = 8 * 0x1p-24 * 6.0 * rstd64[row] * 1.5;
+      for (int64_t i = row * dim; i < (row + 1) * dim; ++i) {
+        ASSERT_LE(std::fabs(y[i] - y64[i]), 4 * 0x1p-24 * std::fabs(y64[i]) + carried)
+            << "element " << i << ": " << y[i] << " vs " << y64[i];
+      }
+      EXPECT_NEAR(rstd[row], rstd64[row], 1e-6 * rstd64[row]);
+      if (layer) {
+        EXPECT_NEAR(mean[row], mean64[row], 1e-6 * std::fabs(mean64[row]) + 1e-6);
+      }
+    }
+    expect_within_unit(widen_bits(dh, dtype), dx64, dtype, 1e-5 * max_abs(dx64));
+    for (int64_t i = 0; i < dim; ++i) {
+      EXPECT_NEAR(dgamma[i], dgamma64[i], 1e-5 * max_abs(dgamma64));
+      if (layer) {
+        EXPECT_NEAR(dbeta[i], dbeta64[i], 1e-5 * max_abs(dbeta64));
+      }
+    }
+  }
+}
+
+// A 16-bit x normalised into a float32 y (and the mirror: float32 x into 16-bit y is the
+// pre-norm test's layout above), LayerNorm, against float64.
+TEST_P(SixteenBitStorage, LayerNormOfSixteenBitRowsIntoFloat32) {
+  const DType dtype = storage();
+  const int64_t rows = 5, dim = 257;
+  const Shape shape{rows, dim}, normalized{dim};
+  const Stored x(random_floats(rows * dim, 61, -2.0f, 2.0f), dtype);
+  std::vector<float> y(rows * dim);
+  layer_norm(x.view(shape), normalized, MutableView{y.data(), shape});
+  const auto x64 = as_double(x.wide);
+  std::vector<double> y64(rows * dim);
+  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape});
+  // |x| <= 2; rstd below 1 / 0.5 (the spread of uniform values on [-2, 2] is about 1.15).
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    ASSERT_LE(std::fabs(y[i] - y64[i]), 4 * 0x1p-24 * std::fabs(y64[i]) + 8 * 0x1p-24 * 2.0 * 2.0)
+        << "element " << i << ": " << y[i] << " vs " << y64[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     TypesAndTargets, SixteenBitStorage,
     ::testing::Combine(::testing::Values(DType::bfloat16, DType::float16),
@@ -189,6 +291,43 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtype_name(std::get<0>(param_info.param))) + "_" +
              cpu::target_name(std::get<1>(param_info.param));
     });
+
+// The combinations the engine has no pair for, staged through float32 blocks
+// (mixed_precision.cpp): a stream and branch of the two different 16-bit types, and groups whose
+// tensors differ (h not of x's type, y not of r's, dx not of x's). Each 16-bit output within one
+// unit of its type, float32 ones within a few float32 roundings, of the float64 op.
+TEST(StorageRules, StagedCombinationsMatchFloat64) {
+  const int64_t rows = 7, dim = 150;
+  const Shape shape{rows, dim}, normalized{dim};
+  const Stored x(random_floats(rows * dim, 81, -3.0f, 5.0f), DType::bfloat16);
+  const Stored r(random_floats(rows * dim, 82), DType::float16);
+  const Stored dy(random_floats(rows * dim, 83), DType::float16);
+  const auto x64 = as_double(x.wide), r64 = as_double(r.wide), dy64 = as_double(dy.wide);
+  // LayerNorm: bfloat16 x into float16 y, and its backward with float16 dy into float32 dx.
+  std::vector<uint16_t> y(rows * dim);
+  std::vector<float> dx(rows * dim);
+  layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, DType::float16));
+  layer_norm_backward(dy.view(shape), x.view(shape), normalized,
+                      {MutableView{dx.data(), shape}, std::nullopt, std::nullopt});
+  std::vector<double> y64(rows * dim), dx64(rows * dim);
+  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape});
+  float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
+                               {{dx64.data(), shape}, std::nullopt, std::nullopt});
+  expect_within_unit(widen_bits(y, DType::float16), y64, DType::float16);
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    ASSERT_NEAR(dx[i], dx64[i], 1e-6 * max_abs(dx64)) << i;
+  }
+  // Pre-norm: bfloat16 x with float16 r into float32 h and bfloat16 y.
+  std::vector<float> h(rows * dim);
+  std::vector<uint16_t> y_pre(rows * dim);
+  add_norm_pre(x.view(shape), r.view(shape), normalized, MutableView{h.data(), shape},
+               AnyMutableView(y_pre.data(), shape, DType::bfloat16));
+  for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x.wide[i] + r.wide[i]) << i;
+  const auto h64 = as_double(h);
+  std::vector<double> y_pre64(rows * dim);
+  float64::layer_norm({h64.data(), shape}, normalized, {y_pre64.data(), shape});
+  expect_within_unit(widen_bits(y_pre, DType::bfloat16), y_pre64, DType::bfloat16);
+}
 
 // An output may replace an input only when both store the same type.
 TEST(StorageRules, OutputOverInputOfAnotherTypeIsRefused) {
