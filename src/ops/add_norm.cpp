@@ -141,10 +141,6 @@ cpu::NormForward post_forward_args(const AddNormOptions& options,
   return args;
 }
 
-uint8_t* bytes_at(const AnyMutableView& view, int64_t element) {
-  return static_cast<uint8_t*>(view.data) + element * dtype_size(view.dtype);
-}
-
 }  // namespace
 
 void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape,
@@ -152,37 +148,23 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
                    const DropoutOptions& dropout, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
-  const int64_t count = layout.rows * layout.dim;
-  // Per block of rows: h = x + Dropout(s) is built in float32 in a per-thread buffer (in cache;
-  // 16-bit x and s widened first), then normalised into y in y's storage type directly (the
-  // engine takes a float32 stream with any branch type). y is written once, with streaming
-  // stores when it is too large to stay in cache (so its lines are not read first); y may be x
-  // or s, whose block is read first.
-  static_assert(cpu::norm_pair_supported(DType::float32, DType::bfloat16) &&
-                cpu::norm_pair_supported(DType::float32, DType::float16));
+  // One pass per row in the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in
+  // float32 from x and s in their own storage types, normalised from the L1 cache and written
+  // to y in y's type, with streaming stores when y is too large to stay in cache.
   cpu::NormForward args = post_forward_args(options, stats, layout);
+  cpu::DropoutInput stage;
+  stage.s = s.data;
+  stage.s_storage = s.dtype;
+  stage.seed = dropout.seed;
+  stage.p = dropout.p;
+  stage.first_element = dropout.offset;
+  args.dropout = &stage;
+  args.x = x.data;
+  args.storage = x.dtype;
+  args.y = y.data;
   args.branch_storage = y.dtype;
-  args.stream_outputs = cpu::streams_output(count * dtype_size(y.dtype));
-  const int64_t rows_per_block = block_rows(layout.dim);
-  cpu::parallel_rows(layout.rows, layout.dim, [&](int64_t begin, int64_t end) {
-    float* h = post_scratch(rows_per_block * layout.dim, false).h.data();
-    for (int64_t first = begin; first < end; first += rows_per_block) {
-      const int64_t last = std::min(end, first + rows_per_block);
-      const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      const bool in_place = x.dtype == DType::float32 && s.dtype == DType::float32;
-      cpu::add_dropout(detail::input_rows(x, at, length, kXSlot),
-                       detail::input_rows(s, at, length, kSSlot), h, nullptr, length, dropout,
-                       dropout.offset + static_cast<uint64_t>(at), nullptr,
-                       in_place ? count - at : length);
-      cpu::NormForward block = args;
-      block.x = h;
-      block.y = bytes_at(y, at);
-      block.mean = args.mean ? args.mean + first : nullptr;
-      block.rstd = args.rstd ? args.rstd + first : nullptr;
-      block.rows = last - first;
-      cpu::norm_forward_range(block, 0, block.rows);
-    }
-  });
+  args.rows = layout.rows;
+  cpu::norm_forward(args);
 }
 
 void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
@@ -195,8 +177,8 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
   // float32 buffer, generating the Philox bits once and keeping the mask (a byte per element);
   // the norm's backward turns h into dh = dx in place (reading dy in its storage type: the
-  // engine takes a float32 stream with any type of dy); then one pass writes dx and ds = dx * mask / (1 - p),
-  // the dropout's own backward, with streaming stores when the tensors are too large to stay in
+  // engine takes a float32 stream with any type of dy); then one pass writes dx and
+  // ds = dx * mask / (1 - p), the dropout's own backward, with streaming stores when the tensors are too large to stay in
   // cache (16-bit dx and ds are narrowed from float32 blocks). dx may be dy or x, ds may be s:
   // their block has been read by then. dgamma/dbeta partials per fixed chunk of rows, as
   // cpu::norm_backward does.

@@ -14,6 +14,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/cpu/dropout.hpp"
+#include "ops/cpu/philox-inl.h"
 #include "ops/reference/philox.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -21,27 +22,12 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// What one call needs besides its pointers: the stream's key and the dropout's constants.
-struct DropoutConstants {
-  uint64_t seed = 0;
-  uint32_t threshold = 0;  // drop iff bits < threshold
-  double scale = 1.0;      // 1 / (1 - p), in float64 as the definition has it
-};
-
-DropoutConstants constants_of(uint64_t seed, float p) {
-  DropoutConstants c;
-  c.seed = seed;
-  c.threshold = reference::dropout_threshold(p);
-  c.scale = 1.0 / (1.0 - static_cast<double>(p));
-  return c;
-}
-
 // The scalar definition of one element: out = x + dropped (x optional), keep = 1 or 0.
 template <bool kAdd, bool kKeep>
 HWY_INLINE void one_element(const DropoutConstants& c, uint32_t bits, const float* x,
                             const float* s, float* out, uint8_t* keep, int64_t i) {
   const bool kept = bits >= c.threshold;
-  const float dropped = kept ? static_cast<float>(static_cast<double>(s[i]) * c.scale) : 0.0f;
+  const float dropped = dropped_one(c, bits, s[i]);
   if constexpr (kAdd) {
     out[i] = x[i] + dropped;
   } else {
@@ -52,80 +38,15 @@ HWY_INLINE void one_element(const DropoutConstants& c, uint32_t bits, const floa
 
 #if HWY_TARGET != HWY_SCALAR
 
-using U64Tag = hn::ScalableTag<uint64_t>;
-using U32Tag = hn::Repartition<uint32_t, U64Tag>;
-using FloatTag = hn::Repartition<float, U64Tag>;
-using V32 = hn::Vec<U32Tag>;
-
-// Philox4x32-10 for 2 * Lanes(U64Tag) blocks at once: the 4 * Lanes(U64Tag) elements from block
-// first_block on come back in element order as two vectors of 32-bit lanes (the first and the
-// second half). Lane k of the 64-bit vectors evaluates block k / 2 + (k % 2) * (lanes / 2):
-// interleaving the words per 128-bit unit then leaves the blocks in order.
-class PhiloxGroups {
- public:
-  explicit PhiloxGroups(uint64_t seed) {
-    const U64Tag du64;
-    const size_t lanes = hn::Lanes(du64);
-    HWY_ALIGN uint64_t order[HWY_MAX_BYTES / sizeof(uint64_t)];
-    for (size_t k = 0; k < lanes; ++k) order[k] = k / 2 + (k % 2) * (lanes / 2);
-    lane_blocks_ = hn::Load(du64, order);
-    uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      keys_[round][0] = key0;
-      keys_[round][1] = key1;
-      key0 += 0x9E3779B9u;
-      key1 += 0xBB67AE85u;
-    }
-  }
-
-  HWY_INLINE void run(uint64_t first_block, V32& first_half, V32& second_half) const {
-    const U64Tag du64;
-    const U32Tag du32;
-    const auto multiplier0 = hn::BitCast(du32, hn::Set(du64, 0xD2511F53ull));
-    const auto multiplier1 = hn::BitCast(du32, hn::Set(du64, 0xCD9E8D57ull));
-    // Only the low 32 bits of each 64-bit lane carry a word; the high halves hold leftovers
-    // that MulEven ignores and the final interleave drops.
-    const auto block = hn::Add(hn::Set(du64, first_block), lane_blocks_);
-    auto c0 = block;
-    auto c1 = hn::ShiftRight<32>(block);
-    // Round 1 with c2 = c3 = 0: product1 = 0.
-    auto product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
-    c0 = hn::Xor(c1, hn::Set(du64, keys_[0][0]));
-    c1 = hn::Zero(du64);
-    auto c2 = hn::Xor(hn::ShiftRight<32>(product0), hn::Set(du64, keys_[0][1]));
-    auto c3 = product0;
-    // The high half of a product moves to the low half by swapping the 32-bit halves of each
-    // lane (a shuffle, not a shift: on AVX-512 the shifts would compete with the products).
-    const auto swap_halves = [du32, du64](hn::Vec<U64Tag> v) HWY_ATTR {
-      return hn::BitCast(du64, hn::Shuffle2301(hn::BitCast(du32, v)));
-    };
-    for (int round = 1; round < 10; ++round) {
-      product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
-      const auto product1 = hn::MulEven(hn::BitCast(du32, c2), multiplier1);
-      c0 = hn::Xor3(swap_halves(product1), c1, hn::Set(du64, keys_[round][0]));
-      c1 = product1;
-      c2 = hn::Xor3(swap_halves(product0), c3, hn::Set(du64, keys_[round][1]));
-      c3 = product0;
-    }
-    // Per block (64-bit lane): words 0 and 1, words 2 and 3 as 32-bit pairs.
-    const auto words01 = hn::BitCast(
-        du64, hn::OddEven(hn::BitCast(du32, swap_halves(c1)), hn::BitCast(du32, c0)));
-    const auto words23 = hn::BitCast(
-        du64, hn::OddEven(hn::BitCast(du32, swap_halves(c3)), hn::BitCast(du32, c2)));
-    first_half = hn::BitCast(du32, hn::InterleaveLower(du64, words01, words23));
-    second_half = hn::BitCast(du32, hn::InterleaveUpper(du64, words01, words23));
-  }
-
- private:
-  hn::Vec<U64Tag> lane_blocks_;
-  uint32_t keys_[10][2];
-};
+using U32Tag = PhiloxU32Tag;
+using FloatTag = hn::Repartition<float, U32Tag>;
+using V32 = PhiloxV32;
 
 // Software prefetch distance (elements) and granularity of the inputs.
 constexpr int64_t kPrefetchAhead = 2048;
 constexpr int64_t kFloatsPerLine = 16;
 
-inline int64_t group_elements() { return 4 * static_cast<int64_t>(hn::Lanes(U64Tag())); }
+inline int64_t group_elements() { return PhiloxGroups::group_elements(); }
 
 // x (optional) + dropout(s) for one vector of 32-bit lanes whose random bits are `bits`.
 template <bool kAdd, bool kKeep>
@@ -133,15 +54,8 @@ HWY_INLINE void vector_elements(const DropoutConstants& c, V32 bits, const float
                                 const float* s, float* out, uint8_t* keep, int64_t i) {
   const FloatTag df;
   const U32Tag du32;
-  const hn::Half<FloatTag> dfh;
-  const hn::Repartition<double, FloatTag> dd;
-  const auto kept = hn::Not(hn::Lt(bits, hn::Set(du32, c.threshold)));
-  const auto v = hn::LoadU(df, s + i);
-  const auto scale = hn::Set(dd, c.scale);
-  const auto lower = hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)), scale));
-  const auto upper =
-      hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dfh, v)), scale));
-  auto result = hn::IfThenElseZero(hn::RebindMask(df, kept), hn::Combine(df, upper, lower));
+  const auto kept = kept_lanes(c, bits);
+  auto result = dropped_lanes(df, hn::LoadU(df, s + i), kept, c.scale);
   if constexpr (kAdd) result = hn::Add(hn::LoadU(df, x + i), result);
   hn::StoreU(result, df, out + i);
   if constexpr (kKeep) {
@@ -160,20 +74,12 @@ template <bool kAdd, bool kKeep>
 void dropout_add_as(const DropoutConstants& c, const float* x, const float* s, float* out,
                     uint8_t* HWY_RESTRICT keep, int64_t count, uint64_t first_element,
                     const float* next, int64_t readable) {
-  const std::array<uint32_t, 2> key{static_cast<uint32_t>(c.seed),
-                                    static_cast<uint32_t>(c.seed >> 32)};
-  auto scalar_block = [&](uint64_t block) {
-    return reference::philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}, key);
-  };
+  ScalarPhilox scalar(c.seed);
   int64_t i = 0;
   // Up to the first block boundary: one scalar Philox.
-  if (first_element % 4 != 0) {
-    const auto words = scalar_block(first_element / 4);
-    for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) {
-      const auto lane = static_cast<size_t>((first_element + static_cast<uint64_t>(i)) % 4);
-      one_element<kAdd, kKeep>(c, words[lane], x, s, out, keep, i);
-    }
+  for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) {
+    one_element<kAdd, kKeep>(c, scalar.bits(first_element + static_cast<uint64_t>(i)), x, s, out,
+                             keep, i);
   }
 #if HWY_TARGET != HWY_SCALAR
   const PhiloxGroups philox(c.seed);
@@ -223,11 +129,9 @@ void dropout_add_as(const DropoutConstants& c, const float* x, const float* s, f
 #else
   (void)next;
   (void)readable;
-  for (; i < count; i += 4) {
-    const auto words = scalar_block((first_element + static_cast<uint64_t>(i)) / 4);
-    for (int64_t j = 0; j < 4 && i + j < count; ++j) {
-      one_element<kAdd, kKeep>(c, words[static_cast<size_t>(j)], x, s, out, keep, i + j);
-    }
+  for (; i < count; ++i) {
+    one_element<kAdd, kKeep>(c, scalar.bits(first_element + static_cast<uint64_t>(i)), x, s, out,
+                             keep, i);
   }
 #endif
 }
@@ -324,10 +228,11 @@ void apply_keep_range(const float* HWY_RESTRICT input, const uint8_t* HWY_RESTRI
 // bits[i] = the 32 random bits of element first_element + i of the stream keyed by seed.
 void philox_bits_range(uint64_t seed, uint64_t first_element, uint32_t* HWY_RESTRICT bits,
                        int64_t count) {
+  ScalarPhilox scalar(seed);
   int64_t i = 0;
   // Scalar until the element index is a multiple of 4 (a block boundary).
   for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) {
-    bits[i] = reference::philox_bits(seed, first_element + static_cast<uint64_t>(i));
+    bits[i] = scalar.bits(first_element + static_cast<uint64_t>(i));
   }
 #if HWY_TARGET != HWY_SCALAR
   const U32Tag du32;
@@ -340,9 +245,7 @@ void philox_bits_range(uint64_t seed, uint64_t first_element, uint32_t* HWY_REST
     hn::StoreU(second_half, du32, bits + i + group / 2);
   }
 #endif
-  for (; i < count; ++i) {
-    bits[i] = reference::philox_bits(seed, first_element + static_cast<uint64_t>(i));
-  }
+  for (; i < count; ++i) bits[i] = scalar.bits(first_element + static_cast<uint64_t>(i));
 }
 
 }  // namespace HWY_NAMESPACE

@@ -24,9 +24,20 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
+// Post-norm's input stage: the norm's input is h = x + Dropout(s) (dropout.hpp), formed in
+// float32 and not stored; element e of s is element first_element + e of the dropout stream.
+struct DropoutInput {
+  const void* s = nullptr;
+  DType s_storage = DType::float32;  // any type, as x and y
+  uint64_t seed = 0;
+  float p = 0;
+  uint64_t first_element = 0;
+};
+
 // LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused residual add: when
 // `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
-// normalised as stored, instead of x.
+// normalised as stored, instead of x. With `dropout` (post-norm), x + Dropout(s) is normalised
+// instead; x may then be of any storage type and y of any other.
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
 // float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported; gamma,
 // beta, mean and rstd are float32 either way.
@@ -46,6 +57,7 @@ struct NormForward {
   int64_t dim = 0;
   double eps = 0;
   NormKind norm = NormKind::layer_norm;
+  const DropoutInput* dropout = nullptr;  // nullable; excludes residual
   // Write y and h with non-temporal stores. norm_forward sets it itself (streams_output);
   // norm_forward_range, whose callers write into buffers they read back at once, takes it as is.
   bool stream_outputs = false;

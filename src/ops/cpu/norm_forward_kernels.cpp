@@ -27,6 +27,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "ops/cpu/dropout_input-inl.h"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/narrow-inl.h"
@@ -557,6 +558,43 @@ bool all_finite(const float* values, int64_t count) {
   return true;
 }
 
+// Rows are done in groups of up to kMaxGroup rows and kGroupBytes of input (see below).
+constexpr int64_t kMaxGroup = 8;
+constexpr int64_t kGroupBytes = int64_t{16} << 10;
+
+// The outputs of one row from its moments: normalised in float32 lanes where they hold the row
+// (forward_fits_float32), in float64 lanes otherwise, NaN for a row holding a NaN or Inf (which
+// poisons this row only); its mean and rstd when asked for. `next` is stepped along the float32
+// lanes' pass (NextRowSums).
+template <class SS, class SB, bool kResidual>
+void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
+                const RowMoments& moments, double rstd, Affine form, const Parameters& w,
+                NormaliseFn<SS, SB, kResidual> normalise, NextRowSums<SS, SB, kResidual>* next) {
+  const int64_t dim = a.dim;
+  const double mean = moments.mean;
+  const bool finite = std::isfinite(mean) && std::isfinite(moments.variance);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
+  if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
+  if (finite && forward_fits_float32(mean, moments.variance, rstd)) {
+    normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
+    return;
+  }
+  const typename SS::Elem* v = p.x;
+  if constexpr (kResidual) {
+    add_row<SS, SB>(p, dim);
+    v = p.h;
+  }
+  if (finite) {
+    with_affine(form, [&](auto affine_c) {
+      normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), w.gamma, w.beta, p.y,
+                                                dim);
+    });
+  } else {
+    for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
+  }
+}
+
 // Rows are done in groups: pass 1 of every row of the group, then their square roots and
 // divisions (independent, so they overlap in the pipeline instead of each stalling its row
 // for some 40 cycles: as long as a short row's whole pass), then pass 2. Groups of small rows
@@ -591,14 +629,12 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
 #endif
   const NormaliseFn<SS, SB, kResidual> normalise =
       pick_normalise<SS, SB, kResidual>(form, stream, nans, pairs);
-  constexpr int64_t kMaxGroup = 8;
-  constexpr int64_t kGroupElements = (int64_t{16} << 10) / int64_t{sizeof(Elem)};
+  using Next = NextRowSums<SS, SB, kResidual>;
+  constexpr int64_t kGroupElements = kGroupBytes / int64_t{sizeof(Elem)};
   const int64_t group = std::clamp<int64_t>(kGroupElements / dim, 1, kMaxGroup);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
   RowMoments moments[kMaxGroup];
   RowMoments next_moments[kMaxGroup];
   double rstds[kMaxGroup];
-  using Next = NextRowSums<SS, SB, kResidual>;
   constexpr bool kInterleaved = !std::is_same_v<Next, NoNextRow>;
   // Rows shorter than this run their sums alone: the interleaving's set-up per row costs
   // more than it saves there (measured on AMD EPYC, Zen 5: 5-8% slower at D = 128 and 256,
@@ -617,28 +653,9 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
     for (int64_t k = 0; k < count; ++k) {
       const int64_t row = first + k;
       const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, row);
-      const double mean = moments[k].mean, rstd = rstds[k];
-      const bool finite = std::isfinite(mean) && std::isfinite(moments[k].variance);
       // Row `row` normalised, stepping `next` (the sums of the row a group further on) if any.
       auto normalise_this = [&](Next* next) {
-        if (finite && forward_fits_float32(mean, moments[k].variance, rstd)) {
-          normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
-          return;
-        }
-        const Elem* v = p.x;
-        if constexpr (kResidual) {
-          add_row<SS, SB>(p, dim);
-          v = p.h;
-        }
-        if (finite) {
-          with_affine(form, [&](auto affine_c) {
-            normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), a.gamma, a.beta,
-                                                      p.y, dim);
-          });
-        } else {
-          // A NaN or Inf in the row poisons this row only.
-          for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
-        }
+        output_row<SS, SB, kResidual>(a, p, row, moments[k], rstds[k], form, w, normalise, next);
       };
       if constexpr (kInterleaved) {
         if (interleave && row + group < end) {
@@ -652,12 +669,76 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
       } else {
         normalise_this(nullptr);
       }
-      if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
-      if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
     }
     if (interleave) std::copy(next_moments, next_moments + group, moments);
   }
   // Streaming stores are weakly ordered: make them visible before another thread reads y.
+  if (a.stream_outputs) hwy::FlushStream();
+}
+
+// ---- post-norm: the dropout input stage ------------------------------------------------------
+
+// The input stage's instance for x stored as `x_storage` and s as `s_storage`.
+DropoutInputFn pick_dropout_input(DType x_storage, DType s_storage, bool drop) {
+  DropoutInputFn fn = nullptr;
+  with_storage(x_storage, [&](auto x_policy) {
+    with_storage(s_storage, [&](auto s_policy) {
+      with_flag(drop, [&](auto drops) {
+        fn = &dropout_input_range<decltype(x_policy), decltype(s_policy), drops()>;
+      });
+    });
+  });
+  return fn;
+}
+
+// The post-norm row loop: as norm_forward_rows_as, with each row's input h = x + Dropout(s)
+// built first (dropout_input-inl.h) into a per-thread float32 buffer of one group of rows
+// (kGroupBytes: in the L1 cache), from which both passes read. The buffer only grows, so
+// steady-state calls do not allocate. y may be x or s: a group's rows are all read before any
+// of its outputs is written.
+// (Building the next group inside the normalising pass, as the float32 forward steps its sums,
+// measured 5-30% slower on AMD EPYC, Zen 5, D = 128-8192: the Philox work then competes with
+// the normalising pass instead of overlapping its stores.)
+template <class SB>
+void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
+  using SH = Float32Rows;  // h
+  const int64_t dim = a.dim;
+  const bool centre = a.norm == NormKind::layer_norm;
+  const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
+  const Parameters w{a.gamma, a.beta, nullptr, nullptr};
+  const NormaliseFn<SH, SB, false> normalise =
+      pick_normalise<SH, SB, false>(form, a.stream_outputs, true, false);
+  const DropoutInput& stage = *a.dropout;
+  const DropoutInputFn build = pick_dropout_input(a.storage, stage.s_storage, stage.p != 0.0f);
+  const DropoutStream stream(stage.seed, stage.p);
+  const int64_t x_size = dtype_size(a.storage), s_size = dtype_size(stage.s_storage);
+  const int64_t group =
+      std::clamp<int64_t>(kGroupBytes / int64_t{sizeof(float)} / dim, 1, kMaxGroup);
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < static_cast<size_t>(group * dim)) {
+    buffer.resize(static_cast<size_t>(group * dim));
+  }
+  float* const h = buffer.data();
+  RowMoments moments[kMaxGroup];
+  double rstds[kMaxGroup];
+  for (int64_t first = begin; first < end; first += group) {
+    const int64_t count = std::min(group, end - first);
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t at = (first + k) * dim;
+      build(stream, static_cast<const uint8_t*>(a.x) + at * x_size,
+            static_cast<const uint8_t*>(stage.s) + at * s_size, h + k * dim, 0, dim,
+            stage.first_element + static_cast<uint64_t>(at), (a.rows - first - k) * dim);
+      moments[k] =
+          row_moments<SH, SB, false>({h + k * dim, nullptr, nullptr, nullptr}, dim, centre);
+    }
+    for (int64_t k = 0; k < count; ++k) rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
+    for (int64_t k = 0; k < count; ++k) {
+      const RowPointers<SH, SB> p{h + k * dim, nullptr, nullptr,
+                                  static_cast<typename SB::Elem*>(a.y) + (first + k) * dim};
+      output_row<SH, SB, false>(a, p, first + k, moments[k], rstds[k], form, w, normalise,
+                                nullptr);
+    }
+  }
   if (a.stream_outputs) hwy::FlushStream();
 }
 
@@ -667,6 +748,12 @@ template <class SS, class SB>
 constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf || !SB::kHalf;
 
 void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
+  if (a.dropout) {
+    with_storage(a.branch_storage, [&](auto y_policy) {
+      post_norm_rows_as<decltype(y_policy)>(a, begin, end);
+    });
+    return;
+  }
   with_storage(a.storage, [&](auto stream_storage) {
     using SS = decltype(stream_storage);
     with_storage(a.branch_storage, [&](auto branch_storage) {

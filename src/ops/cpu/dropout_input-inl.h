@@ -1,0 +1,117 @@
+// The norm engine's post-norm input stage, per SIMD target: one row of h = x + Dropout(s) in
+// float32, built into a buffer that the engine's statistics and normalising passes then read
+// from the L1 cache. x and s in any storage type (row_storage-inl.h), widened exactly; the
+// dropped value and the sum round as the unfused dropout -> add does (dropout.hpp), so the fused
+// op agrees with it bit for bit. Highway's "-inl.h" convention: included once per target.
+#if defined(ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
+#undef ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
+#else
+#define ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "ops/cpu/philox-inl.h"
+#include "ops/cpu/row_storage-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One call's dropout stream, set up once per thread's range of rows (the vector Philox's keys
+// and lane layout cost about as much as a short row).
+struct DropoutStream {
+  explicit DropoutStream(uint64_t seed, float p)
+      : constants(constants_of(seed, p))
+#if HWY_TARGET != HWY_SCALAR
+        ,
+        groups(seed)
+#endif
+  {
+  }
+  DropoutConstants constants;
+#if HWY_TARGET != HWY_SCALAR
+  PhiloxGroups groups;
+#endif
+};
+
+// h[i] = x[i] + Dropout(s)[i] for i in [begin, end) of a row, s[i] being element
+// first_element + i of the dropout stream. Without kDrop (p = 0) dropout is the identity and no
+// bits are drawn. x and s come from memory and are prefetched a few KiB ahead (up to `readable`
+// elements from the row's start: rows are contiguous, so that runs into the next rows): the
+// Philox work between the loads leaves the hardware prefetcher behind.
+template <class SX, class SD, bool kDrop>
+void dropout_input_range(const DropoutStream& stream, const void* x_row, const void* s_row,
+                         float* HWY_RESTRICT h, int64_t begin, int64_t end, uint64_t first_element,
+                         int64_t readable) {
+  const auto* HWY_RESTRICT x = static_cast<const typename SX::Elem*>(x_row);
+  const auto* HWY_RESTRICT s = static_cast<const typename SD::Elem*>(s_row);
+  const DropoutConstants& c = stream.constants;
+  ScalarPhilox scalar(c.seed);
+  auto one = [&](int64_t i) {
+    float dropped = load_one<SD>(s, i);
+    if constexpr (kDrop) {
+      dropped = dropped_one(c, scalar.bits(first_element + static_cast<uint64_t>(i)), dropped);
+    }
+    h[i] = load_one<SX>(x, i) + dropped;
+  };
+  int64_t i = begin;
+  if constexpr (kDrop) {  // up to a Philox block boundary
+    for (; i < end && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) one(i);
+  }
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t kPrefetchAhead = 2048;  // elements
+  constexpr int64_t kLineElements = 64 / int64_t{sizeof(typename SX::Elem)};
+  // One vector of lanes at element `at`, with their random bits.
+  auto lanes = [&](int64_t at, PhiloxV32 bits) HWY_ATTR {
+    auto dropped = load<SD>(df, s + at);
+    if constexpr (kDrop) dropped = dropped_lanes(df, dropped, kept_lanes(c, bits), c.scale);
+    hn::StoreU(hn::Add(load<SX>(df, x + at), dropped), df, h + at);
+  };
+  // kVectors vectors per step: kVectors / 2 Philox groups, independent chains the core overlaps.
+  constexpr int64_t kVectors = 4;
+  PhiloxV32 bits[kVectors];
+  // A local copy: the stores to h cannot reach it, so its keys stay in registers.
+  const PhiloxGroups groups = stream.groups;
+  auto draw = [&](int64_t at) HWY_ATTR {
+    if constexpr (kDrop) {
+      const uint64_t block = (first_element + static_cast<uint64_t>(at)) / 4;
+      for (int64_t g = 0; g < kVectors / 2; ++g) {
+        groups.run(block + static_cast<uint64_t>(g * n / 2), bits[2 * g], bits[2 * g + 1]);
+      }
+    }
+  };
+  for (; i + kVectors * n <= end; i += kVectors * n) {
+    if (i + kVectors * n + kPrefetchAhead <= readable) {
+      for (int64_t line = 0; line < kVectors * n; line += kLineElements) {
+        hwy::Prefetch(x + i + line + kPrefetchAhead);
+        hwy::Prefetch(s + i + line + kPrefetchAhead);
+      }
+    }
+    draw(i);
+    for (int64_t k = 0; k < kVectors; ++k) lanes(i + k * n, bits[k]);
+  }
+  if (i + n <= end) {  // fewer than kVectors vectors left
+    draw(i);
+    for (int64_t k = 0; k < kVectors && i + n <= end; ++k, i += n) lanes(i, bits[k]);
+  }
+#else
+  (void)readable;
+#endif
+  for (; i < end; ++i) one(i);
+}
+
+using DropoutInputFn = void (*)(const DropoutStream&, const void*, const void*, float*, int64_t,
+                                int64_t, uint64_t, int64_t);
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_

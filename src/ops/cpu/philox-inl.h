@@ -1,0 +1,161 @@
+// Dropout's random bits at SIMD speed, per SIMD target: Philox4x32-10 evaluated for many counter
+// blocks at once, and the dropped value of a kept element, for the dropout kernels and the
+// norm engine's post-norm input stage alike. Bit for bit the stream and values of the scalar
+// definition in ops/reference/philox.hpp. Highway's "-inl.h" convention: included once per
+// target from a file that uses foreach_target.h.
+#if defined(ADDNORM_OPS_CPU_PHILOX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ADDNORM_OPS_CPU_PHILOX_INL_H_
+#undef ADDNORM_OPS_CPU_PHILOX_INL_H_
+#else
+#define ADDNORM_OPS_CPU_PHILOX_INL_H_
+#endif
+
+#include <array>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "ops/reference/philox.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// What a dropout needs besides its pointers: the stream's key and the dropout's constants.
+struct DropoutConstants {
+  uint64_t seed = 0;
+  uint32_t threshold = 0;  // drop iff bits < threshold
+  double scale = 1.0;      // 1 / (1 - p), in float64 as the definition has it
+};
+
+inline DropoutConstants constants_of(uint64_t seed, float p) {
+  DropoutConstants c;
+  c.seed = seed;
+  c.threshold = reference::dropout_threshold(p);
+  c.scale = 1.0 / (1.0 - static_cast<double>(p));
+  return c;
+}
+
+// One element's dropout from its random bits: s * scale (float64, rounded once) or 0.
+inline float dropped_one(const DropoutConstants& c, uint32_t bits, float s) {
+  return bits >= c.threshold ? static_cast<float>(static_cast<double>(s) * c.scale) : 0.0f;
+}
+
+// The random bits of elements one at a time, one scalar Philox per block of four: for the
+// elements before a block boundary, after the last whole group, and on the scalar target.
+class ScalarPhilox {
+ public:
+  explicit ScalarPhilox(uint64_t seed)
+      : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)} {}
+  uint32_t bits(uint64_t element) {
+    const uint64_t block = element / 4;
+    if (block != block_) {
+      words_ = reference::philox4x32_10(
+          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}, key_);
+      block_ = block;
+    }
+    return words_[element % 4];
+  }
+
+ private:
+  std::array<uint32_t, 2> key_;
+  std::array<uint32_t, 4> words_{};
+  uint64_t block_ = UINT64_MAX;  // no element's block
+};
+
+#if HWY_TARGET != HWY_SCALAR
+
+using PhiloxU64Tag = hn::ScalableTag<uint64_t>;
+using PhiloxU32Tag = hn::Repartition<uint32_t, PhiloxU64Tag>;
+using PhiloxV32 = hn::Vec<PhiloxU32Tag>;
+
+// Philox4x32-10 for 2 * Lanes(PhiloxU64Tag) blocks at once: the group_elements() elements from
+// block first_block on come back in element order as two vectors of 32-bit lanes (the first
+// and the second half). Lane k of the 64-bit vectors evaluates block k / 2 + (k % 2) * (lanes / 2):
+// interleaving the words per 128-bit unit then leaves the blocks in order.
+class PhiloxGroups {
+ public:
+  explicit PhiloxGroups(uint64_t seed) {
+    const PhiloxU64Tag du64;
+    const size_t lanes = hn::Lanes(du64);
+    HWY_ALIGN uint64_t order[HWY_MAX_BYTES / sizeof(uint64_t)];
+    for (size_t k = 0; k < lanes; ++k) order[k] = k / 2 + (k % 2) * (lanes / 2);
+    lane_blocks_ = hn::Load(du64, order);
+    uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      keys_[round][0] = key0;
+      keys_[round][1] = key1;
+      key0 += 0x9E3779B9u;
+      key1 += 0xBB67AE85u;
+    }
+  }
+
+  // Elements per run: four per block.
+  static int64_t group_elements() { return 4 * static_cast<int64_t>(hn::Lanes(PhiloxU64Tag())); }
+
+  HWY_INLINE void run(uint64_t first_block, PhiloxV32& first_half, PhiloxV32& second_half) const {
+    const PhiloxU64Tag du64;
+    const PhiloxU32Tag du32;
+    const auto multiplier0 = hn::BitCast(du32, hn::Set(du64, 0xD2511F53ull));
+    const auto multiplier1 = hn::BitCast(du32, hn::Set(du64, 0xCD9E8D57ull));
+    // Only the low 32 bits of each 64-bit lane carry a word; the high halves hold leftovers
+    // that MulEven ignores and the final interleave drops.
+    const auto block = hn::Add(hn::Set(du64, first_block), lane_blocks_);
+    auto c0 = block;
+    auto c1 = hn::ShiftRight<32>(block);
+    // Round 1 with c2 = c3 = 0: product1 = 0.
+    auto product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
+    c0 = hn::Xor(c1, hn::Set(du64, keys_[0][0]));
+    c1 = hn::Zero(du64);
+    auto c2 = hn::Xor(hn::ShiftRight<32>(product0), hn::Set(du64, keys_[0][1]));
+    auto c3 = product0;
+    // The high half of a product moves to the low half by swapping the 32-bit halves of each
+    // lane (a shuffle, not a shift: on AVX-512 the shifts would compete with the products).
+    const auto swap_halves = [du32, du64](hn::Vec<PhiloxU64Tag> v) HWY_ATTR {
+      return hn::BitCast(du64, hn::Shuffle2301(hn::BitCast(du32, v)));
+    };
+    for (int round = 1; round < 10; ++round) {
+      product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
+      const auto product1 = hn::MulEven(hn::BitCast(du32, c2), multiplier1);
+      c0 = hn::Xor3(swap_halves(product1), c1, hn::Set(du64, keys_[round][0]));
+      c1 = product1;
+      c2 = hn::Xor3(swap_halves(product0), c3, hn::Set(du64, keys_[round][1]));
+      c3 = product0;
+    }
+    // Per block (64-bit lane): words 0 and 1, words 2 and 3 as 32-bit pairs.
+    const auto words01 =
+        hn::BitCast(du64, hn::OddEven(hn::BitCast(du32, swap_halves(c1)), hn::BitCast(du32, c0)));
+    const auto words23 =
+        hn::BitCast(du64, hn::OddEven(hn::BitCast(du32, swap_halves(c3)), hn::BitCast(du32, c2)));
+    first_half = hn::BitCast(du32, hn::InterleaveLower(du64, words01, words23));
+    second_half = hn::BitCast(du32, hn::InterleaveUpper(du64, words01, words23));
+  }
+
+ private:
+  hn::Vec<PhiloxU64Tag> lane_blocks_;
+  uint32_t keys_[10][2];
+};
+
+// Which lanes a dropout keeps, from their random bits.
+HWY_INLINE auto kept_lanes(const DropoutConstants& c, PhiloxV32 bits) {
+  return hn::Not(hn::Lt(bits, hn::Set(PhiloxU32Tag(), c.threshold)));
+}
+
+// The lanes of s dropped out: s * scale (float64, rounded once) where kept, 0 elsewhere.
+template <class DF, class M>
+HWY_INLINE hn::Vec<DF> dropped_lanes(DF df, hn::Vec<DF> s, M kept, double scale) {
+  const hn::Half<DF> dfh;
+  const hn::Repartition<double, DF> dd;
+  const auto scale_v = hn::Set(dd, scale);
+  const auto lower = hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dfh, s)), scale_v));
+  const auto upper = hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dfh, s)), scale_v));
+  return hn::IfThenElseZero(hn::RebindMask(df, kept), hn::Combine(df, upper, lower));
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // ADDNORM_OPS_CPU_PHILOX_INL_H_
