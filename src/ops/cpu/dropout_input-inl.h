@@ -39,15 +39,14 @@ struct DropoutStream {
 #endif
 };
 
-// h[i] = x[i] + Dropout(s)[i] for i in [begin, end) of a row, s[i] being element
+// h[i] = x[i] + Dropout(s)[i] for i in [0, count) (a run of whole rows), s[i] being element
 // first_element + i of the dropout stream. Without kDrop (p = 0) dropout is the identity and no
 // bits are drawn. x and s come from memory and are prefetched a few KiB ahead (up to `readable`
-// elements from the row's start: rows are contiguous, so that runs into the next rows): the
+// elements from x and s: rows are contiguous, so that runs into the next rows): the
 // Philox work between the loads leaves the hardware prefetcher behind.
 template <class SX, class SD, bool kDrop>
-void dropout_input_range(const DropoutStream& stream, const void* x_row, const void* s_row,
-                         float* HWY_RESTRICT h, int64_t begin, int64_t end, uint64_t first_element,
-                         int64_t readable) {
+void dropout_input(const DropoutStream& stream, const void* x_row, const void* s_row,
+                   float* HWY_RESTRICT h, int64_t count, uint64_t first_element, int64_t readable) {
   const auto* HWY_RESTRICT x = static_cast<const typename SX::Elem*>(x_row);
   const auto* HWY_RESTRICT s = static_cast<const typename SD::Elem*>(s_row);
   const DropoutConstants& c = stream.constants;
@@ -59,9 +58,9 @@ void dropout_input_range(const DropoutStream& stream, const void* x_row, const v
     }
     h[i] = load_one<SX>(x, i) + dropped;
   };
-  int64_t i = begin;
+  int64_t i = 0;
   if constexpr (kDrop) {  // up to a Philox block boundary
-    for (; i < end && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) one(i);
+    for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) one(i);
   }
 #if HWY_TARGET != HWY_SCALAR
   const hn::ScalableTag<float> df;
@@ -87,7 +86,7 @@ void dropout_input_range(const DropoutStream& stream, const void* x_row, const v
       }
     }
   };
-  for (; i + kVectors * n <= end; i += kVectors * n) {
+  for (; i + kVectors * n <= count; i += kVectors * n) {
     if (i + kVectors * n + kPrefetchAhead <= readable) {
       for (int64_t line = 0; line < kVectors * n; line += kLineElements) {
         hwy::Prefetch(x + i + line + kPrefetchAhead);
@@ -97,18 +96,18 @@ void dropout_input_range(const DropoutStream& stream, const void* x_row, const v
     draw(i);
     for (int64_t k = 0; k < kVectors; ++k) lanes(i + k * n, bits[k]);
   }
-  if (i + n <= end) {  // fewer than kVectors vectors left
+  if (i + n <= count) {  // fewer than kVectors vectors left
     draw(i);
-    for (int64_t k = 0; k < kVectors && i + n <= end; ++k, i += n) lanes(i, bits[k]);
+    for (int64_t k = 0; k < kVectors && i + n <= count; ++k, i += n) lanes(i, bits[k]);
   }
 #else
   (void)readable;
 #endif
-  for (; i < end; ++i) one(i);
+  for (; i < count; ++i) one(i);
 }
 
 using DropoutInputFn = void (*)(const DropoutStream&, const void*, const void*, float*, int64_t,
-                                int64_t, uint64_t, int64_t);
+                                uint64_t, int64_t);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace addnorm::cpu

@@ -478,8 +478,19 @@ void pair_parameters(Parameters& w, int64_t dim) {
   thread_local std::vector<float> storage;
   storage.resize(static_cast<size_t>(2 * dim));
   const int64_t half = dim / 2;
+  // Vectors of pairs (a decode of a few rows pays for this set-up: by vectors it costs a tenth
+  // of a row, element by element it cost several rows).
   auto split_into = [&](const float* values, float* target) {
-    for (int64_t k = 0; k < half; ++k) {
+    const FloatTag df;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    int64_t k = 0;
+    for (; k + n <= half; k += n) {
+      hn::Vec<FloatTag> even, odd;
+      hn::LoadInterleaved2(df, values + 2 * k, even, odd);
+      hn::StoreU(even, df, target + k);
+      hn::StoreU(odd, df, target + half + k);
+    }
+    for (; k < half; ++k) {
       target[k] = values[2 * k];
       target[half + k] = values[2 * k + 1];
     }
@@ -552,7 +563,13 @@ NormaliseFn<SS, SB, kResidual> pick_normalise(Affine form, bool stream, bool nan
 
 bool all_finite(const float* values, int64_t count) {
   if (!values) return true;
-  for (int64_t i = 0; i < count; ++i) {
+  const FloatTag df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  auto finite = hn::IsFinite(hn::Zero(df));
+  for (; i + n <= count; i += n) finite = hn::And(finite, hn::IsFinite(hn::LoadU(df, values + i)));
+  if (!hn::AllTrue(df, finite)) return false;
+  for (; i < count; ++i) {
     if (!std::isfinite(values[i])) return false;
   }
   return true;
@@ -684,14 +701,14 @@ DropoutInputFn pick_dropout_input(DType x_storage, DType s_storage, bool drop) {
   with_storage(x_storage, [&](auto x_policy) {
     with_storage(s_storage, [&](auto s_policy) {
       with_flag(drop, [&](auto drops) {
-        fn = &dropout_input_range<decltype(x_policy), decltype(s_policy), drops()>;
+        fn = &dropout_input<decltype(x_policy), decltype(s_policy), drops()>;
       });
     });
   });
   return fn;
 }
 
-// The post-norm row loop: as norm_forward_rows_as, with each row's input h = x + Dropout(s)
+// The post-norm row loop: as norm_forward_rows_as, with each group's input h = x + Dropout(s)
 // built first (dropout_input-inl.h) into a per-thread float32 buffer of one group of rows
 // (kGroupBytes: in the L1 cache), from which both passes read. The buffer only grows, so
 // steady-state calls do not allocate. y may be x or s: a group's rows are all read before any
@@ -712,31 +729,39 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   const DropoutInputFn build = pick_dropout_input(a.storage, stage.s_storage, stage.p != 0.0f);
   const DropoutStream stream(stage.seed, stage.p);
   const int64_t x_size = dtype_size(a.storage), s_size = dtype_size(stage.s_storage);
-  const int64_t group =
-      std::clamp<int64_t>(kGroupBytes / int64_t{sizeof(float)} / dim, 1, kMaxGroup);
+  // Rows built per call of the input stage: kGroupBytes of float32 (in L1), normalised in groups
+  // of up to kMaxGroup rows.
+  const int64_t block = std::max<int64_t>(1, kGroupBytes / int64_t{sizeof(float)} / dim);
   thread_local std::vector<float> buffer;
-  if (buffer.size() < static_cast<size_t>(group * dim)) {
-    buffer.resize(static_cast<size_t>(group * dim));
+  if (buffer.size() < static_cast<size_t>(block * dim)) {
+    buffer.resize(static_cast<size_t>(block * dim));
   }
   float* const h = buffer.data();
   RowMoments moments[kMaxGroup];
   double rstds[kMaxGroup];
-  for (int64_t first = begin; first < end; first += group) {
-    const int64_t count = std::min(group, end - first);
-    for (int64_t k = 0; k < count; ++k) {
-      const int64_t at = (first + k) * dim;
-      build(stream, static_cast<const uint8_t*>(a.x) + at * x_size,
-            static_cast<const uint8_t*>(stage.s) + at * s_size, h + k * dim, 0, dim,
-            stage.first_element + static_cast<uint64_t>(at), (a.rows - first - k) * dim);
-      moments[k] =
-          row_moments<SH, SB, false>({h + k * dim, nullptr, nullptr, nullptr}, dim, centre);
-    }
-    for (int64_t k = 0; k < count; ++k) rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
-    for (int64_t k = 0; k < count; ++k) {
-      const RowPointers<SH, SB> p{h + k * dim, nullptr, nullptr,
-                                  static_cast<typename SB::Elem*>(a.y) + (first + k) * dim};
-      output_row<SH, SB, false>(a, p, first + k, moments[k], rstds[k], form, w, normalise,
-                                nullptr);
+  for (int64_t block_first = begin; block_first < end; block_first += block) {
+    const int64_t block_end = std::min(end, block_first + block);
+    // The block's rows are contiguous in x, s and the buffer: one call builds them all.
+    const int64_t at = block_first * dim;
+    build(stream, static_cast<const uint8_t*>(a.x) + at * x_size,
+          static_cast<const uint8_t*>(stage.s) + at * s_size, h, (block_end - block_first) * dim,
+          stage.first_element + static_cast<uint64_t>(at), (a.rows - block_first) * dim);
+    for (int64_t first = block_first; first < block_end; first += kMaxGroup) {
+      const int64_t count = std::min(kMaxGroup, block_end - first);
+      const float* rows = h + (first - block_first) * dim;
+      for (int64_t k = 0; k < count; ++k) {
+        moments[k] =
+            row_moments<SH, SB, false>({rows + k * dim, nullptr, nullptr, nullptr}, dim, centre);
+      }
+      for (int64_t k = 0; k < count; ++k) {
+        rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
+      }
+      for (int64_t k = 0; k < count; ++k) {
+        const RowPointers<SH, SB> p{rows + k * dim, nullptr, nullptr,
+                                    static_cast<typename SB::Elem*>(a.y) + (first + k) * dim};
+        output_row<SH, SB, false>(a, p, first + k, moments[k], rstds[k], form, w, normalise,
+                                  nullptr);
+      }
     }
   }
   if (a.stream_outputs) hwy::FlushStream();
