@@ -117,38 +117,55 @@ void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
 
 // ---- Statistics --------------------------------------------------------------------------
 
-// kRows samples of [channels] (length 1), `stride` floats apart, added channel-wise into the
-// shifted sums and sums of squares.
-template <int kRows>
-void accumulate_across_channels(const float* HWY_RESTRICT x, int64_t stride, int64_t channels,
-                                const double* HWY_RESTRICT shifts, double* HWY_RESTRICT sums,
-                                double* HWY_RESTRICT squares) {
-  const DoubleTag dd;
-  const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
+// The length-1 skeleton (BatchNorm over (N, C)) that the statistics and the backward's pass 1
+// share: kRows samples of [channels], `stride` floats apart, folded channel-wise into float64
+// sums by `Fold` (ChannelSums, ChannelBackwardSums): a vector of channels at a time, its
+// accumulators in registers across the samples, then the channels short of a vector.
+template <int kRows, class Fold>
+void across_channels(const Fold& fold, int64_t stride, int64_t channels) {
+  const auto n = static_cast<int64_t>(hn::Lanes(DoubleTag()));
   int64_t c = 0;
   for (; c + n <= channels; c += n) {
-    const auto shift = hn::LoadU(dd, shifts + c);
-    auto sum = hn::LoadU(dd, sums + c);
-    auto square = hn::LoadU(dd, squares + c);
-    for (int r = 0; r < kRows; ++r) {
-      hwy::Prefetch(x + r * stride + c + kPrefetchFloats);
-      const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + r * stride + c)), shift);
-      sum = hn::Add(sum, d);
-      square = hn::MulAdd(d, d, square);
-    }
-    hn::StoreU(sum, dd, sums + c);
-    hn::StoreU(square, dd, squares + c);
+    auto sums = fold.load(c);
+    for (int r = 0; r < kRows; ++r) fold.add(sums, r * stride + c);
+    fold.store(sums, c);
   }
   for (; c < channels; ++c) {
-    for (int r = 0; r < kRows; ++r) {
-      const double d = static_cast<double>(x[r * stride + c]) - shifts[c];
-      sums[c] += d;
-      squares[c] += d * d;
-    }
+    for (int r = 0; r < kRows; ++r) fold.add_one(r * stride + c, c);
   }
 }
 
+// The statistics' fold: with d = x - shift, sum(d) and sum(d^2) per channel.
+struct ChannelSums {
+  const float* HWY_RESTRICT x;
+  const double* HWY_RESTRICT shifts;
+  double* HWY_RESTRICT sums;
+  double* HWY_RESTRICT squares;
+
+  using V = hn::Vec<DoubleTag>;
+  struct Acc {
+    V shift, sum, square;
+  };
+  Acc load(int64_t c) const {
+    const DoubleTag dd;
+    return {hn::LoadU(dd, shifts + c), hn::LoadU(dd, sums + c), hn::LoadU(dd, squares + c)};
+  }
+  HWY_INLINE void add(Acc& l, int64_t at) const {
+    hwy::Prefetch(x + at + kPrefetchFloats);
+    const auto d = hn::Sub(hn::PromoteTo(DoubleTag(), hn::LoadU(HalfFloatTag(), x + at)), l.shift);
+    l.sum = hn::Add(l.sum, d);
+    l.square = hn::MulAdd(d, d, l.square);
+  }
+  void store(const Acc& l, int64_t c) const {
+    hn::StoreU(l.sum, DoubleTag(), sums + c);
+    hn::StoreU(l.square, DoubleTag(), squares + c);
+  }
+  void add_one(int64_t at, int64_t c) const {
+    const double d = static_cast<double>(x[at]) - shifts[c];
+    sums[c] += d;
+    squares[c] += d * d;
+  }
+};
 
 // Samples [begin, end) added into one chunk's per-channel shifted sums and sums of squares.
 void accumulate_statistics(const float* x, const BatchShape& shape, const double* shifts,
@@ -158,8 +175,8 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
   int64_t n = begin;
   if (length == 1) {
     for_sample_groups(begin, end, [&](int64_t first, auto rows) {
-      accumulate_across_channels<rows()>(x + first * channels, channels, channels, shifts, sums,
-                                         squares);
+      across_channels<rows()>(ChannelSums{x + first * channels, shifts, sums, squares}, channels,
+                              channels);
     });
     return;
   }
@@ -358,46 +375,51 @@ void normalise_samples(const float* x, float* y, const BatchShape& shape, const 
 
 // ---- Training backward -----------------------------------------------------------------------
 
-// Pass 1 for kRows samples of [channels] (length 1): with d = x - shift, sum(d), sum(d^2),
-// sum(dy) and sum(dy * d), channel-wise.
-template <int kRows>
-void backward_sums_across_channels(const float* HWY_RESTRICT dy, const float* HWY_RESTRICT x,
-                                   int64_t stride, int64_t channels,
-                                   const double* HWY_RESTRICT shifts, const BackwardSums& s) {
-  const DoubleTag dd;
-  const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
-  int64_t c = 0;
-  for (; c + n <= channels; c += n) {
-    const auto shift = hn::LoadU(dd, shifts + c);
-    auto sum_d = hn::LoadU(dd, s.d + c), sum_d2 = hn::LoadU(dd, s.d2 + c);
-    auto sum_dy = hn::LoadU(dd, s.dy + c), sum_dy_d = hn::LoadU(dd, s.dy_d + c);
-    for (int r = 0; r < kRows; ++r) {
-      hwy::Prefetch(x + r * stride + c + kPrefetchFloats);
-      hwy::Prefetch(dy + r * stride + c + kPrefetchFloats);
-      const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + r * stride + c)), shift);
-      const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + r * stride + c));
-      sum_d = hn::Add(sum_d, d);
-      sum_d2 = hn::MulAdd(d, d, sum_d2);
-      sum_dy = hn::Add(sum_dy, g);
-      sum_dy_d = hn::MulAdd(g, d, sum_dy_d);
-    }
-    hn::StoreU(sum_d, dd, s.d + c);
-    hn::StoreU(sum_d2, dd, s.d2 + c);
-    hn::StoreU(sum_dy, dd, s.dy + c);
-    hn::StoreU(sum_dy_d, dd, s.dy_d + c);
+// The backward's pass 1 fold (across_channels): with d = x - shift, sum(d), sum(d^2), sum(dy)
+// and sum(dy * d) per channel.
+struct ChannelBackwardSums {
+  const float* HWY_RESTRICT dy;
+  const float* HWY_RESTRICT x;
+  const double* HWY_RESTRICT shifts;
+  BackwardSums s;
+
+  using V = hn::Vec<DoubleTag>;
+  struct Acc {
+    V shift, d, d2, dy, dy_d;
+  };
+  Acc load(int64_t c) const {
+    const DoubleTag dd;
+    return {hn::LoadU(dd, shifts + c), hn::LoadU(dd, s.d + c), hn::LoadU(dd, s.d2 + c),
+            hn::LoadU(dd, s.dy + c), hn::LoadU(dd, s.dy_d + c)};
   }
-  for (; c < channels; ++c) {
-    for (int r = 0; r < kRows; ++r) {
-      const double d = static_cast<double>(x[r * stride + c]) - shifts[c];
-      const double g = static_cast<double>(dy[r * stride + c]);
-      s.d[c] += d;
-      s.d2[c] += d * d;
-      s.dy[c] += g;
-      s.dy_d[c] += g * d;
-    }
+  HWY_INLINE void add(Acc& l, int64_t at) const {
+    const DoubleTag dd;
+    const HalfFloatTag df;
+    hwy::Prefetch(x + at + kPrefetchFloats);
+    hwy::Prefetch(dy + at + kPrefetchFloats);
+    const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + at)), l.shift);
+    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
+    l.d = hn::Add(l.d, d);
+    l.d2 = hn::MulAdd(d, d, l.d2);
+    l.dy = hn::Add(l.dy, g);
+    l.dy_d = hn::MulAdd(g, d, l.dy_d);
   }
-}
+  void store(const Acc& l, int64_t c) const {
+    const DoubleTag dd;
+    hn::StoreU(l.d, dd, s.d + c);
+    hn::StoreU(l.d2, dd, s.d2 + c);
+    hn::StoreU(l.dy, dd, s.dy + c);
+    hn::StoreU(l.dy_d, dd, s.dy_d + c);
+  }
+  void add_one(int64_t at, int64_t c) const {
+    const double d = static_cast<double>(x[at]) - shifts[c];
+    const double g = static_cast<double>(dy[at]);
+    s.d[c] += d;
+    s.d2[c] += d * d;
+    s.dy[c] += g;
+    s.dy_d[c] += g * d;
+  }
+};
 
 // Pass 1 for one channel's run of `length` floats (length > 1), added into the sums at c.
 void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_RESTRICT x,
@@ -442,8 +464,9 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
   int64_t n = begin;
   if (length == 1) {
     for_sample_groups(begin, end, [&](int64_t first, auto rows) {
-      backward_sums_across_channels<rows()>(dy + first * channels, x + first * channels, channels,
-                                            channels, shifts, sums);
+      across_channels<rows()>(
+          ChannelBackwardSums{dy + first * channels, x + first * channels, shifts, sums}, channels,
+          channels);
     });
     return;
   }
