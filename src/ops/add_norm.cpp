@@ -8,10 +8,10 @@
 
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
-#include "ops/dropout_detail.hpp"
 #include "ops/cpu/dropout.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
+#include "ops/dropout_detail.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/staged_rows.hpp"
 #include "ops/storage.hpp"
@@ -21,13 +21,14 @@ namespace addnorm {
 namespace {
 
 using detail::float32_data;
-float* data_or_null(const OptionalMutable& view) { return view ? view->data : nullptr; }
+float* data_or_null(const OptionalMutable& view) {
+  return view ? view->data : nullptr;
+}
 
 // The forward kernel's arguments for the chosen norm: x is normalised (after adding residual,
 // when given, into h).
 cpu::NormForward forward_args(const float* x, const float* residual, float* h, float* y,
-                              const AddNormOptions& options,
-                              const std::optional<NormStats>& stats,
+                              const AddNormOptions& options, const std::optional<NormStats>& stats,
                               const detail::RowLayout& layout) {
   cpu::NormForward args;
   args.x = x;
@@ -88,9 +89,8 @@ PostScratch& post_scratch(int64_t block_elements, bool with_keep) {
 
 }  // namespace
 
-void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape,
-                  AnyMutableView h, AnyMutableView y, const AddNormOptions& options,
-                  std::optional<NormStats> stats) {
+void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
+                  AnyMutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
   if (!detail::stores_float32({x, r, h, y}, {options.gamma, options.beta})) {
@@ -98,15 +98,15 @@ void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape,
     return;
   }
   // One pass: each row's h = x + r is written, then normalised while it is still in cache.
-  cpu::norm_forward(forward_args(float32_data(x), float32_data(r), float32_data(h),
-                                 float32_data(y), options, stats, layout));
+  cpu::norm_forward(forward_args(float32_data(x), float32_data(r), float32_data(h), float32_data(y),
+                                 options, stats, layout));
 }
 
 void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options, std::optional<SavedStats> saved) {
-  const detail::RowLayout layout = detail::check_add_norm_pre_backward(
-      dy, dh_next, h, normalized_shape, grads, options, saved);
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
   if (!detail::stores_float32({dy, h, grads.dh, dh_next.value_or(dy)},
                               {options.gamma, options.beta})) {
     norm_backward_mixed(dy, h, normalized_shape, {grads.dh, grads.dgamma, grads.dbeta},
@@ -114,15 +114,11 @@ void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next,
                         saved ? OptionalConst(saved->rstd) : std::nullopt);
     return;
   }
-  norm_backward(float32_data(dy), float32_data(h), float32_data(dh_next),
-                float32_data(grads.dh), grads.dgamma, grads.dbeta, options, saved, layout);
+  norm_backward(float32_data(dy), float32_data(h), float32_data(dh_next), float32_data(grads.dh),
+                grads.dgamma, grads.dbeta, options, saved, layout);
 }
 
 namespace {
-
-// The staging slots of the post-norm ops (staged_rows.hpp): 16-bit tensors are widened or
-// narrowed per block there; float32 ones are used in place.
-enum PostSlot { kXSlot = 0, kSSlot = 1, kDxSlot = 2, kDsSlot = 3 };
 
 // The norm's settings with gamma and beta as float32 (widened once per call when stored
 // narrower).
@@ -141,11 +137,19 @@ cpu::NormForward post_forward_args(const AddNormOptions& options,
   return args;
 }
 
+// Where element `element` of a tensor of any storage type starts.
+const uint8_t* bytes_at(const AnyConstView& view, int64_t element) {
+  return static_cast<const uint8_t*>(view.data) + element * dtype_size(view.dtype);
+}
+uint8_t* bytes_at(const AnyMutableView& view, int64_t element) {
+  return static_cast<uint8_t*>(view.data) + element * dtype_size(view.dtype);
+}
+
 }  // namespace
 
-void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape,
-                   AnyMutableView y, const AddNormOptions& options,
-                   const DropoutOptions& dropout, std::optional<NormStats> stats) {
+void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape, AnyMutableView y,
+                   const AddNormOptions& options, const DropoutOptions& dropout,
+                   std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
   // One pass per row in the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in
@@ -175,13 +179,12 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
       dy, x, s, normalized_shape, grads, options, dropout, saved);
   const int64_t count = layout.rows * layout.dim;
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
-  // float32 buffer, generating the Philox bits once and keeping the mask (a byte per element);
-  // the norm's backward turns h into dh = dx in place (reading dy in its storage type: the
-  // engine takes a float32 stream with any type of dy); then one pass writes dx and
-  // ds = dx * mask / (1 - p), the dropout's own backward, with streaming stores when the tensors are too large to stay in
-  // cache (16-bit dx and ds are narrowed from float32 blocks). dx may be dy or x, ds may be s:
-  // their block has been read by then. dgamma/dbeta partials per fixed chunk of rows, as
-  // cpu::norm_backward does.
+  // float32 buffer from x and s in their storage types, generating the Philox bits once and
+  // keeping the mask (a byte per element); the norm's backward turns h into dh = dx in place
+  // (reading dy in its storage type); then one pass writes dx and ds = dx * mask / (1 - p), the
+  // dropout's own backward, each rounded once to its storage type, with streaming stores when
+  // the tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has
+  // been read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::NormBackward args;
   args.gamma = detail::parameter_as_float32(options.gamma, detail::kGammaSlot);
   args.zero_centered_gamma = options.zero_centered_gamma;
@@ -189,47 +192,35 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   args.dim = layout.dim;
   args.eps = options.eps;
   args.dy_storage = dy.dtype;
-  const bool narrow_outputs =
-      grads.dx.dtype != DType::float32 || grads.ds.dtype != DType::float32;
-  const bool stream = !narrow_outputs && cpu::streams_output(count * int64_t{sizeof(float)});
-  const bool in_place = x.dtype == DType::float32 && s.dtype == DType::float32 &&
-                        dy.dtype == DType::float32;
+  const bool stream = cpu::streams_output(count * dtype_size(grads.dx.dtype));
   const bool with_keep = dropout.p != 0.0f;
   const int64_t rows_per_block = block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
                             grads.dbeta.has_value());
-  cpu::parallel_chunks(chunks, layout.rows, layout.dim,
-                       [&](int64_t chunk, int64_t begin, int64_t end) {
-    PostScratch& scratch = post_scratch(rows_per_block * layout.dim, with_keep);
-    float* h = scratch.h.data();
-    uint8_t* keep = with_keep ? scratch.keep.data() : nullptr;
-    for (int64_t first = begin; first < end; first += rows_per_block) {
-      const int64_t last = std::min(end, first + rows_per_block);
-      const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
-      const void* dy_rows =
-          static_cast<const uint8_t*>(dy.data) + at * dtype_size(dy.dtype);
-      cpu::add_dropout(detail::input_rows(x, at, length, kXSlot),
-                       detail::input_rows(s, at, length, kSSlot), h, keep, length, dropout,
-                       dropout.offset + static_cast<uint64_t>(at),
-                       in_place ? static_cast<const float*>(dy_rows) : nullptr,
-                       in_place ? count - at : length);
-      cpu::NormBackward block = args;
-      block.dy = dy_rows;
-      block.x = h;
-      block.dx = h;
-      block.saved_rstd = saved ? saved->rstd.data + first : nullptr;
-      block.rows = last - first;
-      cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),
-                               partials.dbeta(chunk));
-      float* ds_rows = detail::output_rows(grads.ds, at, length, kDsSlot);
-      float* dx_rows = detail::output_rows(grads.dx, at, length, kDxSlot);
-      cpu::apply_keep(h, keep, ds_rows, dx_rows, length, dropout.p, stream);
-      detail::store_rows(grads.ds, ds_rows, at, length);
-      detail::store_rows(grads.dx, dx_rows, at, length);
-    }
-  });
+  cpu::parallel_chunks(
+      chunks, layout.rows, layout.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
+        PostScratch& scratch = post_scratch(rows_per_block * layout.dim, with_keep);
+        float* h = scratch.h.data();
+        uint8_t* keep = with_keep ? scratch.keep.data() : nullptr;
+        for (int64_t first = begin; first < end; first += rows_per_block) {
+          const int64_t last = std::min(end, first + rows_per_block);
+          const int64_t at = first * layout.dim, length = (last - first) * layout.dim;
+          cpu::add_dropout(bytes_at(x, at), x.dtype, bytes_at(s, at), s.dtype, h, keep, length,
+                           dropout, dropout.offset + static_cast<uint64_t>(at), count - at);
+          cpu::NormBackward block = args;
+          block.dy = bytes_at(dy, at);
+          block.x = h;
+          block.dx = h;
+          block.saved_rstd = saved ? saved->rstd.data + first : nullptr;
+          block.rows = last - first;
+          cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),
+                                   partials.dbeta(chunk));
+          cpu::apply_keep(h, keep, bytes_at(grads.ds, at), grads.ds.dtype, bytes_at(grads.dx, at),
+                          grads.dx.dtype, length, dropout.p, stream);
+        }
+      });
   if (grads.dgamma) partials.reduce_dgamma(grads.dgamma->data);
   if (grads.dbeta) partials.reduce_dbeta(grads.dbeta->data);
 }

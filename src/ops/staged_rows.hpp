@@ -1,9 +1,9 @@
 // Blocks of rows in float32 for the calls the kernels cannot take in their storage types
 // directly: the few mixed-storage norms the engine has no pair for (mixed_precision.cpp: a
-// bfloat16 with a float16 group, or a group of mixed types) and the 16-bit post-norm backward,
-// which rebuilds x + Dropout(s) per block in float32 (add_norm.cpp). A block
-// (about 16 Ki elements) stays in cache from being widened to being used. The per-thread
-// buffers only grow, so steady-state calls do not allocate.
+// bfloat16 with a float16 group, or a group of mixed types). A block (about 16 Ki elements)
+// stays in cache from being widened to being used. Also gamma and beta as float32 for a call
+// (parameter_as_float32: one row, widened once). The per-thread buffers only grow, so
+// steady-state calls do not allocate.
 #pragma once
 
 #include <cstdint>

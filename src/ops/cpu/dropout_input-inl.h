@@ -11,9 +11,11 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/philox-inl.h"
 #include "ops/cpu/row_storage-inl.h"
 
@@ -39,24 +41,42 @@ struct DropoutStream {
 #endif
 };
 
+// The x of a plain dropout: none, h[i] = Dropout(s)[i] (not 0 + Dropout(s)[i], which would turn a
+// kept -0 into +0).
+struct NoRows {
+  using Elem = float;
+  static constexpr bool kHalf = false;
+};
+
 // h[i] = x[i] + Dropout(s)[i] for i in [0, count) (a run of whole rows), s[i] being element
-// first_element + i of the dropout stream. Without kDrop (p = 0) dropout is the identity and no
-// bits are drawn. x and s come from memory and are prefetched a few KiB ahead (up to `readable`
-// elements from x and s: rows are contiguous, so that runs into the next rows): the
-// Philox work between the loads leaves the hardware prefetcher behind.
-template <class SX, class SD, bool kDrop>
-void dropout_input(const DropoutStream& stream, const void* x_row, const void* s_row,
-                   float* HWY_RESTRICT h, int64_t count, uint64_t first_element, int64_t readable) {
-  const auto* HWY_RESTRICT x = static_cast<const typename SX::Elem*>(x_row);
-  const auto* HWY_RESTRICT s = static_cast<const typename SD::Elem*>(s_row);
+// first_element + i of the dropout stream; with kKeep, keep[i] = 1 for a kept element and 0 for
+// a dropped one (the backward's mask). Without kDrop (p = 0) dropout is the identity and no bits
+// are drawn. h may be x or s (each vector is loaded before it is stored). x and s come from
+// memory and are prefetched a few KiB ahead (up to `readable` elements from x and s: rows are
+// contiguous, so that runs into the next rows): the Philox work between the loads leaves the
+// hardware prefetcher behind.
+template <class SX, class SD, bool kDrop, bool kKeep>
+void dropout_input(const DropoutStream& stream, const void* x_rows, const void* s_rows, float* h,
+                   uint8_t* keep, int64_t count, uint64_t first_element, int64_t readable) {
+  const auto* x = static_cast<const typename SX::Elem*>(x_rows);
+  const auto* s = static_cast<const typename SD::Elem*>(s_rows);
+  constexpr bool kAddX = !std::is_same_v<SX, NoRows>;
   const DropoutConstants& c = stream.constants;
   ScalarPhilox scalar(c.seed);
   auto one = [&](int64_t i) {
     float dropped = load_one<SD>(s, i);
     if constexpr (kDrop) {
-      dropped = dropped_one(c, scalar.bits(first_element + static_cast<uint64_t>(i)), dropped);
+      const uint32_t bits = scalar.bits(first_element + static_cast<uint64_t>(i));
+      if constexpr (kKeep) keep[i] = bits >= c.threshold ? 1 : 0;
+      dropped = dropped_one(c, bits, dropped);
+    } else if constexpr (kKeep) {
+      keep[i] = 1;
     }
-    h[i] = load_one<SX>(x, i) + dropped;
+    if constexpr (kAddX) {
+      h[i] = load_one<SX>(x, i) + dropped;
+    } else {
+      h[i] = dropped;
+    }
   };
   int64_t i = 0;
   if constexpr (kDrop) {  // up to a Philox block boundary
@@ -70,8 +90,25 @@ void dropout_input(const DropoutStream& stream, const void* x_row, const void* s
   // One vector of lanes at element `at`, with their random bits.
   auto lanes = [&](int64_t at, PhiloxV32 bits) HWY_ATTR {
     auto dropped = load<SD>(df, s + at);
-    if constexpr (kDrop) dropped = dropped_lanes(df, dropped, kept_lanes(c, bits), c.scale);
-    hn::StoreU(hn::Add(load<SX>(df, x + at), dropped), df, h + at);
+    if constexpr (kDrop) {
+      const auto kept = kept_lanes(c, bits);
+      dropped = dropped_lanes(df, dropped, kept, c.scale);
+      if constexpr (kKeep) {
+        const PhiloxU32Tag du32;
+        const hn::Rebind<uint8_t, PhiloxU32Tag> du8;
+        const auto ones = hn::IfThenElseZero(kept, hn::Set(du32, 1u));
+        hn::StoreU(hn::DemoteTo(du8, hn::BitCast(hn::RebindToSigned<PhiloxU32Tag>(), ones)), du8,
+                   keep + at);
+      }
+    } else if constexpr (kKeep) {
+      const hn::Rebind<uint8_t, PhiloxU32Tag> du8;
+      hn::StoreU(hn::Set(du8, uint8_t{1}), du8, keep + at);
+    }
+    if constexpr (kAddX) {
+      hn::StoreU(hn::Add(load<SX>(df, x + at), dropped), df, h + at);
+    } else {
+      hn::StoreU(dropped, df, h + at);
+    }
   };
   // kVectors vectors per step: kVectors / 2 Philox groups, independent chains the core overlaps.
   constexpr int64_t kVectors = 4;
@@ -89,7 +126,7 @@ void dropout_input(const DropoutStream& stream, const void* x_row, const void* s
   for (; i + kVectors * n <= count; i += kVectors * n) {
     if (i + kVectors * n + kPrefetchAhead <= readable) {
       for (int64_t line = 0; line < kVectors * n; line += kLineElements) {
-        hwy::Prefetch(x + i + line + kPrefetchAhead);
+        if constexpr (kAddX) hwy::Prefetch(x + i + line + kPrefetchAhead);
         hwy::Prefetch(s + i + line + kPrefetchAhead);
       }
     }
@@ -106,8 +143,22 @@ void dropout_input(const DropoutStream& stream, const void* x_row, const void* s
   for (; i < count; ++i) one(i);
 }
 
-using DropoutInputFn = void (*)(const DropoutStream&, const void*, const void*, float*, int64_t,
-                                uint64_t, int64_t);
+using DropoutInputFn = void (*)(const DropoutStream&, const void*, const void*, float*, uint8_t*,
+                                int64_t, uint64_t, int64_t);
+
+// The instance for x stored as `x_storage` and s as `s_storage`, with the mask or without.
+template <bool kKeep>
+DropoutInputFn pick_dropout_input(DType x_storage, DType s_storage, bool drop) {
+  DropoutInputFn fn = nullptr;
+  with_storage(x_storage, [&](auto x_policy) {
+    with_storage(s_storage, [&](auto s_policy) {
+      with_flag(drop, [&](auto drops) {
+        fn = &dropout_input<decltype(x_policy), decltype(s_policy), drops(), kKeep>;
+      });
+    });
+  });
+  return fn;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace addnorm::cpu

@@ -312,51 +312,6 @@ struct Parameters {
   const float* pair_beta;
 };
 
-// Where a row's vector stores begin (lane_ops-inl.h): 16-bit rows are stored a full register
-// of 16-bit lanes (two float registers) at a time.
-template <class S>
-int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
-  const FloatTag df;
-  if constexpr (S::kHalf) {
-    return aligned_start(hn::Repartition<uint16_t, FloatTag>(), p, dim, stream);
-  } else {
-    return aligned_start(df, p, dim, stream);
-  }
-}
-
-// Stores one step of a row: the lanes of `lo`, and with kVectors = 2 those of `hi` after them
-// (16-bit rows: one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
-template <class S, bool kNaNs, int64_t kVectors>
-void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typename S::Elem* p,
-                bool stream) {
-  if constexpr (!S::kHalf) {
-    if (stream) {
-      hn::Stream(lo, df, p);
-      if constexpr (kVectors == 2) hn::Stream(hi, df, p + hn::Lanes(df));
-    } else {
-      hn::StoreU(lo, df, p);
-      if constexpr (kVectors == 2) hn::StoreU(hi, df, p + hn::Lanes(df));
-    }
-  } else {
-    static_assert(kVectors == 2, "16-bit rows are stored a full register at a time");
-#if HWY_TARGET != HWY_SCALAR
-    if (stream) {
-      hn::Stream(narrow::narrow_pair<S::type, kNaNs>(df, lo, hi),
-                 hn::Repartition<uint16_t, FloatTag>(), p);
-    } else {
-      const hn::Rebind<uint16_t, FloatTag> dh;
-      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
-      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + hn::Lanes(df));
-    }
-#else  // one lane: no streaming stores of whole 16-bit registers
-    (void)stream;
-    const hn::Rebind<uint16_t, FloatTag> dh;
-    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
-    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + 1);
-#endif
-  }
-}
-
 // y = affine(x_hat) with x_hat = (v - centre) * rstd in float32 lanes (lane_ops-inl.h), v from
 // the input stage; with a residual, h is stored too. y and h may be x or residual: each element
 // is loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
@@ -695,19 +650,6 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
 
 // ---- post-norm: the dropout input stage ------------------------------------------------------
 
-// The input stage's instance for x stored as `x_storage` and s as `s_storage`.
-DropoutInputFn pick_dropout_input(DType x_storage, DType s_storage, bool drop) {
-  DropoutInputFn fn = nullptr;
-  with_storage(x_storage, [&](auto x_policy) {
-    with_storage(s_storage, [&](auto s_policy) {
-      with_flag(drop, [&](auto drops) {
-        fn = &dropout_input<decltype(x_policy), decltype(s_policy), drops()>;
-      });
-    });
-  });
-  return fn;
-}
-
 // The post-norm row loop: as norm_forward_rows_as, with each group's input h = x + Dropout(s)
 // built first (dropout_input-inl.h) into a per-thread float32 buffer of one group of rows
 // (kGroupBytes: in the L1 cache), from which both passes read. The buffer only grows, so
@@ -726,7 +668,8 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   const NormaliseFn<SH, SB, false> normalise =
       pick_normalise<SH, SB, false>(form, a.stream_outputs, true, false);
   const DropoutInput& stage = *a.dropout;
-  const DropoutInputFn build = pick_dropout_input(a.storage, stage.s_storage, stage.p != 0.0f);
+  const DropoutInputFn build =
+      pick_dropout_input<false>(a.storage, stage.s_storage, stage.p != 0.0f);
   const DropoutStream stream(stage.seed, stage.p);
   const int64_t x_size = dtype_size(a.storage), s_size = dtype_size(stage.s_storage);
   // Rows built per call of the input stage: kGroupBytes of float32 (in L1), normalised in groups
@@ -744,7 +687,8 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
     // The block's rows are contiguous in x, s and the buffer: one call builds them all.
     const int64_t at = block_first * dim;
     build(stream, static_cast<const uint8_t*>(a.x) + at * x_size,
-          static_cast<const uint8_t*>(stage.s) + at * s_size, h, (block_end - block_first) * dim,
+          static_cast<const uint8_t*>(stage.s) + at * s_size, h, nullptr,
+          (block_end - block_first) * dim,
           stage.first_element + static_cast<uint64_t>(at), (a.rows - block_first) * dim);
     for (int64_t first = block_first; first < block_end; first += kMaxGroup) {
       const int64_t count = std::min(kMaxGroup, block_end - first);

@@ -1,7 +1,7 @@
 // How the norm kernels read and write rows of each storage type, per SIMD target: float32, or
 // the bits (uint16_t) of bfloat16/float16. One kernel template serves every type: loads widen
-// exactly to float32, stores round once (narrow-inl.h). Also the row moments every norm kernel
-// takes from its shifted sums. Highway's "-inl.h" convention: included once per target.
+// exactly to float32, stores round once (narrow-inl.h), a step of a row at a time with streaming
+// stores where asked (store_step). Highway's "-inl.h" convention: included once per target.
 #if defined(ADDNORM_OPS_CPU_ROW_STORAGE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_ROW_STORAGE_INL_H_
 #undef ADDNORM_OPS_CPU_ROW_STORAGE_INL_H_
@@ -14,6 +14,7 @@
 
 #include "addnorm/dtype.hpp"
 #include "hwy/highway.h"
+#include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/narrow-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -97,6 +98,51 @@ float round_one(float value) {
     return value;
   } else {
     return narrow::widen_one(S::type, narrow::narrow_one(S::type, value));
+  }
+}
+
+// Where a row's vector stores begin (aligned_start, lane_ops-inl.h): 16-bit rows are stored a full
+// register of 16-bit lanes (two float registers) at a time.
+template <class S>
+int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
+  const FloatTag df;
+  if constexpr (S::kHalf) {
+    return aligned_start(hn::Repartition<uint16_t, FloatTag>(), p, dim, stream);
+  } else {
+    return aligned_start(df, p, dim, stream);
+  }
+}
+
+// Stores one step of a row: the lanes of `lo`, and with kVectors = 2 those of `hi` after them
+// (16-bit rows: one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
+template <class S, bool kNaNs, int64_t kVectors>
+void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typename S::Elem* p,
+                bool stream) {
+  if constexpr (!S::kHalf) {
+    if (stream) {
+      hn::Stream(lo, df, p);
+      if constexpr (kVectors == 2) hn::Stream(hi, df, p + hn::Lanes(df));
+    } else {
+      hn::StoreU(lo, df, p);
+      if constexpr (kVectors == 2) hn::StoreU(hi, df, p + hn::Lanes(df));
+    }
+  } else {
+    static_assert(kVectors == 2, "16-bit rows are stored a full register at a time");
+#if HWY_TARGET != HWY_SCALAR
+    if (stream) {
+      hn::Stream(narrow::narrow_pair<S::type, kNaNs>(df, lo, hi),
+                 hn::Repartition<uint16_t, FloatTag>(), p);
+    } else {
+      const hn::Rebind<uint16_t, FloatTag> dh;
+      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
+      hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + hn::Lanes(df));
+    }
+#else  // one lane: no streaming stores of whole 16-bit registers
+    (void)stream;
+    const hn::Rebind<uint16_t, FloatTag> dh;
+    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, lo), dh, p);
+    hn::StoreU(narrow::narrow<S::type, kNaNs>(df, hi), dh, p + 1);
+#endif
   }
 }
 

@@ -42,6 +42,8 @@ Dropped dropped_by_definition(const std::vector<float>& s, const DropoutOptions&
   return out;
 }
 
+constexpr DType kF32 = DType::float32;
+
 class PostNormDropoutOnEveryTarget : public ::testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override { cpu::force_target(GetParam()); }
@@ -51,8 +53,8 @@ class PostNormDropoutOnEveryTarget : public ::testing::TestWithParam<int64_t> {
 TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
   ASSERT_EQ(cpu::current_target_name(), cpu::target_name(GetParam()));
   for (const float p : {0.1f, 0.5f, 0.9f, 1e-12f, 0.0f}) {
-    for (const uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{6},
-                                 (uint64_t{1} << 33) + 5}) {
+    for (const uint64_t first :
+         {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{6}, (uint64_t{1} << 33) + 5}) {
       for (const int64_t count : {0, 1, 3, 7, 16, 33, 64, 100, 1000}) {
         for (const int64_t shift : {0, 1, 3}) {  // pointers off vector boundaries
           SCOPED_TRACE("p " + std::to_string(p) + " first " + std::to_string(first) + " count " +
@@ -69,23 +71,24 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
           cpu::apply_dropout(s.data(), out, count, options, first);
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], want.values[i]) << "dropout " << i;
 
-          cpu::add_dropout(x.data(), s.data(), out, keep.data() + shift, count, options, first);
+          cpu::add_dropout(x.data(), kF32, s.data(), kF32, out, keep.data() + shift, count, options,
+                           first);
           for (size_t i = 0; i < n; ++i) {
             ASSERT_EQ(out[i], x[i] + want.values[i]) << "add " << i;
             ASSERT_EQ(keep[i + shift], want.keep[i]) << "keep " << i;
           }
-          cpu::add_dropout(x.data(), s.data(), out, nullptr, count, options, first);
+          cpu::add_dropout(x.data(), kF32, s.data(), kF32, out, nullptr, count, options, first);
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], x[i] + want.values[i]) << "add " << i;
 
           // The mask applied to another tensor, with and without streaming stores.
           for (const bool stream : {false, true}) {
             float* dropped = second.data() + (shift + 1) % 4;
             float* copy = third.data() + shift;
-            cpu::apply_keep(x.data(), keep.data() + shift, dropped, copy, count, p, stream);
+            cpu::apply_keep(x.data(), keep.data() + shift, dropped, kF32, copy, kF32, count, p,
+                            stream);
             for (size_t i = 0; i < n; ++i) {
               const float expected =
-                  p == 0.0f ? x[i]
-                            : (want.keep[i] ? reference::dropout_kept_value(x[i], p) : 0.0f);
+                  p == 0.0f ? x[i] : (want.keep[i] ? reference::dropout_kept_value(x[i], p) : 0.0f);
               ASSERT_EQ(dropped[i], expected) << "apply " << i;
               ASSERT_EQ(copy[i], x[i]) << "copy " << i;
             }
@@ -93,13 +96,60 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
 
           // In place: out = x and out = s.
           std::vector<float> inplace = x;
-          cpu::add_dropout(inplace.data(), s.data(), inplace.data(), nullptr, count, options,
-                           first);
+          cpu::add_dropout(inplace.data(), kF32, s.data(), kF32, inplace.data(), nullptr, count,
+                           options, first);
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(inplace[i], x[i] + want.values[i]);
           inplace = s;
-          cpu::add_dropout(x.data(), inplace.data(), inplace.data(), nullptr, count, options,
-                           first);
+          cpu::add_dropout(x.data(), kF32, inplace.data(), kF32, inplace.data(), nullptr, count,
+                           options, first);
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(inplace[i], x[i] + want.values[i]);
+        }
+      }
+    }
+  }
+}
+
+// The same kernels with 16-bit tensors: x (bfloat16) and s (float16) widen exactly before the
+// definition applies; the mask's outputs (dropped in bfloat16, copy in float16) round once.
+TEST_P(PostNormDropoutOnEveryTarget, SixteenBitKernelsEqualTheDefinition) {
+  for (const float p : {0.1f, 0.0f}) {
+    for (const int64_t count : {1, 7, 33, 100, 1000}) {
+      for (const bool stream : {false, true}) {
+        SCOPED_TRACE("p " + std::to_string(p) + " count " + std::to_string(count) +
+                     (stream ? " streamed" : ""));
+        const DropoutOptions options{p, 77, 0};
+        const uint64_t first = 3;
+        const auto n = static_cast<size_t>(count);
+        const auto x_wide = random_floats(n, 21, -3.0f, 3.0f);
+        const auto s_wide = random_floats(n, 22, -3.0f, 3.0f);
+        std::vector<bfloat16> x(n);
+        std::vector<float16> s(n);
+        std::vector<float> x_exact(n), s_exact(n);
+        for (size_t i = 0; i < n; ++i) {
+          x[i] = to_bfloat16(x_wide[i]);
+          s[i] = to_float16(s_wide[i]);
+          x_exact[i] = to_float(x[i]);
+          s_exact[i] = to_float(s[i]);
+        }
+        const Dropped want = dropped_by_definition(s_exact, options, first);
+        std::vector<float> out(n);
+        std::vector<uint8_t> keep(n);
+        cpu::add_dropout(x.data(), DType::bfloat16, s.data(), DType::float16, out.data(),
+                         keep.data(), count, options, first);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(out[i], x_exact[i] + want.values[i]) << "add " << i;
+          ASSERT_EQ(keep[i], want.keep[i]) << "keep " << i;
+        }
+        std::vector<bfloat16> dropped(n + 16);
+        std::vector<float16> copy(n + 16);
+        bfloat16* dropped_at = dropped.data() + 3;  // off vector boundaries
+        cpu::apply_keep(out.data(), keep.data(), dropped_at, DType::bfloat16, copy.data(),
+                        DType::float16, count, p, stream);
+        for (size_t i = 0; i < n; ++i) {
+          const float value =
+              p == 0.0f ? out[i] : (want.keep[i] ? reference::dropout_kept_value(out[i], p) : 0.0f);
+          ASSERT_EQ(dropped_at[i].bits, to_bfloat16(value).bits) << "dropped " << i;
+          ASSERT_EQ(copy[i].bits, to_float16(out[i]).bits) << "copy " << i;
         }
       }
     }
@@ -115,9 +165,8 @@ struct PostCase {
 
 // The fused ops against dropout (definition) -> add -> the unfused norm and its backward.
 void check_post_norm(const PostCase& c, bool layer) {
-  SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.dim) + " p " +
-               std::to_string(c.p) + " offset " + std::to_string(c.offset) +
-               (layer ? " layer" : " rms"));
+  SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.dim) + " p " + std::to_string(c.p) +
+               " offset " + std::to_string(c.offset) + (layer ? " layer" : " rms"));
   const Shape shape{c.rows, c.dim}, normalized{c.dim};
   const auto n = static_cast<size_t>(c.rows * c.dim);
   const auto x = random_floats(n, 31, -2.0f, 2.0f), s = random_floats(n, 32, -2.0f, 2.0f);
@@ -154,9 +203,8 @@ void check_post_norm(const PostCase& c, bool layer) {
                       {g, false, options.eps});
   }
   for (size_t i = 0; i < n; ++i) {
-    want_ds[i] = c.p == 0.0f
-                     ? want_dx[i]
-                     : (d.keep[i] ? reference::dropout_kept_value(want_dx[i], c.p) : 0.0f);
+    want_ds[i] = c.p == 0.0f ? want_dx[i]
+                             : (d.keep[i] ? reference::dropout_kept_value(want_dx[i], c.p) : 0.0f);
   }
 
   // The fused forward, into a fresh y and in place over x and over s.
@@ -181,10 +229,10 @@ void check_post_norm(const PostCase& c, bool layer) {
   std::vector<float> dx(n), ds(n), dg(c.dim), db(c.dim);
   const OptionalMutable dbeta =
       layer ? OptionalMutable(MutableView{db.data(), normalized}) : std::nullopt;
-  add_norm_post_backward({dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
-                         {{dx.data(), shape}, {ds.data(), shape},
-                          MutableView{dg.data(), normalized}, dbeta},
-                         options, dropout);
+  add_norm_post_backward(
+      {dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
+      {{dx.data(), shape}, {ds.data(), shape}, MutableView{dg.data(), normalized}, dbeta}, options,
+      dropout);
   EXPECT_EQ(dx, want_dx);
   EXPECT_EQ(ds, want_ds);
   EXPECT_EQ(dg, want_dg);
@@ -194,16 +242,16 @@ void check_post_norm(const PostCase& c, bool layer) {
   std::vector<float> dy_dx = dy, s_ds = s;
   const AddNormPostGrads into_dy_and_s{
       {dy_dx.data(), shape}, {s_ds.data(), shape}, std::nullopt, std::nullopt};
-  add_norm_post_backward({dy_dx.data(), shape}, {x.data(), shape}, {s_ds.data(), shape},
-                         normalized, into_dy_and_s, options, dropout);
+  add_norm_post_backward({dy_dx.data(), shape}, {x.data(), shape}, {s_ds.data(), shape}, normalized,
+                         into_dy_and_s, options, dropout);
   EXPECT_EQ(dy_dx, want_dx);
   EXPECT_EQ(s_ds, want_ds);
   // dx = x.
   std::vector<float> x_dx = x;
   const AddNormPostGrads into_x{
       {x_dx.data(), shape}, {ds.data(), shape}, std::nullopt, std::nullopt};
-  add_norm_post_backward({dy.data(), shape}, {x_dx.data(), shape}, {s.data(), shape},
-                         normalized, into_x, options, dropout);
+  add_norm_post_backward({dy.data(), shape}, {x_dx.data(), shape}, {s.data(), shape}, normalized,
+                         into_x, options, dropout);
   EXPECT_EQ(x_dx, want_dx);
 }
 
@@ -211,9 +259,9 @@ TEST_P(PostNormDropoutOnEveryTarget, FusedOpsEqualDropoutAddNorm) {
   // Odd dims and offsets put blocks and rows off 4-element Philox blocks and vector boundaries;
   // 40 x 1000 is several blocks of rows; 2 x 20000 rows longer than a block.
   const std::vector<PostCase> cases = {
-      {5, 1, 0.1f, 0},      {3, 7, 0.3f, 1},     {4, 33, 0.1f, 3},     {2, 768, 0.5f, 6},
-      {3, 4097, 0.1f, 2},   {40, 1000, 0.1f, 0}, {40, 1000, 0.2f, 7},  {2, 20000, 0.1f, 5},
-      {9, 100, 0.0f, 0},    {9, 100, 1e-12f, 1}, {6, 64, 0.9f, 1234567},
+      {5, 1, 0.1f, 0},    {3, 7, 0.3f, 1},     {4, 33, 0.1f, 3},       {2, 768, 0.5f, 6},
+      {3, 4097, 0.1f, 2}, {40, 1000, 0.1f, 0}, {40, 1000, 0.2f, 7},    {2, 20000, 0.1f, 5},
+      {9, 100, 0.0f, 0},  {9, 100, 1e-12f, 1}, {6, 64, 0.9f, 1234567},
   };
   for (const PostCase& c : cases) {
     for (const bool layer : {true, false}) check_post_norm(c, layer);
@@ -248,8 +296,10 @@ TEST(PostNormDropout, ThreadCountDoesNotChangeTheResult) {
     add_norm_post({x.data(), shape}, {s.data(), shape}, normalized, {y.data(), shape}, options,
                   dropout);
     add_norm_post_backward({dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
-                           {{dx.data(), shape}, {ds.data(), shape},
-                            MutableView{dg.data(), normalized}, MutableView{db.data(), normalized}},
+                           {{dx.data(), shape},
+                            {ds.data(), shape},
+                            MutableView{dg.data(), normalized},
+                            MutableView{db.data(), normalized}},
                            options, dropout);
     omp_set_num_threads(before);
     y.insert(y.end(), dx.begin(), dx.end());
