@@ -152,9 +152,9 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
                    std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
-  // One pass per row in the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in
-  // float32 from x and s in their own storage types, normalised from the L1 cache and written
-  // to y in y's type, with streaming stores when y is too large to stay in cache.
+  // In the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in float32, 16 KiB
+  // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
+  // and written to y in y's type, with streaming stores when y is too large to stay in cache.
   cpu::NormForward args = post_forward_args(options, stats, layout);
   cpu::DropoutInput stage;
   stage.s = s.data;

@@ -1,8 +1,9 @@
-// The norm engine's post-norm input stage, per SIMD target: one row of h = x + Dropout(s) in
-// float32, built into a buffer that the engine's statistics and normalising passes then read
-// from the L1 cache. x and s in any storage type (row_storage-inl.h), widened exactly; the
-// dropped value and the sum round as the unfused dropout -> add does (dropout.hpp), so the fused
-// op agrees with it bit for bit. Highway's "-inl.h" convention: included once per target.
+// x + Dropout(s) per SIMD target, the one definition behind every dropout path: the norm
+// engine's post-norm input stage (rows built in float32 into a buffer that its two passes read
+// from the L1 cache), the post-norm backward's rebuilt input and mask, and the dropout op itself
+// (without x). x and s in any storage type (row_storage-inl.h), widened exactly; the dropped value
+// and the sum round as the unfused dropout -> add does (dropout.hpp), so the fused ops agree with
+// it bit for bit. Highway's "-inl.h" convention: included once per target.
 #if defined(ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
 #undef ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
