@@ -36,13 +36,18 @@ void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
 // The number of fixed row chunks a backward reduces over: a function of the row count only.
 inline int64_t reduction_chunks(int64_t rows) { return std::min<int64_t>(rows, 16); }
 
+// The first row of chunk `chunk` of [0, rows) cut into `chunks` fixed chunks.
+inline int64_t chunk_begin(int64_t rows, int64_t chunks, int64_t chunk) {
+  return rows * chunk / chunks;
+}
+
 // Runs body(chunk, begin, end) for every chunk of [0, rows), chunks spread over threads.
 template <class Body>
 void parallel_chunks(int64_t chunks, int64_t rows, int64_t dim, const Body& body) {
   const bool parallel = rows * dim >= kParallelThreshold && chunks > 1;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    body(chunk, rows * chunk / chunks, rows * (chunk + 1) / chunks);
+    body(chunk, chunk_begin(rows, chunks, chunk), chunk_begin(rows, chunks, chunk + 1));
   }
 }
 

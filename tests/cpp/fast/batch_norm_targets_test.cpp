@@ -62,6 +62,12 @@ std::vector<Case> cases() {
   for (int64_t channels : {1, 3, 7, 8, 15, 16, 17, 33, 67}) {
     all.push_back({"ordinary", 11, channels, 1});
   }
+  // Batches long enough for the statistics and the backward's pass 1 to run four chunks in
+  // lock-step (samples shorter than 4 KiB; 203 samples make chunks of 12 and 13) and for the
+  // normalising pass to walk four stretches; 1024 channels take the chunks one at a time.
+  for (int64_t channels : {1, 3, 17, 67, 130}) all.push_back({"ordinary", 203, channels, 1});
+  all.push_back({"ordinary", 70, 1024, 1});
+  all.push_back({"large_mean", 203, 19, 1});
   // Length > 1, with lengths around the widths too.
   for (int64_t length : {2, 3, 9, 16, 31, 100}) all.push_back({"ordinary", 5, 3, length});
   for (const char* kind : {"large_mean", "tiny", "huge", "nan_channel", "constant_channel"}) {
