@@ -4,6 +4,7 @@
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/batch_norm_kernels.hpp"
+#include "ops/cpu/scratch.hpp"
 #include "ops/reference/batch_norm.hpp"
 #include "ops/op_checks.hpp"
 
@@ -12,22 +13,12 @@ namespace addnorm {
 namespace {
 
 // Inference mode's constants: the running mean, and 1 / sqrt(running_var + eps).
-void running_constants(const RunningStats& running, float eps, std::vector<double>& mean,
-                       std::vector<double>& rstd) {
-  for (size_t c = 0; c < mean.size(); ++c) {
+void running_constants(const RunningStats& running, float eps, int64_t channels, double* mean,
+                       double* rstd) {
+  for (int64_t c = 0; c < channels; ++c) {
     mean[c] = running.mean.data[c];
     rstd[c] = 1.0 / std::sqrt(double(running.var.data[c]) + double(eps));
   }
-}
-
-// The spread that decides whether a channel fits float32 lanes: the batch's variance in
-// training, the running variance (the spread x is assumed to have) in inference.
-std::vector<double> channel_variance(const cpu::ChannelStats* batch, const RunningStats* running,
-                                     size_t channels) {
-  if (batch) return batch->variance;
-  std::vector<double> variance(channels);
-  for (size_t c = 0; c < channels; ++c) variance[c] = running->var.data[c];
-  return variance;
 }
 
 }  // namespace
@@ -37,18 +28,21 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
   const reference::BatchLayout layout =
       detail::check_batch_norm(x, y, options, running, batch_stats);
   const cpu::BatchShape shape{layout.batch, layout.channels, layout.length};
-  const auto channels = static_cast<size_t>(layout.channels);
-  std::vector<double> mean(channels), rstd(channels);
-  cpu::ChannelStats batch;
+  const int64_t channels = layout.channels;
+  cpu::Scratch scratch;
+  double* mean = scratch.take<double>(channels);
+  double* rstd = scratch.take<double>(channels);
+  // The spread that decides whether a channel fits float32 lanes: the batch's variance in
+  // training, the running variance (the spread x is assumed to have) in inference.
+  double* variance = scratch.take<double>(channels);
   if (options.training) {
-    cpu::batch_statistics(x.data, shape, batch);
-    for (int64_t c = 0; c < layout.channels; ++c) {
-      mean[c] = batch.mean[c];
-      rstd[c] = 1.0 / std::sqrt(batch.variance[c] + double(options.eps));
+    cpu::batch_statistics(x.data, shape, mean, variance);
+    for (int64_t c = 0; c < channels; ++c) {
+      rstd[c] = 1.0 / std::sqrt(variance[c] + double(options.eps));
       if (running) {
-        reference::update_running(running->mean.data[c], running->var.data[c], batch.mean[c],
-                                  batch.variance[c], layout.per_channel(),
-                                  double(options.momentum), options.convention);
+        reference::update_running(running->mean.data[c], running->var.data[c], mean[c],
+                                  variance[c], layout.per_channel(), double(options.momentum),
+                                  options.convention);
       }
       if (batch_stats) {
         batch_stats->mean.data[c] = static_cast<float>(mean[c]);
@@ -56,12 +50,10 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
       }
     }
   } else {
-    running_constants(*running, options.eps, mean, rstd);
+    running_constants(*running, options.eps, channels, mean, rstd);
+    for (int64_t c = 0; c < channels; ++c) variance[c] = running->var.data[c];
   }
-  const std::vector<double> variance = channel_variance(
-      options.training ? &batch : nullptr, running ? &*running : nullptr, channels);
-  cpu::batch_normalise(x.data, mean.data(), rstd.data(), variance.data(),
-                       options.gamma ? options.gamma->data : nullptr,
+  cpu::batch_normalise(x.data, mean, rstd, variance, options.gamma ? options.gamma->data : nullptr,
                        options.beta ? options.beta->data : nullptr, y.data, shape);
 }
 
@@ -77,11 +69,12 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
     cpu::batch_norm_backward_training(dy.data, x.data, gamma, grads.dx.data, dgamma, dbeta, shape,
                                       options.eps);
   } else {
-    const auto channel_count = static_cast<size_t>(layout.channels);
-    std::vector<double> mean(channel_count), rstd(channel_count);
-    running_constants(*running, options.eps, mean, rstd);
-    cpu::batch_norm_backward_inference(dy.data, x.data, gamma, mean.data(), rstd.data(),
-                                       grads.dx.data, dgamma, dbeta, shape);
+    cpu::Scratch scratch;
+    double* mean = scratch.take<double>(layout.channels);
+    double* rstd = scratch.take<double>(layout.channels);
+    running_constants(*running, options.eps, layout.channels, mean, rstd);
+    cpu::batch_norm_backward_inference(dy.data, x.data, gamma, mean, rstd, grads.dx.data, dgamma,
+                                       dbeta, shape);
   }
 }
 

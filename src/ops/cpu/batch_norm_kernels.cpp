@@ -768,6 +768,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/scratch.hpp"
 #include "ops/cpu/threading.hpp"
 
 namespace addnorm::cpu {
@@ -780,39 +781,40 @@ HWY_EXPORT(backward_inference_samples);
 
 namespace {
 
-// Per-channel float64 accumulators for `count` quantities, one set per fixed chunk of the batch.
-// Each chunk sums its samples in order; chunks are added in chunk order by totals().
+// Per-channel float64 accumulators for `count` quantities, one set per fixed chunk of the batch,
+// zeroed, in the calling thread's scratch. Each chunk sums its samples in order; chunks are
+// added in chunk order by total().
 class ChannelPartials {
  public:
-  ChannelPartials(int64_t chunks, int64_t channels, int count)
+  ChannelPartials(Scratch& scratch, int64_t chunks, int64_t channels, int count)
       : chunks_(chunks),
         channels_(channels),
         count_(count),
-        values_(static_cast<size_t>(chunks * channels * count), 0.0) {}
+        values_(scratch.zeroed<double>(chunks * channels * count)) {}
 
   double* chunk(int64_t index, int quantity) {
-    return values_.data() + (index * count_ + quantity) * channels_;
+    return values_ + (index * count_ + quantity) * channels_;
   }
-  // Every channel's total of one quantity: the chunks added in chunk order, walking each
-  // chunk's channels contiguously (the same sums as channel by channel, without the strides).
-  std::vector<double> totals(int quantity) const {
-    std::vector<double> sums(static_cast<size_t>(channels_), 0.0);
+  // Every channel's total of one quantity into totals[C]: the chunks added in chunk order,
+  // walking each chunk's channels contiguously (the same sums as channel by channel, without
+  // the strides).
+  void total(int quantity, double* totals) const {
+    std::fill(totals, totals + channels_, 0.0);
     for (int64_t index = 0; index < chunks_; ++index) {
-      const double* values = values_.data() + (index * count_ + quantity) * channels_;
-      for (int64_t c = 0; c < channels_; ++c) sums[c] += values[c];
+      const double* values = values_ + (index * count_ + quantity) * channels_;
+      for (int64_t c = 0; c < channels_; ++c) totals[c] += values[c];
     }
-    return sums;
   }
 
  private:
   int64_t chunks_, channels_;
   int count_;
-  std::vector<double> values_;
+  double* values_;
 };
 
 // The first sample of each channel: the shift that keeps one-pass variances exact.
-std::vector<double> channel_shifts(const float* x, const BatchShape& shape) {
-  std::vector<double> shifts(static_cast<size_t>(shape.channels));
+double* channel_shifts(Scratch& scratch, const float* x, const BatchShape& shape) {
+  double* shifts = scratch.take<double>(shape.channels);
   for (int64_t c = 0; c < shape.channels; ++c) shifts[c] = x[c * shape.length];
   return shifts;
 }
@@ -842,94 +844,83 @@ void for_each_chunk_group(const BatchShape& shape, int64_t chunks, const Body& b
                   });
 }
 
-// Storage for NormaliseTables.
-struct NormaliseStorage {
-  std::vector<float> centre_hi, centre_lo, rstd_hi, rstd_lo, gamma, beta;
-  std::vector<double> centre, scale;
-  std::vector<uint8_t> wide;
+// The per-channel constants of NormaliseTables, in the calling thread's scratch: a channel with
+// a non-finite mean or a NaN rstd gets a NaN centre (its outputs become NaN), and an infinite
+// rstd from a zero-variance channel with eps = 0 becomes 0 (its centred values are all exactly
+// 0, and so is x_hat).
+NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const double* rstd,
+                                    const double* variance, const float* gamma,
+                                    const float* beta, int64_t channels) {
+  const int64_t extended = channels + kTablePadding;
+  float* centre_hi = scratch.take<float>(extended);
+  float* centre_lo = scratch.take<float>(extended);
+  float* rstd_hi = scratch.take<float>(extended);
+  float* rstd_lo = scratch.take<float>(extended);
+  float* gammas = scratch.take<float>(extended);
+  float* betas = scratch.take<float>(extended);
+  double* centres = scratch.take<double>(channels);
+  double* scales = scratch.take<double>(channels);
+  uint8_t* wide = scratch.take<uint8_t>(channels);
   bool any_wide = false;
-
-  NormaliseTables tables() const {
-    return {centre_hi.data(), centre_lo.data(), rstd_hi.data(), rstd_lo.data(), gamma.data(),
-            beta.data(),      centre.data(),    scale.data(),   wide.data(),    any_wide};
-  }
-};
-
-// The per-channel constants: a channel with a non-finite mean or a NaN rstd gets a NaN centre
-// (its outputs become NaN), and an infinite rstd from a zero-variance channel with eps = 0
-// becomes 0 (its centred values are all exactly 0, and so is x_hat).
-NormaliseStorage normalise_constants(const double* mean, const double* rstd,
-                                     const double* variance, const float* gamma,
-                                     const float* beta, int64_t channels) {
-  const auto count = static_cast<size_t>(channels);
-  const auto extended = static_cast<size_t>(channels + kTablePadding);
-  NormaliseStorage s;
-  s.centre_hi.resize(extended);
-  s.centre_lo.resize(extended);
-  s.rstd_hi.resize(extended);
-  s.rstd_lo.resize(extended);
-  s.gamma.assign(extended, 1.0f);
-  s.beta.assign(extended, 0.0f);
-  s.centre.resize(count);
-  s.scale.resize(count);
-  s.wide.resize(count);
-  for (size_t c = 0; c < count; ++c) {
+  for (int64_t c = 0; c < channels; ++c) {
     const bool finite = std::isfinite(mean[c]) && !std::isnan(rstd[c]);
     const double centre = finite ? mean[c] : std::numeric_limits<double>::quiet_NaN();
     const double scale = xhat_scale(rstd[c]);
-    s.centre[c] = centre;
-    s.scale[c] = scale;
-    s.wide[c] = finite && !forward_fits_float32(centre, variance[c], rstd[c]) ? 1 : 0;
+    centres[c] = centre;
+    scales[c] = scale;
+    wide[c] = finite && !forward_fits_float32(centre, variance[c], rstd[c]) ? 1 : 0;
     // The split of a wide channel is unused (and rstd might not fit in a float32).
-    const bool split = finite && !s.wide[c];
+    const bool split = finite && !wide[c];
     const HiLo centre_split = cpu::split(centre), scale_split = cpu::split(scale);
-    s.centre_hi[c] = split ? centre_split.hi : std::numeric_limits<float>::quiet_NaN();
-    s.centre_lo[c] = split ? centre_split.lo : 0.0f;
-    s.rstd_hi[c] = split ? scale_split.hi : 0.0f;
-    s.rstd_lo[c] = split ? scale_split.lo : 0.0f;
-    s.any_wide = s.any_wide || s.wide[c] != 0;
-    if (gamma) s.gamma[c] = gamma[c];
-    if (beta) s.beta[c] = beta[c];
+    centre_hi[c] = split ? centre_split.hi : std::numeric_limits<float>::quiet_NaN();
+    centre_lo[c] = split ? centre_split.lo : 0.0f;
+    rstd_hi[c] = split ? scale_split.hi : 0.0f;
+    rstd_lo[c] = split ? scale_split.lo : 0.0f;
+    any_wide = any_wide || wide[c] != 0;
+    gammas[c] = gamma ? gamma[c] : 1.0f;
+    betas[c] = beta ? beta[c] : 0.0f;
   }
-  for (size_t c = count; c < extended; ++c) {
-    for (auto* table : {&s.centre_hi, &s.centre_lo, &s.rstd_hi, &s.rstd_lo, &s.gamma, &s.beta}) {
-      (*table)[c] = (*table)[c % count];
+  for (int64_t c = channels; c < extended; ++c) {
+    for (float* table : {centre_hi, centre_lo, rstd_hi, rstd_lo, gammas, betas}) {
+      table[c] = table[c % channels];
     }
   }
-  return s;
+  return {centre_hi, centre_lo, rstd_hi, rstd_lo, gammas, betas, centres, scales, wide, any_wide};
 }
 
 }  // namespace
 
-void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& stats) {
+void batch_statistics(const float* x, const BatchShape& shape, double* mean, double* variance) {
+  Scratch scratch;
   const int64_t chunks = reduction_chunks(shape.batch);
-  const std::vector<double> shifts = channel_shifts(x, shape);
-  ChannelPartials partials(chunks, shape.channels, 2);
+  const double* shifts = channel_shifts(scratch, x, shape);
+  ChannelPartials partials(scratch, chunks, shape.channels, 2);
   for_each_chunk_group(shape, chunks, [&](int64_t first, int count, const SampleRange* ranges) {
     StatisticsChunk group[kStreams];
     for (int k = 0; k < count; ++k) {
       group[k] = {ranges[k], partials.chunk(first + k, 0), partials.chunk(first + k, 1)};
     }
-    HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, shape, shifts.data(), group, count);
+    HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, shape, shifts, group, count);
   });
   const double count = static_cast<double>(shape.batch * shape.length);
-  stats.mean.assign(static_cast<size_t>(shape.channels), 0.0);
-  stats.variance.assign(static_cast<size_t>(shape.channels), 0.0);
-  const std::vector<double> sums = partials.totals(0), squares = partials.totals(1);
+  double* sums = scratch.take<double>(shape.channels);
+  double* squares = scratch.take<double>(shape.channels);
+  partials.total(0, sums);
+  partials.total(1, squares);
   for (int64_t c = 0; c < shape.channels; ++c) {
     const double mean_shifted = sums[c] / count;
-    const double variance = squares[c] / count - mean_shifted * mean_shifted;
-    stats.mean[c] = shifts[c] + mean_shifted;
-    stats.variance[c] = variance < 0 ? 0.0 : variance;  // NaN stays NaN
+    const double spread = squares[c] / count - mean_shifted * mean_shifted;
+    mean[c] = shifts[c] + mean_shifted;
+    variance[c] = spread < 0 ? 0.0 : spread;  // NaN stays NaN
   }
 }
 
 void batch_normalise(const float* x, const double* mean, const double* rstd,
                      const double* variance, const float* gamma, const float* beta, float* y,
                      const BatchShape& shape) {
-  const NormaliseStorage storage =
-      normalise_constants(mean, rstd, variance, gamma, beta, shape.channels);
-  const NormaliseTables tables = storage.tables();
+  Scratch scratch;
+  const NormaliseTables tables =
+      normalise_constants(scratch, mean, rstd, variance, gamma, beta, shape.channels);
   const int64_t sample_size = shape.channels * shape.length;
   const bool stream = streams_output(shape.batch * sample_size * int64_t{sizeof(float)});
   parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
@@ -940,10 +931,11 @@ void batch_normalise(const float* x, const double* mean, const double* rstd,
 void batch_norm_backward_training(const float* dy, const float* x, const float* gamma, float* dx,
                                   float* dgamma, float* dbeta, const BatchShape& shape,
                                   double eps) {
+  Scratch scratch;
   // Pass 1: per channel, with d = x - shift: sum(d), sum(d^2), sum(dy), sum(dy * d).
   const int64_t chunks = reduction_chunks(shape.batch);
-  const std::vector<double> shifts = channel_shifts(x, shape);
-  ChannelPartials partials(chunks, shape.channels, 4);
+  const double* shifts = channel_shifts(scratch, x, shape);
+  ChannelPartials partials(scratch, chunks, shape.channels, 4);
   for_each_chunk_group(shape, chunks, [&](int64_t first, int count, const SampleRange* ranges) {
     BackwardChunk group[kStreams];
     for (int k = 0; k < count; ++k) {
@@ -952,31 +944,41 @@ void batch_norm_backward_training(const float* dy, const float* x, const float* 
                   {partials.chunk(chunk, 0), partials.chunk(chunk, 1), partials.chunk(chunk, 2),
                    partials.chunk(chunk, 3)}};
     }
-    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, shape, shifts.data(), group, count);
+    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, shape, shifts, group, count);
   });
   // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
+  const int64_t channels = shape.channels;
   const double count = static_cast<double>(shape.batch * shape.length);
-  const auto channels = static_cast<size_t>(shape.channels);
-  std::vector<double> mean(channels), rstd(channels), scale(channels), mean_dy(channels),
-      mean_dy_xhat(channels);
-  const std::vector<double> sum_d = partials.totals(0), sum_d2 = partials.totals(1),
-                            sum_dy = partials.totals(2), sum_dy_d = partials.totals(3);
-  for (int64_t c = 0; c < shape.channels; ++c) {
+  double* mean = scratch.take<double>(channels);
+  double* rstd = scratch.take<double>(channels);
+  double* scale = scratch.take<double>(channels);
+  double* mean_dy = scratch.take<double>(channels);
+  double* mean_dy_xhat = scratch.take<double>(channels);
+  // The totals of pass 1, in the tables pass 2 reads (each is read before it is overwritten).
+  double* sum_d = mean;
+  double* sum_d2 = rstd;
+  double* sum_dy = mean_dy;
+  double* sum_dy_d = mean_dy_xhat;
+  partials.total(0, sum_d);
+  partials.total(1, sum_d2);
+  partials.total(2, sum_dy);
+  partials.total(3, sum_dy_d);
+  for (int64_t c = 0; c < channels; ++c) {
     const double mean_shifted = sum_d[c] / count;
     const double variance = sum_d2[c] / count - mean_shifted * mean_shifted;
-    mean[c] = shifts[c] + mean_shifted;
-    rstd[c] = 1.0 / std::sqrt((variance < 0 ? 0.0 : variance) + eps);
-    scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
     const double total_dy = sum_dy[c];
-    const double total_dy_xhat = rstd[c] * (sum_dy_d[c] - mean_shifted * total_dy);
+    const double channel_rstd = 1.0 / std::sqrt((variance < 0 ? 0.0 : variance) + eps);
+    const double total_dy_xhat = channel_rstd * (sum_dy_d[c] - mean_shifted * total_dy);
+    mean[c] = shifts[c] + mean_shifted;
+    rstd[c] = channel_rstd;
+    scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * channel_rstd;
     mean_dy[c] = total_dy / count;
     mean_dy_xhat[c] = total_dy_xhat / count;
     if (dgamma) dgamma[c] = static_cast<float>(total_dy_xhat);
     if (dbeta) dbeta[c] = static_cast<float>(total_dy);
   }
   // Pass 2: dx. Each element is read before it is written, so dx may be dy or x.
-  const BackwardTables tables{mean.data(), rstd.data(), scale.data(), mean_dy.data(),
-                              mean_dy_xhat.data()};
+  const BackwardTables tables{mean, rstd, scale, mean_dy, mean_dy_xhat};
   parallel_rows(shape.batch, shape.channels * shape.length, [&](int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_training_dx)(dy, x, dx, shape, tables, begin, end);
   });
@@ -985,18 +987,22 @@ void batch_norm_backward_training(const float* dy, const float* x, const float* 
 void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
                                    const double* mean, const double* rstd, float* dx, float* dgamma,
                                    float* dbeta, const BatchShape& shape) {
+  Scratch scratch;
   const int64_t chunks = reduction_chunks(shape.batch);
-  std::vector<double> scale(static_cast<size_t>(shape.channels));
+  double* scale = scratch.take<double>(shape.channels);
   for (int64_t c = 0; c < shape.channels; ++c) {
     scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
   }
-  ChannelPartials partials(chunks, shape.channels, 2);
+  ChannelPartials partials(scratch, chunks, shape.channels, 2);
   for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_inference_samples)
-    (dy, x, dx, shape, mean, rstd, scale.data(), partials.chunk(chunk, 0), partials.chunk(chunk, 1),
+    (dy, x, dx, shape, mean, rstd, scale, partials.chunk(chunk, 0), partials.chunk(chunk, 1),
      begin, end);
   });
-  const std::vector<double> sum_dy = partials.totals(0), sum_dy_xhat = partials.totals(1);
+  double* sum_dy = scratch.take<double>(shape.channels);
+  double* sum_dy_xhat = scratch.take<double>(shape.channels);
+  partials.total(0, sum_dy);
+  partials.total(1, sum_dy_xhat);
   for (int64_t c = 0; c < shape.channels; ++c) {
     if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
     if (dbeta) dbeta[c] = static_cast<float>(sum_dy[c]);

@@ -1,11 +1,12 @@
-// Fast BatchNorm kernels over x viewed as [batch, channels, length]: memory is walked in order
-// (the reference walks one channel at a time, striding through the whole tensor), threads split
-// the batch, and per-channel sums are reduced over fixed chunks of the batch in chunk order, so
-// results are bitwise identical for any thread count. Arguments are already validated.
+// Fast BatchNorm kernels over x viewed as [batch, channels, length]: memory is walked sample
+// by sample (several distant parts at once: batch_norm_kernels.cpp; the reference walks one
+// channel at a time, striding through the whole tensor), threads split the batch, and
+// per-channel sums are reduced over fixed chunks of the batch in chunk order, so results are
+// bitwise identical for any thread count. Arguments are already validated. Per-call tables come
+// from the calling thread's scratch (scratch.hpp): a steady-state call allocates nothing.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace addnorm::cpu {
 
@@ -15,12 +16,9 @@ struct BatchShape {
   int64_t length = 1;
 };
 
-// Per-channel float64 statistics of a training batch (population variance).
-struct ChannelStats {
-  std::vector<double> mean;
-  std::vector<double> variance;
-};
-void batch_statistics(const float* x, const BatchShape& shape, ChannelStats& stats);
+// Per-channel float64 statistics of a training batch (population variance), written to
+// mean[C] and variance[C].
+void batch_statistics(const float* x, const BatchShape& shape, double* mean, double* variance);
 
 // y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
 // mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the

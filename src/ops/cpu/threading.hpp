@@ -41,14 +41,20 @@ inline int64_t chunk_begin(int64_t rows, int64_t chunks, int64_t chunk) {
   return rows * chunk / chunks;
 }
 
-// Runs body(chunk, begin, end) for every chunk of [0, rows), chunks spread over threads.
+// Runs body(chunk, begin, end) for every chunk of [0, rows), chunks spread over threads. A small
+// call runs on the calling thread without entering an OpenMP region: even one whose `if` clause
+// is false costs libgomp a team allocation per call.
 template <class Body>
 void parallel_chunks(int64_t chunks, int64_t rows, int64_t dim, const Body& body) {
-  const bool parallel = rows * dim >= kParallelThreshold && chunks > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+  const auto run = [&](int64_t chunk) {
     body(chunk, chunk_begin(rows, chunks, chunk), chunk_begin(rows, chunks, chunk + 1));
+  };
+  if (rows * dim < kParallelThreshold || chunks <= 1 || omp_get_max_threads() == 1) {
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) run(chunk);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) run(chunk);
 }
 
 // Float64 partial sums of dgamma and dbeta, one row of `dim` per chunk, zeroed. The storage is
