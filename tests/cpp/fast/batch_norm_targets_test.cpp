@@ -172,11 +172,14 @@ void check_backward(const Case& c) {
     BatchNormOptions options{ConstView{gamma.data(), channels}, ConstView{beta.data(), channels}};
     options.training = training;
     options.eps = static_cast<float>(eps);
-    std::vector<float> dx(x.size()), dg(c.channels), db(c.channels);
+    // dx on a 64-byte boundary, so that a large enough one is written with streaming stores.
+    std::vector<float> dx_storage(x.size() + 16), dg(c.channels), db(c.channels);
+    float* dx_data = dx_storage.data() + (64 - reinterpret_cast<uintptr_t>(dx_storage.data()) % 64) / 4 % 16;
     batch_norm_backward(
         {dy.data(), shape}, {x.data(), shape},
-        {{dx.data(), shape}, MutableView{dg.data(), channels}, MutableView{db.data(), channels}},
+        {{dx_data, shape}, MutableView{dg.data(), channels}, MutableView{db.data(), channels}},
         options, RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
+    const std::vector<float> dx(dx_data, dx_data + x.size());
     // dx is a difference of terms of size rstd * |g| * (1 + |x_hat|).
     EXPECT_TRUE(within_ulps(dx, want_dx, 4, 8.0 * testing::max_abs(want_dx)));
     // dgamma sums dy * x_hat, terms of size up to ~ |x_hat|, over N * L values.
@@ -195,15 +198,19 @@ TEST_P(BatchNormEveryTarget, MatchesTheFloat64Reference) {
 }
 
 // Outputs of at least kStreamingStoreBytes are written with streaming stores, which need aligned
-// addresses: rows of an odd channel count start at every alignment, and 2048 channels take the
-// path that normalises four samples at a time.
+// addresses: rows of an odd channel count start at every alignment, and the forward's four
+// stretches start wherever the range allows. The training backward streams dx when C is a
+// multiple of 16 (48 and 2048 here: one chunk at a time and four in lock-step).
 TEST_P(BatchNormEveryTarget, MatchesTheReferenceWithStreamingStores) {
   const int64_t elements = cpu::kStreamingStoreBytes / int64_t{sizeof(float)} + 4096;
   for (const Case& c : {Case{"large_mean", elements / 1031 + 1, 1031, 1},
                         Case{"nan_channel", elements / 2048 + 1, 2048, 1},
+                        Case{"ordinary", elements / 2048 + 3, 2048, 1},
+                        Case{"ordinary", elements / 48 + 5, 48, 1},
                         Case{"ordinary", elements / (37 * 67) + 1, 37, 67}}) {
     SCOPED_TRACE(c.kind + " " + shape_of(c).to_string());
     check_forward(c);
+    check_backward(c);
   }
 }
 
