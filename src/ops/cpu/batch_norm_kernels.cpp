@@ -149,6 +149,12 @@ void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
 // channel-wise into each chunk's float64 sums by its `Fold` (ChannelSums, ChannelBackwardSums):
 // a vector of channels at a time, the accumulators in registers across the samples, then the
 // channels short of a vector. Each chunk receives its samples in order.
+// Each load prefetches kPrefetchFloats ahead in its sample; within that distance of the
+// sample's end, the same distance on in the same sample of the next group (kRows samples
+// further), which is what the fold reads next there. Prefetching past the end instead (into
+// the group's next sample, already being read) left the end of every sample unprefetched:
+// wrapping was 1.22-1.31x faster at C = 512 to 1024, 1.02-1.11x from C = 2048 (training
+// forward, one thread, calls alternating in one process, 64 MiB).
 template <int kRows, int kFolds, class Fold>
 void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channels) {
   const auto n = static_cast<int64_t>(hn::Lanes(DoubleTag()));
@@ -156,8 +162,10 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
   for (; c + n <= channels; c += n) {
     typename Fold::Acc sums[kFolds];
     for (int f = 0; f < kFolds; ++f) sums[f] = folds[f].load(c);
+    const int64_t ahead =
+        kPrefetchFloats + (c + kPrefetchFloats >= channels ? (kRows - 1) * stride : 0);
     for (int r = 0; r < kRows; ++r) {
-      for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c);
+      for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c, ahead);
     }
     for (int f = 0; f < kFolds; ++f) folds[f].store(sums[f], c);
   }
@@ -235,8 +243,9 @@ struct ChannelSums {
     const DoubleTag dd;
     return {hn::LoadU(dd, shifts + c), hn::LoadU(dd, sums + c), hn::LoadU(dd, squares + c)};
   }
-  HWY_INLINE void add(Acc& l, int64_t at) const {
-    hwy::Prefetch(x + at + kPrefetchFloats);
+  // Adds the vector at `at`, prefetching `ahead` floats on (across_channels).
+  HWY_INLINE void add(Acc& l, int64_t at, int64_t ahead) const {
+    hwy::Prefetch(x + at + ahead);
     const auto d = hn::Sub(hn::PromoteTo(DoubleTag(), hn::LoadU(HalfFloatTag(), x + at)), l.shift);
     l.sum = hn::Add(l.sum, d);
     l.square = hn::MulAdd(d, d, l.square);
@@ -479,11 +488,11 @@ struct ChannelBackwardSums {
     return {hn::LoadU(dd, shifts + c), hn::LoadU(dd, s.d + c), hn::LoadU(dd, s.d2 + c),
             hn::LoadU(dd, s.dy + c), hn::LoadU(dd, s.dy_d + c)};
   }
-  HWY_INLINE void add(Acc& l, int64_t at) const {
+  HWY_INLINE void add(Acc& l, int64_t at, int64_t ahead) const {
     const DoubleTag dd;
     const HalfFloatTag df;
-    hwy::Prefetch(x + at + kPrefetchFloats);
-    hwy::Prefetch(dy + at + kPrefetchFloats);
+    hwy::Prefetch(x + at + ahead);
+    hwy::Prefetch(dy + at + ahead);
     const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + at)), l.shift);
     const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
     l.d = hn::Add(l.d, d);
