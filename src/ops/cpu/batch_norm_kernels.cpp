@@ -144,17 +144,24 @@ void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
 
 // ---- Statistics --------------------------------------------------------------------------
 
+// How far ahead a pass that walks kRows samples `stride` floats apart a vector of channels at a
+// time prefetches from channel c: kPrefetchFloats on in the same sample, or, within that
+// distance of the sample's end, the same distance on in the same sample of the next group (kRows
+// samples further), which is what the pass reads next there. Prefetching past the end instead
+// (into the group's next sample, already being read) left the end of every sample unprefetched:
+// wrapping was 1.22-1.31x faster at C = 512 to 1024, 1.02-1.11x from C = 2048 (training
+// forward, one thread, calls alternating in one process, 64 MiB).
+template <int kRows>
+int64_t group_prefetch_ahead(int64_t c, int64_t channels, int64_t stride) {
+  return kPrefetchFloats + (c + kPrefetchFloats >= channels ? (kRows - 1) * stride : 0);
+}
+
 // The length-1 skeleton (BatchNorm over (N, C)) that the statistics and the backward's pass 1
 // share: kRows samples of [channels], `stride` floats apart, from each of kFolds chunks, folded
 // channel-wise into each chunk's float64 sums by its `Fold` (ChannelSums, ChannelBackwardSums):
 // a vector of channels at a time, the accumulators in registers across the samples, then the
 // channels short of a vector. Each chunk receives its samples in order.
-// Each load prefetches kPrefetchFloats ahead in its sample; within that distance of the
-// sample's end, the same distance on in the same sample of the next group (kRows samples
-// further), which is what the fold reads next there. Prefetching past the end instead (into
-// the group's next sample, already being read) left the end of every sample unprefetched:
-// wrapping was 1.22-1.31x faster at C = 512 to 1024, 1.02-1.11x from C = 2048 (training
-// forward, one thread, calls alternating in one process, 64 MiB).
+// Each load prefetches (group_prefetch_ahead) kPrefetchFloats ahead in its sample.
 template <int kRows, int kFolds, class Fold>
 void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channels) {
   const auto n = static_cast<int64_t>(hn::Lanes(DoubleTag()));
@@ -162,8 +169,7 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
   for (; c + n <= channels; c += n) {
     typename Fold::Acc sums[kFolds];
     for (int f = 0; f < kFolds; ++f) sums[f] = folds[f].load(c);
-    const int64_t ahead =
-        kPrefetchFloats + (c + kPrefetchFloats >= channels ? (kRows - 1) * stride : 0);
+    const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
     for (int r = 0; r < kRows; ++r) {
       for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c, ahead);
     }
@@ -701,10 +707,11 @@ void inference_across_channels(const float* dy, const float* x, float* dx, int64
     const auto mean_v = hn::LoadU(dd, mean + c), rstd_v = hn::LoadU(dd, rstd + c);
     const auto scale_v = hn::LoadU(dd, scale + c);
     auto total_dy = hn::LoadU(dd, sum_dy + c), total_dy_xhat = hn::LoadU(dd, sum_dy_xhat + c);
+    const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
     for (int r = 0; r < kRows; ++r) {
       const int64_t at = r * stride + c;
-      hwy::Prefetch(x + at + kPrefetchFloats);
-      hwy::Prefetch(dy + at + kPrefetchFloats);
+      hwy::Prefetch(x + at + ahead);
+      hwy::Prefetch(dy + at + ahead);
       const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
       const auto x_hat =
           inference_xhat(dd, hn::PromoteTo(dd, hn::LoadU(df, x + at)), mean_v, rstd_v);
