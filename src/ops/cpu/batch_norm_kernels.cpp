@@ -94,15 +94,11 @@ struct SampleRange {
   int64_t begin, end;
 };
 
-// A chunk of the batch and the float64 sums it adds its samples into, in order.
-struct StatisticsChunk {
+// A chunk of the batch and the per-channel float64 sums it adds its samples into, in order:
+// the statistics' sum(d) and sum(d^2) in the first two, the backward's BackwardSums in order.
+struct SumsChunk {
   SampleRange samples;
-  double* sums;
-  double* squares;
-};
-struct BackwardChunk {
-  SampleRange samples;
-  BackwardSums sums;
+  double* sums[4];
 };
 
 }  // namespace addnorm::cpu
@@ -196,12 +192,12 @@ inline bool lock_step_chunks(int64_t channels) {
   return channels * int64_t{sizeof(float)} < 2048;
 }
 
-// The samples of `count` chunks (Chunk: StatisticsChunk or BackwardChunk) of (N, C) input,
+// The samples of `count` chunks of (N, C) input,
 // folded by fold_at(chunk, first_sample) as lock_step_chunks says: kStreams chunks in lock-step
 // as far as the shortest goes, then the rest of each chunk (every chunk of a smaller group) on
 // its own. Either way each chunk's sums are those of its samples in order.
-template <class Chunk, class FoldAt>
-void across_chunks(const Chunk* chunks, int count, int64_t channels, const FoldAt& fold_at) {
+template <class FoldAt>
+void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const FoldAt& fold_at) {
   using Fold = decltype(fold_at(0, int64_t{0}));
   const auto fold_one = [&](int k) {
     return [&, k](int64_t first, auto rows) {
@@ -270,11 +266,11 @@ struct ChannelSums {
 // The samples of `count` chunks added into each chunk's per-channel shifted sums and sums of
 // squares.
 void accumulate_statistics(const float* x, const BatchShape& shape, const double* shifts,
-                           const StatisticsChunk* chunks, int count) {
+                           const SumsChunk* chunks, int count) {
   const int64_t channels = shape.channels, length = shape.length;
   if (length == 1) {
     across_chunks(chunks, count, channels, [&](int k, int64_t first) {
-      return ChannelSums{x + first * channels, shifts, chunks[k].sums, chunks[k].squares};
+      return ChannelSums{x + first * channels, shifts, chunks[k].sums[0], chunks[k].sums[1]};
     });
     return;
   }
@@ -284,8 +280,8 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
       for (int64_t c = 0; c < channels; ++c) {
         const ShiftedSums run =
             shifted_sums_row(x + n * sample_size + c * length, length, shifts[c]);
-        chunks[k].sums[c] += run.sum;
-        chunks[k].squares[c] += run.squares;
+        chunks[k].sums[0][c] += run.sum;
+        chunks[k].sums[1][c] += run.squares;
       }
     }
   }
@@ -560,12 +556,15 @@ void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_R
 
 // Pass 1 over the samples of `count` chunks, each into its own sums.
 void backward_training_sums(const float* dy, const float* x, const BatchShape& shape,
-                            const double* shifts, const BackwardChunk* chunks, int count) {
+                            const double* shifts, const SumsChunk* chunks, int count) {
   const int64_t channels = shape.channels, length = shape.length;
+  const auto sums_of = [&](int k) {
+    const SumsChunk& chunk = chunks[k];
+    return BackwardSums{chunk.sums[0], chunk.sums[1], chunk.sums[2], chunk.sums[3]};
+  };
   if (length == 1) {
     across_chunks(chunks, count, channels, [&](int k, int64_t first) {
-      return ChannelBackwardSums{dy + first * channels, x + first * channels, shifts,
-                                 chunks[k].sums};
+      return ChannelBackwardSums{dy + first * channels, x + first * channels, shifts, sums_of(k)};
     });
     return;
   }
@@ -573,7 +572,7 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
     for (int64_t n = chunks[k].samples.begin; n < chunks[k].samples.end; ++n) {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t offset = (n * channels + c) * length;
-        backward_sums_along_length(dy + offset, x + offset, length, shifts[c], chunks[k].sums, c);
+        backward_sums_along_length(dy + offset, x + offset, length, shifts[c], sums_of(k), c);
       }
     }
   }
@@ -814,6 +813,7 @@ class ChannelPartials {
         count_(count),
         values_(scratch.zeroed<double>(chunks * channels * count)) {}
 
+  int count() const { return count_; }
   double* chunk(int64_t index, int quantity) {
     return values_ + (index * count_ + quantity) * channels_;
   }
@@ -847,22 +847,27 @@ void for_each_chunk(const BatchShape& shape, int64_t chunks, const Body& body) {
   parallel_chunks(chunks, shape.batch, shape.channels * shape.length, body);
 }
 
-// Runs body(first, count, ranges) over the batch's fixed chunks kStreams consecutive ones at a
-// time (fewer in the last group), groups spread over threads; ranges[k] are chunk first + k's
-// samples.
+// Runs body(group, count) over the batch's fixed chunks kStreams consecutive ones at a time
+// (fewer in the last group), groups spread over threads: group[k] is chunk first + k's samples
+// and its sums in `partials`.
 template <class Body>
-void for_each_chunk_group(const BatchShape& shape, int64_t chunks, const Body& body) {
+void for_each_chunk_group(const BatchShape& shape, int64_t chunks, ChannelPartials& partials,
+                          const Body& body) {
   const int64_t groups = (chunks + kStreams - 1) / kStreams;
   parallel_chunks(groups, shape.batch, shape.channels * shape.length,
-                  [&](int64_t group, int64_t, int64_t) {
-                    const int64_t first = group * kStreams;
+                  [&](int64_t group_index, int64_t, int64_t) {
+                    const int64_t first = group_index * kStreams;
                     const int count = static_cast<int>(std::min<int64_t>(kStreams, chunks - first));
-                    SampleRange ranges[kStreams];
+                    SumsChunk group[kStreams] = {};
                     for (int k = 0; k < count; ++k) {
-                      ranges[k] = {chunk_begin(shape.batch, chunks, first + k),
-                                   chunk_begin(shape.batch, chunks, first + k + 1)};
+                      const int64_t chunk = first + k;
+                      group[k].samples = {chunk_begin(shape.batch, chunks, chunk),
+                                          chunk_begin(shape.batch, chunks, chunk + 1)};
+                      for (int q = 0; q < partials.count(); ++q) {
+                        group[k].sums[q] = partials.chunk(chunk, q);
+                      }
                     }
-                    body(first, count, ranges);
+                    body(group, count);
                   });
 }
 
@@ -917,11 +922,7 @@ void batch_statistics(const float* x, const BatchShape& shape, double* mean, dou
   const int64_t chunks = reduction_chunks(shape.batch);
   const double* shifts = channel_shifts(scratch, x, shape);
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
-  for_each_chunk_group(shape, chunks, [&](int64_t first, int count, const SampleRange* ranges) {
-    StatisticsChunk group[kStreams];
-    for (int k = 0; k < count; ++k) {
-      group[k] = {ranges[k], partials.chunk(first + k, 0), partials.chunk(first + k, 1)};
-    }
+  for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
     HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, shape, shifts, group, count);
   });
   const double count = static_cast<double>(shape.batch * shape.length);
@@ -958,14 +959,7 @@ void batch_norm_backward_training(const float* dy, const float* x, const float* 
   const int64_t chunks = reduction_chunks(shape.batch);
   const double* shifts = channel_shifts(scratch, x, shape);
   ChannelPartials partials(scratch, chunks, shape.channels, 4);
-  for_each_chunk_group(shape, chunks, [&](int64_t first, int count, const SampleRange* ranges) {
-    BackwardChunk group[kStreams];
-    for (int k = 0; k < count; ++k) {
-      const int64_t chunk = first + k;
-      group[k] = {ranges[k],
-                  {partials.chunk(chunk, 0), partials.chunk(chunk, 1), partials.chunk(chunk, 2),
-                   partials.chunk(chunk, 3)}};
-    }
+  for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
     HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, shape, shifts, group, count);
   });
   // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
