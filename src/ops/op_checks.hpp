@@ -58,24 +58,60 @@ int64_t check_dropout_op(const char* input_name, const Const<T>& input, const ch
 
 // ---- LayerNorm and RMSNorm -----------------------------------------------------------------
 
+// What every norm forward checks, in this order (RMSNorm has no beta and no mean; an absent
+// argument is a null pointer): x and its rows, y, gamma and beta, eps, the per-row statistics
+// asked for, and that no output overlaps an input, y over x excepted.
+template <class T>
+RowLayout check_norm_forward(const NormConst<T>& x, const Shape& normalized_shape,
+                             const NormMutable<T>& y, const std::optional<NormConst<T>>& gamma,
+                             const std::optional<NormConst<T>>& beta, T eps,
+                             const Mutable<T>* mean, const Mutable<T>* rstd) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("y", y, x.shape);
+  check_affine(gamma, beta, normalized_shape);
+  check_eps(eps);
+  if (mean) check_count("mean", *mean, layout.rows, "per row");
+  if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
+  check_disjoint({region("y", y), region("mean", mean), region("rstd", rstd)},
+                 {region("x", x), region("gamma", gamma), region("beta", beta)}, {{"y", "x"}});
+  return layout;
+}
+
+// The same for a norm backward: x and its rows, dy, dx, gamma and beta, eps, dgamma and dbeta
+// against their parameters, the saved statistics given, and no output over an input but dx over
+// dy or x.
+template <class T>
+RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
+                              const Shape& normalized_shape, const NormMutable<T>& dx,
+                              const std::optional<Mutable<T>>& dgamma,
+                              const std::optional<Mutable<T>>& dbeta,
+                              const std::optional<NormConst<T>>& gamma,
+                              const std::optional<NormConst<T>>& beta, T eps,
+                              const Const<T>* mean, const Const<T>* rstd) {
+  check_tensor("x", x);
+  const RowLayout layout = row_layout(x.shape, normalized_shape);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", dx, x.shape);
+  check_affine(gamma, beta, normalized_shape);
+  check_eps(eps);
+  check_parameter_grad("dgamma", dgamma, "gamma", gamma, normalized_shape);
+  check_parameter_grad("dbeta", dbeta, "beta", beta, normalized_shape);
+  if (mean) check_count("mean", *mean, layout.rows, "per row");
+  if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
+  check_disjoint({region("dx", dx), region("dgamma", dgamma), region("dbeta", dbeta)},
+                 {region("dy", dy), region("x", x), region("gamma", gamma), region("beta", beta),
+                  region("mean", mean), region("rstd", rstd)},
+                 {{"dx", "dy"}, {"dx", "x"}});
+  return layout;
+}
+
 template <class T>
 RowLayout check_layer_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
                            const BasicLayerNormOptions<T>& options,
                            const std::optional<BasicNormStats<T>>& stats) {
-  check_tensor("x", x);
-  const RowLayout layout = row_layout(x.shape, normalized_shape);
-  check_shape("y", y, x.shape);
-  check_affine(options.gamma, options.beta, normalized_shape);
-  check_eps(options.eps);
-  if (stats) {
-    check_count("mean", stats->mean, layout.rows, "per row");
-    check_count("rstd", stats->rstd, layout.rows, "per row");
-  }
-  check_disjoint({region("y", y), region("mean", stats ? &stats->mean : nullptr),
-                  region("rstd", stats ? &stats->rstd : nullptr)},
-                 {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
-                 {{"y", "x"}});
-  return layout;
+  return check_norm_forward<T>(x, normalized_shape, y, options.gamma, options.beta, options.eps,
+                            stats ? &stats->mean : nullptr, stats ? &stats->rstd : nullptr);
 }
 
 template <class T>
@@ -84,40 +120,17 @@ RowLayout check_layer_norm_backward(const NormConst<T>& dy, const NormConst<T>& 
                                     const BasicLayerNormGrads<T>& grads,
                                     const BasicLayerNormOptions<T>& options,
                                     const std::optional<BasicSavedStats<T>>& saved) {
-  check_tensor("x", x);
-  const RowLayout layout = row_layout(x.shape, normalized_shape);
-  check_shape("dy", dy, x.shape);
-  check_shape("dx", grads.dx, x.shape);
-  check_affine(options.gamma, options.beta, normalized_shape);
-  check_eps(options.eps);
-  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
-  check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, normalized_shape);
-  if (saved) {
-    check_count("mean", saved->mean, layout.rows, "per row");
-    check_count("rstd", saved->rstd, layout.rows, "per row");
-  }
-  check_disjoint(
-      {region("dx", grads.dx), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-      {region("dy", dy), region("x", x), region("gamma", options.gamma),
-       region("beta", options.beta), region("mean", saved ? &saved->mean : nullptr),
-       region("rstd", saved ? &saved->rstd : nullptr)},
-      {{"dx", "dy"}, {"dx", "x"}});
-  return layout;
+  return check_norm_backward<T>(dy, x, normalized_shape, grads.dx, grads.dgamma, grads.dbeta,
+                             options.gamma, options.beta, options.eps,
+                             saved ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
 }
 
 template <class T>
 RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
                          const BasicRmsNormOptions<T>& options,
                          const std::optional<Mutable<T>>& rstd) {
-  check_tensor("x", x);
-  const RowLayout layout = row_layout(x.shape, normalized_shape);
-  check_shape("y", y, x.shape);
-  check_affine(options.gamma, std::optional<NormConst<T>>{}, normalized_shape);
-  check_eps(options.eps);
-  if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
-  check_disjoint({region("y", y), region("rstd", rstd)},
-                 {region("x", x), region("gamma", options.gamma)}, {{"y", "x"}});
-  return layout;
+  return check_norm_forward<T>(x, normalized_shape, y, options.gamma, std::optional<NormConst<T>>{},
+                            options.eps, nullptr, rstd ? &*rstd : nullptr);
 }
 
 template <class T>
@@ -126,19 +139,10 @@ RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                   const BasicRmsNormGrads<T>& grads,
                                   const BasicRmsNormOptions<T>& options,
                                   const MaybeConst<T>& saved_rstd) {
-  check_tensor("x", x);
-  const RowLayout layout = row_layout(x.shape, normalized_shape);
-  check_shape("dy", dy, x.shape);
-  check_shape("dx", grads.dx, x.shape);
-  check_affine(options.gamma, std::optional<NormConst<T>>{}, normalized_shape);
-  check_eps(options.eps);
-  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, normalized_shape);
-  if (saved_rstd) check_count("rstd", *saved_rstd, layout.rows, "per row");
-  check_disjoint({region("dx", grads.dx), region("dgamma", grads.dgamma)},
-                 {region("dy", dy), region("x", x), region("gamma", options.gamma),
-                  region("rstd", saved_rstd)},
-                 {{"dx", "dy"}, {"dx", "x"}});
-  return layout;
+  return check_norm_backward<T>(dy, x, normalized_shape, grads.dx, grads.dgamma,
+                             std::optional<Mutable<T>>{}, options.gamma,
+                             std::optional<NormConst<T>>{}, options.eps, nullptr,
+                             saved_rstd ? &*saved_rstd : nullptr);
 }
 
 // ---- BatchNorm -----------------------------------------------------------------------------
