@@ -7,7 +7,6 @@
 #include "ops/cpu/dropout.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/dropout_detail.hpp"
-#include "ops/reference/philox.hpp"
 #include "ops/op_checks.hpp"
 
 namespace addnorm {
@@ -39,15 +38,9 @@ void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& option
 void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options) {
   const int64_t count = detail::check_tensor("mask", mask);
   detail::check_dropout(options, count);
-  const uint32_t threshold = reference::dropout_threshold(options.p);
   cpu::parallel_rows(count, 1, [&](int64_t begin, int64_t end) {
-    constexpr int64_t kBlock = 1024;
-    uint32_t bits[kBlock];
-    for (int64_t start = begin; start < end; start += kBlock) {
-      const int64_t length = std::min(kBlock, end - start);
-      cpu::philox_bits(options.seed, options.offset + static_cast<uint64_t>(start), bits, length);
-      for (int64_t i = 0; i < length; ++i) mask.data[start + i] = bits[i] >= threshold ? 1 : 0;
-    }
+    cpu::keep_mask(options.seed, options.p, options.offset + static_cast<uint64_t>(begin),
+                   mask.data + begin, end - begin);
   });
 }
 

@@ -90,5 +90,24 @@ TEST(Dropout, SimdStreamEqualsTheScalarDefinition) {
   cpu::force_target(0);
 }
 
+// dropout_mask keeps element i exactly when the definition does (its bits at or above
+// floor(p 2^32)), for any offset and length and on every compiled target.
+TEST(Dropout, MaskEqualsTheDefinitionOnEveryTarget) {
+  for (int64_t target : cpu::available_targets()) {
+    cpu::force_target(target);
+    for (const float p : {0.1f, 0.5f, 0.97f}) {
+      const uint32_t threshold = reference::dropout_threshold(p);
+      for (const uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33}) {
+        const auto mask = mask_of(1003, {p, 0x9876ull, offset});
+        for (uint64_t i = 0; i < mask.size(); ++i) {
+          ASSERT_EQ(mask[i], reference::dropout_keeps(0x9876ull, offset + i, threshold) ? 1 : 0)
+              << cpu::target_name(target) << " p " << p << " element " << offset + i;
+        }
+      }
+    }
+  }
+  cpu::force_target(0);
+}
+
 }  // namespace
 }  // namespace addnorm

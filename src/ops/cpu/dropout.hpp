@@ -13,6 +13,10 @@ namespace addnorm::cpu {
 // bits[i] = the 32 random bits of element first_element + i of the stream keyed by seed.
 void philox_bits(uint64_t seed, uint64_t first_element, uint32_t* bits, int64_t count);
 
+// keep[i] = 1 if element first_element + i of the stream keyed by seed is kept at drop
+// probability p, 0 if it is dropped: the dropout's mask.
+void keep_mask(uint64_t seed, float p, uint64_t first_element, uint8_t* keep, int64_t count);
+
 // output[i] = dropout of input[i], input[i] being element first_element + i of the tensor's
 // stream (so first_element includes options.offset). output may be input.
 void apply_dropout(const float* input, float* output, int64_t count, const DropoutOptions& options,

@@ -94,13 +94,7 @@ void dropout_input(const DropoutStream& stream, const void* x_rows, const void* 
     if constexpr (kDrop) {
       const auto kept = kept_lanes(c, bits);
       dropped = dropped_lanes(df, dropped, kept, c.scale);
-      if constexpr (kKeep) {
-        const PhiloxU32Tag du32;
-        const hn::Rebind<uint8_t, PhiloxU32Tag> du8;
-        const auto ones = hn::IfThenElseZero(kept, hn::Set(du32, 1u));
-        hn::StoreU(hn::DemoteTo(du8, hn::BitCast(hn::RebindToSigned<PhiloxU32Tag>(), ones)), du8,
-                   keep + at);
-      }
+      if constexpr (kKeep) store_keep_bytes(kept, keep + at);
     } else if constexpr (kKeep) {
       const hn::Rebind<uint8_t, PhiloxU32Tag> du8;
       hn::StoreU(hn::Set(du8, uint8_t{1}), du8, keep + at);

@@ -100,27 +100,55 @@ void apply_keep_range(const float* input, const uint8_t* keep, void* dropped, DT
   });
 }
 
+// Elements [0, count) of the stream keyed by seed from first_element: one(i, bits) element by
+// element up to a block boundary and after the last whole group, and group(i, first_half,
+// second_half) for each whole group of PhiloxGroups::group_elements() elements from i on.
+template <class One, class Group>
+void walk_stream(uint64_t seed, uint64_t first_element, int64_t count, const One& one,
+                 const Group& group) {
+  ScalarPhilox scalar(seed);
+  int64_t i = 0;
+  for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) {
+    one(i, scalar.bits(first_element + static_cast<uint64_t>(i)));
+  }
+#if HWY_TARGET != HWY_SCALAR
+  const PhiloxGroups philox(seed);
+  const int64_t elements = PhiloxGroups::group_elements();
+  PhiloxV32 first_half, second_half;
+  for (; i + elements <= count; i += elements) {
+    philox.run((first_element + static_cast<uint64_t>(i)) / 4, first_half, second_half);
+    group(i, first_half, second_half);
+  }
+#else
+  (void)group;
+#endif
+  for (; i < count; ++i) one(i, scalar.bits(first_element + static_cast<uint64_t>(i)));
+}
+
 // bits[i] = the 32 random bits of element first_element + i of the stream keyed by seed.
 void philox_bits_range(uint64_t seed, uint64_t first_element, uint32_t* HWY_RESTRICT bits,
                        int64_t count) {
-  ScalarPhilox scalar(seed);
-  int64_t i = 0;
-  // Scalar until the element index is a multiple of 4 (a block boundary).
-  for (; i < count && (first_element + static_cast<uint64_t>(i)) % 4 != 0; ++i) {
-    bits[i] = scalar.bits(first_element + static_cast<uint64_t>(i));
-  }
-#if HWY_TARGET != HWY_SCALAR
-  const PhiloxU32Tag du32;
-  const PhiloxGroups philox(seed);
-  const int64_t group = PhiloxGroups::group_elements();
-  PhiloxV32 first_half, second_half;
-  for (; i + group <= count; i += group) {
-    philox.run((first_element + static_cast<uint64_t>(i)) / 4, first_half, second_half);
-    hn::StoreU(first_half, du32, bits + i);
-    hn::StoreU(second_half, du32, bits + i + group / 2);
-  }
-#endif
-  for (; i < count; ++i) bits[i] = scalar.bits(first_element + static_cast<uint64_t>(i));
+  walk_stream(
+      seed, first_element, count, [&](int64_t i, uint32_t word) { bits[i] = word; },
+      [&](int64_t i, auto first_half, auto second_half) HWY_ATTR {
+        const hn::DFromV<decltype(first_half)> du32;  // (a dependent name: no vectors on SCALAR)
+        hn::StoreU(first_half, du32, bits + i);
+        hn::StoreU(second_half, du32, bits + i + static_cast<int64_t>(hn::Lanes(du32)));
+      });
+}
+
+// keep[i] = 1 if element first_element + i of the stream is kept at drop probability p, else 0.
+void keep_mask_range(uint64_t seed, float p, uint64_t first_element, uint8_t* HWY_RESTRICT keep,
+                     int64_t count) {
+  const DropoutConstants c = constants_of(seed, p);
+  walk_stream(
+      seed, first_element, count,
+      [&](int64_t i, uint32_t word) { keep[i] = word >= c.threshold ? 1 : 0; },
+      [&](int64_t i, auto first_half, auto second_half) HWY_ATTR {
+        const hn::DFromV<decltype(first_half)> du32;
+        store_keep_bytes(kept_lanes(c, first_half), keep + i);
+        store_keep_bytes(kept_lanes(c, second_half), keep + i + static_cast<int64_t>(hn::Lanes(du32)));
+      });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -133,11 +161,16 @@ HWY_AFTER_NAMESPACE();
 namespace addnorm::cpu {
 
 HWY_EXPORT(philox_bits_range);
+HWY_EXPORT(keep_mask_range);
 HWY_EXPORT(dropout_add_range);
 HWY_EXPORT(apply_keep_range);
 
 void philox_bits(uint64_t seed, uint64_t first_element, uint32_t* bits, int64_t count) {
   HWY_DYNAMIC_DISPATCH(philox_bits_range)(seed, first_element, bits, count);
+}
+
+void keep_mask(uint64_t seed, float p, uint64_t first_element, uint8_t* keep, int64_t count) {
+  HWY_DYNAMIC_DISPATCH(keep_mask_range)(seed, p, first_element, keep, count);
 }
 
 void apply_dropout(const float* input, float* output, int64_t count, const DropoutOptions& options,

@@ -141,6 +141,15 @@ HWY_INLINE auto kept_lanes(const DropoutConstants& c, PhiloxV32 bits) {
   return hn::Not(hn::Lt(bits, hn::Set(PhiloxU32Tag(), c.threshold)));
 }
 
+// The mask of one vector of lanes, a byte per lane: 1 where kept, 0 where dropped.
+template <class M>
+HWY_INLINE void store_keep_bytes(M kept, uint8_t* HWY_RESTRICT keep) {
+  const PhiloxU32Tag du32;
+  const hn::Rebind<uint8_t, PhiloxU32Tag> du8;
+  const auto ones = hn::IfThenElseZero(kept, hn::Set(du32, 1u));
+  hn::StoreU(hn::DemoteTo(du8, hn::BitCast(hn::RebindToSigned<PhiloxU32Tag>(), ones)), du8, keep);
+}
+
 // The lanes of s dropped out: s * scale (float64, rounded once) where kept, 0 elsewhere.
 template <class DF, class M>
 HWY_INLINE hn::Vec<DF> dropped_lanes(DF df, hn::Vec<DF> s, M kept, double scale) {
