@@ -1,6 +1,5 @@
 // Dropout with counter-based masks (ops/reference/philox.hpp): element i of a tensor uses
 // element offset + i of the seed's stream, whatever the thread count.
-
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/dropout.hpp"
