@@ -64,8 +64,8 @@ int64_t check_dropout_op(const char* input_name, const Const<T>& input, const ch
 template <class T>
 RowLayout check_norm_forward(const NormConst<T>& x, const Shape& normalized_shape,
                              const NormMutable<T>& y, const std::optional<NormConst<T>>& gamma,
-                             const std::optional<NormConst<T>>& beta, T eps,
-                             const Mutable<T>* mean, const Mutable<T>* rstd) {
+                             const std::optional<NormConst<T>>& beta, T eps, const Mutable<T>* mean,
+                             const Mutable<T>* rstd) {
   check_tensor("x", x);
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("y", y, x.shape);
@@ -87,8 +87,8 @@ RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                               const std::optional<Mutable<T>>& dgamma,
                               const std::optional<Mutable<T>>& dbeta,
                               const std::optional<NormConst<T>>& gamma,
-                              const std::optional<NormConst<T>>& beta, T eps,
-                              const Const<T>* mean, const Const<T>* rstd) {
+                              const std::optional<NormConst<T>>& beta, T eps, const Const<T>* mean,
+                              const Const<T>* rstd) {
   check_tensor("x", x);
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("dy", dy, x.shape);
@@ -107,11 +107,11 @@ RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
 }
 
 template <class T>
-RowLayout check_layer_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
-                           const BasicLayerNormOptions<T>& options,
+RowLayout check_layer_norm(const NormConst<T>& x, const Shape& normalized_shape,
+                           const NormMutable<T>& y, const BasicLayerNormOptions<T>& options,
                            const std::optional<BasicNormStats<T>>& stats) {
   return check_norm_forward<T>(x, normalized_shape, y, options.gamma, options.beta, options.eps,
-                            stats ? &stats->mean : nullptr, stats ? &stats->rstd : nullptr);
+                               stats ? &stats->mean : nullptr, stats ? &stats->rstd : nullptr);
 }
 
 template <class T>
@@ -121,8 +121,8 @@ RowLayout check_layer_norm_backward(const NormConst<T>& dy, const NormConst<T>& 
                                     const BasicLayerNormOptions<T>& options,
                                     const std::optional<BasicSavedStats<T>>& saved) {
   return check_norm_backward<T>(dy, x, normalized_shape, grads.dx, grads.dgamma, grads.dbeta,
-                             options.gamma, options.beta, options.eps,
-                             saved ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
+                                options.gamma, options.beta, options.eps,
+                                saved ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
 }
 
 template <class T>
@@ -130,7 +130,7 @@ RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape, c
                          const BasicRmsNormOptions<T>& options,
                          const std::optional<Mutable<T>>& rstd) {
   return check_norm_forward<T>(x, normalized_shape, y, options.gamma, std::optional<NormConst<T>>{},
-                            options.eps, nullptr, rstd ? &*rstd : nullptr);
+                               options.eps, nullptr, rstd ? &*rstd : nullptr);
 }
 
 template <class T>
@@ -139,10 +139,9 @@ RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                   const BasicRmsNormGrads<T>& grads,
                                   const BasicRmsNormOptions<T>& options,
                                   const MaybeConst<T>& saved_rstd) {
-  return check_norm_backward<T>(dy, x, normalized_shape, grads.dx, grads.dgamma,
-                             std::optional<Mutable<T>>{}, options.gamma,
-                             std::optional<NormConst<T>>{}, options.eps, nullptr,
-                             saved_rstd ? &*saved_rstd : nullptr);
+  return check_norm_backward<T>(
+      dy, x, normalized_shape, grads.dx, grads.dgamma, std::optional<Mutable<T>>{}, options.gamma,
+      std::optional<NormConst<T>>{}, options.eps, nullptr, saved_rstd ? &*saved_rstd : nullptr);
 }
 
 // ---- BatchNorm -----------------------------------------------------------------------------

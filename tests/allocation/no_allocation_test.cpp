@@ -150,8 +150,7 @@ std::vector<std::pair<std::string, std::function<void()>>> ops(Tensors& t) {
        [=, &t] { add_norm_pre(t.in(t.x), t.in(t.r), t.row(), t.io(t.out), t.io(t.out2), an); }},
       {"add_norm_pre bf16",
        [=, &t] {
-         add_norm_pre(t.in16(t.x16), t.in16(t.r16), t.row(), t.io16(t.out16), t.io16(t.out16b),
-                      an);
+         add_norm_pre(t.in16(t.x16), t.in16(t.r16), t.row(), t.io16(t.out16), t.io16(t.out16b), an);
        }},
       {"add_norm_pre_backward",
        [=, &t] {
@@ -161,7 +160,9 @@ std::vector<std::pair<std::string, std::function<void()>>> ops(Tensors& t) {
       {"add_norm_post",
        [=, &t] { add_norm_post(t.in(t.x), t.in(t.r), t.row(), t.io(t.out), an, drop); }},
       {"add_norm_post bf16",
-       [=, &t] { add_norm_post(t.in16(t.x16), t.in16(t.r16), t.row(), t.io16(t.out16), an, drop); }},
+       [=, &t] {
+         add_norm_post(t.in16(t.x16), t.in16(t.r16), t.row(), t.io16(t.out16), an, drop);
+       }},
       {"add_norm_post_backward",
        [=, &t] {
          add_norm_post_backward(t.in(t.dy), t.in(t.x), t.in(t.r), t.row(),
@@ -177,9 +178,13 @@ std::vector<std::pair<std::string, std::function<void()>>> ops(Tensors& t) {
       {"dropout", [=, &t] { dropout(t.in(t.x), t.io(t.out), drop); }},
       {"dropout_backward", [=, &t] { dropout_backward(t.in(t.dy), t.io(t.out), drop); }},
       {"dropout_mask",
-       [=, &t] { dropout_mask(TensorView<uint8_t>{t.mask.data(), t.shape()}, drop); }},
+       [=, &t] {
+         dropout_mask(TensorView<uint8_t>{t.mask.data(), t.shape()}, drop);
+       }},
       {"batch_norm training",
-       [=, &t] { batch_norm(t.in(t.x), t.io(t.out), bn, RunningStats{running_mean, running_var}); }},
+       [=, &t] {
+         batch_norm(t.in(t.x), t.io(t.out), bn, RunningStats{running_mean, running_var});
+       }},
       {"batch_norm inference",
        [=, &t] {
          batch_norm(t.in(t.x), t.io(t.out), bn_eval, RunningStats{running_mean, running_var});

@@ -82,12 +82,12 @@ struct BackwardSums {
 
 // The passes over (N, C) input walk this many distant stretches of it in lock-step, a vector of
 // each in turn: the normalising pass and the backward's pass 2 four stretches of their range,
-// the statistics and the backward's pass 1 four chunks of the batch (for C < 512: across_chunks). One stretch at a time ran at half the speed from
-// memory (normalising pass: 19-21 GB/s against 36-48 GB/s, one thread, AMD EPYC Zen 5, C = 64 to
-// 1024, calls alternating in one process): with six table loads and the arithmetic to each
-// vector of x, too few cache lines were in flight. Alternating between stretches in blocks (1 Ki
-// to 64 Ki floats) instead of by vector was slower than one stretch, and prefetching further
-// ahead gained at most 11%.
+// the statistics and the backward's pass 1 four chunks of the batch (for C < 512:
+// across_chunks). One stretch at a time ran at half the speed from memory (normalising pass:
+// 19-21 GB/s against 36-48 GB/s, one thread, AMD EPYC Zen 5, C = 64 to 1024, calls alternating
+// in one process): with six table loads and the arithmetic to each vector of x, too few cache
+// lines were in flight. Alternating between stretches in blocks (1 Ki to 64 Ki floats) instead
+// of by vector was slower than one stretch, and prefetching further ahead gained at most 11%.
 inline constexpr int kStreams = 4;
 
 struct SampleRange {
@@ -184,18 +184,20 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
 // are folded Fold::kLongGroup at a time from one chunk: each sample is a stream of its own (two
 // in the backward, x and dy), and a larger group loads and stores the per-channel accumulators
 // (which no longer stay in L1 beside the data) less often. The statistics take 8 samples (8
-// streams), the backward 4 (8 streams: its groups of 8 measured 0.9-0.95x at C = 4096). Measured with calls alternating in one process (one thread,
-// AMD EPYC Zen 5, training forward, 64 MiB): the lock-step against one chunk of 4-sample groups
+// streams), the backward 4 (8 streams: its groups of 8 measured 0.9-0.95x at C = 4096).
+// Measured with calls alternating in one process (one thread, AMD EPYC Zen 5, training forward,
+// 64 MiB, before group_prefetch_ahead): the lock-step against one chunk of 4-sample groups
 // 1.18-1.47x at C = 128 to 512, 0.95-1.0x from C = 1024; groups of 8 against the lock-step
 // 1.11-1.22x at C = 768 to 4096, 0.94-1.02x at C = 256 and 512 (groups of 16: 1.02-1.13x).
+// With the wrapping prefetch, the lock-step measured 0.79-0.90x at C = 512 to 2048 again.
 inline bool lock_step_chunks(int64_t channels) {
   return channels * int64_t{sizeof(float)} < 2048;
 }
 
-// The samples of `count` chunks of (N, C) input,
-// folded by fold_at(chunk, first_sample) as lock_step_chunks says: kStreams chunks in lock-step
-// as far as the shortest goes, then the rest of each chunk (every chunk of a smaller group) on
-// its own. Either way each chunk's sums are those of its samples in order.
+// The samples of `count` chunks of (N, C) input, folded by fold_at(chunk, first_sample) as
+// lock_step_chunks says: kStreams chunks in lock-step as far as the shortest goes, then the rest
+// of each chunk (every chunk of a smaller group) on its own. Either way each chunk's sums are
+// those of its samples in order.
 template <class FoldAt>
 void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const FoldAt& fold_at) {
   using Fold = decltype(fold_at(0, int64_t{0}));
@@ -876,8 +878,8 @@ void for_each_chunk_group(const BatchShape& shape, int64_t chunks, ChannelPartia
 // rstd from a zero-variance channel with eps = 0 becomes 0 (its centred values are all exactly
 // 0, and so is x_hat).
 NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const double* rstd,
-                                    const double* variance, const float* gamma,
-                                    const float* beta, int64_t channels) {
+                                    const double* variance, const float* gamma, const float* beta,
+                                    int64_t channels) {
   const int64_t extended = channels + kTablePadding;
   float* centre_hi = scratch.take<float>(extended);
   float* centre_lo = scratch.take<float>(extended);
@@ -1016,8 +1018,8 @@ void batch_norm_backward_inference(const float* dy, const float* x, const float*
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
   for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_inference_samples)
-    (dy, x, dx, shape, mean, rstd, scale, partials.chunk(chunk, 0), partials.chunk(chunk, 1),
-     begin, end);
+    (dy, x, dx, shape, mean, rstd, scale, partials.chunk(chunk, 0), partials.chunk(chunk, 1), begin,
+     end);
   });
   double* sum_dy = scratch.take<double>(shape.channels);
   double* sum_dy_xhat = scratch.take<double>(shape.channels);

@@ -147,7 +147,8 @@ void keep_mask_range(uint64_t seed, float p, uint64_t first_element, uint8_t* HW
       [&](int64_t i, auto first_half, auto second_half) HWY_ATTR {
         const hn::DFromV<decltype(first_half)> du32;
         store_keep_bytes(kept_lanes(c, first_half), keep + i);
-        store_keep_bytes(kept_lanes(c, second_half), keep + i + static_cast<int64_t>(hn::Lanes(du32)));
+        store_keep_bytes(kept_lanes(c, second_half),
+                         keep + i + static_cast<int64_t>(hn::Lanes(du32)));
       });
 }
 

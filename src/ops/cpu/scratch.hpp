@@ -30,7 +30,8 @@ class Scratch {
   template <class T>
   T* take(int64_t count) {
     static_assert(std::is_trivially_copyable_v<T>, "scratch holds plain values");
-    return static_cast<T*>(arena_.take(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)));
+    return static_cast<T*>(
+        arena_.take(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)));
   }
   // The same, set to zero.
   template <class T>

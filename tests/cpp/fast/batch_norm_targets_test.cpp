@@ -174,7 +174,8 @@ void check_backward(const Case& c) {
     options.eps = static_cast<float>(eps);
     // dx on a 64-byte boundary, so that a large enough one is written with streaming stores.
     std::vector<float> dx_storage(x.size() + 16), dg(c.channels), db(c.channels);
-    float* dx_data = dx_storage.data() + (64 - reinterpret_cast<uintptr_t>(dx_storage.data()) % 64) / 4 % 16;
+    float* dx_data =
+        dx_storage.data() + (64 - reinterpret_cast<uintptr_t>(dx_storage.data()) % 64) / 4 % 16;
     batch_norm_backward(
         {dy.data(), shape}, {x.data(), shape},
         {{dx_data, shape}, MutableView{dg.data(), channels}, MutableView{db.data(), channels}},
@@ -203,11 +204,11 @@ TEST_P(BatchNormEveryTarget, MatchesTheFloat64Reference) {
 // multiple of 16 (48 and 2048 here: one chunk at a time and four in lock-step).
 TEST_P(BatchNormEveryTarget, MatchesTheReferenceWithStreamingStores) {
   const int64_t elements = cpu::kStreamingStoreBytes / int64_t{sizeof(float)} + 4096;
-  for (const Case& c : {Case{"large_mean", elements / 1031 + 1, 1031, 1},
-                        Case{"nan_channel", elements / 2048 + 1, 2048, 1},
-                        Case{"ordinary", elements / 2048 + 3, 2048, 1},
-                        Case{"ordinary", elements / 48 + 5, 48, 1},
-                        Case{"ordinary", elements / (37 * 67) + 1, 37, 67}}) {
+  for (const Case& c :
+       {Case{"large_mean", elements / 1031 + 1, 1031, 1},
+        Case{"nan_channel", elements / 2048 + 1, 2048, 1},
+        Case{"ordinary", elements / 2048 + 3, 2048, 1}, Case{"ordinary", elements / 48 + 5, 48, 1},
+        Case{"ordinary", elements / (37 * 67) + 1, 37, 67}}) {
     SCOPED_TRACE(c.kind + " " + shape_of(c).to_string());
     check_forward(c);
     check_backward(c);
