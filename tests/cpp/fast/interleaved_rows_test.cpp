@@ -1,10 +1,11 @@
-// The float32 forward runs one row's statistics inside the normalising pass of the row before it
-// (norm_forward_kernels.cpp, from D = 512 on). That must not change a single bit: on every SIMD
-// target, a whole call (rows interleaved, split over 1, 2 or 3 threads) gives exactly what the
-// same rows give one call per row (no row before them to interleave with), for LayerNorm and
-// RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the float32
-// lanes cannot hold (tiny spread, huge mean) and non-finite rows among them. The backward's dx
-// likewise: its pass 2 takes rows four at a time (norm_kernels.cpp) or, where a group holds such
+// The float32 forward takes short rows (D <= 1024, whole registers) a group at a time, one row
+// per float64 lane, and runs a longer row's statistics inside the normalising pass of the row
+// before it (norm_forward_kernels.cpp). Neither may change a single bit: on every SIMD target, a
+// whole call (rows grouped or interleaved, split over 1, 2 or 3 threads) gives exactly what the
+// same rows give one call per row (a group of one, no row before to interleave with), for LayerNorm
+// and RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the
+// float32 lanes cannot hold (tiny spread, huge mean) and non-finite rows among them. The backward's
+// dx likewise: its pass 2 takes rows four at a time (norm_kernels.cpp) or, where a group holds such
 // a row, one at a time, and a row's dx must not depend on which.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -93,7 +94,7 @@ class InterleavedRows : public ::testing::TestWithParam<int64_t> {
 TEST_P(InterleavedRows, WholeCallsEqualRowByRowCallsBitForBit) {
   const int64_t rows = 24;
   const int saved_threads = omp_get_max_threads();
-  for (const int64_t dim : {512, 1000, 1537, 4096}) {
+  for (const int64_t dim : {64, 208, 512, 1000, 1537, 4096}) {
     const auto x = special_rows(rows, dim, 21);
     const auto r = random_floats(static_cast<size_t>(rows * dim), 22, -1.0f, 1.0f);
     const auto r_bf16 = bfloat16_bits(r);
