@@ -75,52 +75,62 @@ hn::Vec<D> affine(D d, hn::Vec<D> x_hat, const float* gamma, const float* beta, 
 }
 
 // Row totals of a group of short rows, one row per lane: given as many vectors as float64 lanes
-// (v[k]: row k's partial sums), the vector whose lane k is the sum of v[k]'s lanes (or their
-// maximum, with Combine = hn::Max). Pairs of vectors are folded into each other (a transpose
-// and add, log2(lanes) levels), so a group of rows costs one reduction's shuffles instead of
-// one per row, and their quotients and square roots then take one vector instruction each.
-// Each lane sees a fixed tree of additions, whatever the lane's row.
+// (v[k]: row k's partial sums), the vector whose lane k is the sum of v[k]'s lanes. Pairs of
+// vectors are folded into each other (a transpose and add, log2(lanes) levels), so a group of
+// rows costs one reduction's shuffles instead of one per row, and their quotients and square
+// roots then take one vector instruction each. Each lane sees a fixed tree of additions,
+// whatever the lane's row.
 #if HWY_TARGET != HWY_SCALAR
-struct LaneSum {
-  template <class V>
-  V operator()(V a, V b) const {
-    return hn::Add(a, b);
-  }
-};
-struct LaneMax {
-  template <class V>
-  V operator()(V a, V b) const {
-    return hn::Max(a, b);
-  }
-};
-template <class Combine = LaneSum>
-hn::Vec<DoubleTag> row_totals(const hn::Vec<DoubleTag>* v, Combine combine = {}) {
+inline hn::Vec<DoubleTag> row_totals(const hn::Vec<DoubleTag>* v) {
   const DoubleTag dd;
   constexpr size_t kLanes = hn::MaxLanes(dd);
   static_assert(kLanes == 2 || kLanes == 4 || kLanes == 8, "x86 float64 lanes: 2, 4 or 8");
   // Level 1, within each 128-bit block: [v0's pair sum, v1's pair sum] for each pair of rows.
   hn::Vec<DoubleTag> pairs[kLanes / 2];
   for (size_t k = 0; k < kLanes / 2; ++k) {
-    pairs[k] = combine(hn::InterleaveLower(dd, v[2 * k], v[2 * k + 1]),
+    pairs[k] = hn::Add(hn::InterleaveLower(dd, v[2 * k], v[2 * k + 1]),
                        hn::InterleaveUpper(dd, v[2 * k], v[2 * k + 1]));
   }
   if constexpr (kLanes == 2) {
     return pairs[0];
   } else if constexpr (kLanes == 4) {
     // Level 2: the two blocks of rows (0, 1) beside those of rows (2, 3).
-    return combine(hn::ConcatLowerLower(dd, pairs[1], pairs[0]),
+    return hn::Add(hn::ConcatLowerLower(dd, pairs[1], pairs[0]),
                    hn::ConcatUpperUpper(dd, pairs[1], pairs[0]));
   } else {
     // Level 2: adjacent blocks, rows (0, 1) in even blocks and (2, 3) in odd ones; level 3:
     // the two 256-bit halves.
     auto quads = [&](hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b) HWY_ATTR {
-      return combine(hn::OddEvenBlocks(b, a),
+      return hn::Add(hn::OddEvenBlocks(b, a),
                      hn::OddEvenBlocks(hn::SwapAdjacentBlocks(b), hn::SwapAdjacentBlocks(a)));
     };
     const auto low = quads(pairs[0], pairs[1]);
     const auto high = quads(pairs[2], pairs[3]);
-    return combine(hn::ConcatLowerLower(dd, high, low), hn::ConcatUpperUpper(dd, high, low));
+    return hn::Add(hn::ConcatLowerLower(dd, high, low), hn::ConcatUpperUpper(dd, high, low));
   }
+}
+
+// moments_from and 1 / sqrt(variance + eps) (norm_numerics.hpp) for a group of rows, one per
+// lane: the same operations, each rounded as the scalar ones.
+struct MomentLanes {
+  hn::Vec<DoubleTag> mean;
+  hn::Vec<DoubleTag> variance;
+};
+inline MomentLanes moments_lanes(hn::Vec<DoubleTag> sum, hn::Vec<DoubleTag> squares,
+                                 hn::Vec<DoubleTag> shift, int64_t dim, bool centre) {
+  const DoubleTag dd;
+  const auto count = hn::Set(dd, static_cast<double>(dim));
+  const auto zero = hn::Zero(dd);
+  const auto mean_square = hn::Div(squares, count);
+  if (!centre) return {zero, mean_square};
+  const auto mean_shifted = hn::Div(sum, count);
+  const auto variance = hn::Sub(mean_square, hn::Mul(mean_shifted, mean_shifted));
+  return {hn::Add(shift, mean_shifted),
+          hn::IfThenElse(hn::Lt(variance, zero), zero, variance)};  // a NaN stays
+}
+inline hn::Vec<DoubleTag> rstd_lanes(hn::Vec<DoubleTag> variance, double eps) {
+  const DoubleTag dd;
+  return hn::Div(hn::Set(dd, 1.0), hn::Sqrt(hn::Add(variance, hn::Set(dd, eps))));
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 

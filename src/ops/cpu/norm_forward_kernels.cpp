@@ -621,24 +621,12 @@ void short_row_moments(const NormForward& a, int64_t first, int64_t count, bool 
     sums[k] = hn::Add(s0, s1);
     squares[k] = hn::Add(q0, q1);
   }
-  // moments_from and 1 / sqrt(variance + eps), lane by lane: the same operations, each rounded
-  // as the scalar ones.
-  const auto count_v = hn::Set(dd, static_cast<double>(dim));
-  const auto zero = hn::Zero(dd);
-  const auto mean_square = hn::Div(row_totals(squares), count_v);
-  auto mean = zero, variance = mean_square;
-  if (centre) {
-    const auto mean_shifted = hn::Div(row_totals(sums), count_v);
-    variance = hn::Sub(mean_square, hn::Mul(mean_shifted, mean_shifted));
-    variance = hn::IfThenElse(hn::Lt(variance, zero), zero, variance);  // a NaN stays
-    mean = hn::Add(hn::Load(dd, shifts), mean_shifted);
-  }
-  const auto rstd = hn::Div(hn::Set(dd, 1.0),
-                            hn::Sqrt(hn::Add(variance, hn::Set(dd, static_cast<double>(a.eps)))));
+  const MomentLanes m = moments_lanes(centre ? row_totals(sums) : hn::Zero(dd), row_totals(squares),
+                                      hn::Load(dd, shifts), dim, centre);
   HWY_ALIGN double means[kRows], variances[kRows];
-  hn::Store(mean, dd, means);
-  hn::Store(variance, dd, variances);
-  hn::StoreU(rstd, dd, rstds);
+  hn::Store(m.mean, dd, means);
+  hn::Store(m.variance, dd, variances);
+  hn::StoreU(rstd_lanes(m.variance, static_cast<double>(a.eps)), dd, rstds);
   for (size_t k = 0; k < kRows; ++k) moments[k] = {means[k], variances[k]};
 }
 
