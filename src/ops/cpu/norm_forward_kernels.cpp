@@ -14,7 +14,8 @@
 //  - a float32 stream: shifted sums in float64 lanes (floats promoted on load), as BatchNorm does;
 //    short rows (up to kShortRowMaxDim) a group at a time, one row's totals per lane
 //    (short_row_moments), so that their quotients and square roots are vector instructions;
-//  - a 16-bit stream (whatever the branch): values widen exactly to float32; sums shifted by an
+//  - a 16-bit stream (whatever the branch), rows longer than kShortHalfRowMaxDim (shorter ones
+//    go as float32 rows do): values widen exactly to float32; sums shifted by an
 //    estimate of the mean accumulate in float32 lanes over blocks of kBlock vectors and in
 //    float64 across blocks, with a second pass over centred values for the rare row whose
 //    estimate was poor (block_moments), so cancellation never amplifies rounding more than 4
@@ -571,20 +572,26 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
   }
 }
 
-// ---- short rows of a float32 stream: one row per float64 lane ---------------------------------
+// ---- short rows: one row per float64 lane ----------------------------------------------------
 #if HWY_TARGET != HWY_SCALAR
-// Up to this length (and for lengths a whole number of float32 registers) a float32 stream's
-// rows go through short_rows. Their per-row fixed costs (two horizontal sums, scalar quotients,
-// a square root and a division, each on a serial chain, and a call of the normalising pass)
-// otherwise outweigh a short row's own arithmetic. Measured against the general loop, calls
-// alternating in one process (AMD EPYC, Zen 5): 1.3-1.4x at D = 64, 1.1-1.3x at D = 128-512,
-// 1.07-1.17x at D = 1024 (1 and 2 threads, in cache and from memory); 0.88-0.97x from D = 2048,
-// where the general loop's interleaving of a row's sums with the row before pays.
+// Rows up to this length (and a whole number of float32 registers) go through short_rows: their
+// per-row fixed costs (horizontal sums, scalar quotients, a square root and a division, each on
+// a serial chain, and a call of the normalising pass) otherwise outweigh a short row's own
+// arithmetic. Measured against the general loop, calls alternating in one process (AMD EPYC,
+// Zen 5; 1 and 2 threads, in cache and from memory):
+//  - float32 streams: 1.3-1.4x at D = 64, 1.1-1.3x at D = 128-512, 1.07-1.17x at D = 1024;
+//    0.88-0.97x from D = 2048, where the general loop's interleaving of a row's sums with the
+//    row before pays;
+//  - 16-bit streams (whose general loop sums in float32 blocks): 1.3-1.5x at D = 64, 1.1-1.3x at
+//    D = 96, 1.06-1.22x at D = 128; 0.96-1.1x at D = 160 and 0.8-0.96x at D = 256, where the
+//    float64 lanes' extra arithmetic per element costs more than the fixed costs saved.
+// Short 16-bit rows are summed in float64 lanes as float32 rows are: no less accurate.
 constexpr int64_t kShortRowMaxDim = 1024;
+constexpr int64_t kShortHalfRowMaxDim = 128;
 
 template <class SS>
 bool takes_short_rows(int64_t dim) {
-  return !SS::kHalf && dim <= kShortRowMaxDim &&
+  return dim <= (SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim) &&
          dim % static_cast<int64_t>(hn::Lanes(FloatTag())) == 0;
 }
 
@@ -670,6 +677,17 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
   Parameters w{a.gamma, a.beta, nullptr, nullptr};
   bool stream = a.stream_outputs;
+#if HWY_TARGET != HWY_SCALAR
+  if (takes_short_rows<SS>(dim)) {
+    with_affine(form, [&](auto affine_c) {
+      with_flag(stream, [&](auto streams) {
+        short_rows<SS, SB, kResidual, affine_c(), streams()>(a, begin, end, w);
+      });
+    });
+    if (a.stream_outputs) hwy::FlushStream();
+    return;
+  }
+#endif
   bool pairs = false;
   bool nans = true;
 #if HWY_TARGET != HWY_SCALAR
@@ -701,17 +719,6 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   // 4-15% faster from D = 512 on, 1 and 2 threads).
   constexpr int64_t kInterleaveMinDim = 512;
   const bool interleave = kInterleaved && dim >= kInterleaveMinDim;
-#if HWY_TARGET != HWY_SCALAR
-  if (takes_short_rows<SS>(dim)) {
-    with_affine(form, [&](auto affine_c) {
-      with_flag(stream, [&](auto streams) {
-        short_rows<SS, SB, kResidual, affine_c(), streams()>(a, begin, end, w);
-      });
-    });
-    if (a.stream_outputs) hwy::FlushStream();
-    return;
-  }
-#endif
   for (int64_t first = begin; first < end; first += group) {
     const int64_t count = std::min(group, end - first);
     if (!interleave || first == begin) {
