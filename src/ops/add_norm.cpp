@@ -71,22 +71,6 @@ void norm_backward(const float* dy, const float* h, const float* dh_next, float*
 
 using detail::block_rows;
 
-// Per-thread scratch of the post-norm ops: one block of h (and of its dropout mask), which stays
-// in cache from being built to being normalised. It only grows, so steady-state calls do not
-// allocate.
-struct PostScratch {
-  std::vector<float> h;
-  std::vector<uint8_t> keep;
-};
-
-PostScratch& post_scratch(int64_t block_elements, bool with_keep) {
-  thread_local PostScratch scratch;
-  const auto size = static_cast<size_t>(block_elements);
-  if (scratch.h.size() < size) scratch.h.resize(size);
-  if (with_keep && scratch.keep.size() < size) scratch.keep.resize(size);
-  return scratch;
-}
-
 }  // namespace
 
 void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
@@ -120,14 +104,14 @@ void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next,
 
 namespace {
 
-// The norm's settings with gamma and beta as float32 (widened once per call when stored
-// narrower).
+// The norm's settings with gamma and beta as float32 (widened once per call into `scratch`
+// when stored narrower).
 cpu::NormForward post_forward_args(const AddNormOptions& options,
                                    const std::optional<NormStats>& stats,
-                                   const detail::RowLayout& layout) {
+                                   const detail::RowLayout& layout, cpu::Scratch& scratch) {
   cpu::NormForward args;
-  args.gamma = detail::parameter_as_float32(options.gamma, detail::kGammaSlot);
-  args.beta = detail::parameter_as_float32(options.beta, detail::kBetaSlot);
+  args.gamma = detail::parameter_as_float32(options.gamma, scratch);
+  args.beta = detail::parameter_as_float32(options.beta, scratch);
   args.zero_centered_gamma = options.zero_centered_gamma;
   args.norm = options.norm;
   args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
@@ -155,7 +139,8 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
   // In the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in float32, 16 KiB
   // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
   // and written to y in y's type, with streaming stores when y is too large to stay in cache.
-  cpu::NormForward args = post_forward_args(options, stats, layout);
+  cpu::Scratch scratch;
+  cpu::NormForward args = post_forward_args(options, stats, layout, scratch);
   cpu::DropoutInput stage;
   stage.s = s.data;
   stage.s_storage = s.dtype;
@@ -179,14 +164,15 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
       dy, x, s, normalized_shape, grads, options, dropout, saved);
   const int64_t count = layout.rows * layout.dim;
   // Block by block, in cache: the forward's h = x + Dropout(s) is rebuilt in a per-thread
-  // float32 buffer from x and s in their storage types, generating the Philox bits once and
-  // keeping the mask (a byte per element); the norm's backward turns h into dh = dx in place
-  // (reading dy in its storage type); then one pass writes dx and ds = dx * mask / (1 - p), the
-  // dropout's own backward, each rounded once to its storage type, with streaming stores when
+  // float32 buffer (scratch.hpp) from x and s in their storage types, generating the Philox bits
+  // once and keeping the mask (a byte per element); the norm's backward turns h into dh = dx in
+  // place (reading dy in its storage type); then one pass writes dx and ds = dx * mask / (1 - p),
+  // the dropout's own backward, each rounded once to its storage type, with streaming stores when
   // the tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has
   // been read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
+  cpu::Scratch scratch;
   cpu::NormBackward args;
-  args.gamma = detail::parameter_as_float32(options.gamma, detail::kGammaSlot);
+  args.gamma = detail::parameter_as_float32(options.gamma, scratch);
   args.zero_centered_gamma = options.zero_centered_gamma;
   args.norm = options.norm;
   args.dim = layout.dim;
@@ -201,9 +187,11 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             grads.dbeta.has_value());
   cpu::parallel_chunks(
       chunks, layout.rows, layout.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
-        PostScratch& scratch = post_scratch(rows_per_block * layout.dim, with_keep);
-        float* h = scratch.h.data();
-        uint8_t* keep = with_keep ? scratch.keep.data() : nullptr;
+        // One block of h and of its mask, in cache from being built to being normalised.
+        cpu::Scratch block_scratch;
+        float* h = block_scratch.take<float>(rows_per_block * layout.dim);
+        uint8_t* keep =
+            with_keep ? block_scratch.take<uint8_t>(rows_per_block * layout.dim) : nullptr;
         for (int64_t first = begin; first < end; first += rows_per_block) {
           const int64_t last = std::min(end, first + rows_per_block);
           const int64_t at = first * layout.dim, length = (last - first) * layout.dim;

@@ -29,7 +29,6 @@ namespace {
 
 using detail::input_rows;
 using detail::output_rows;
-using detail::staging;
 using detail::store_rows;
 
 // Runs body(first, rows, at, count) over blocks of rows (at, count: their elements), the blocks
@@ -47,14 +46,13 @@ void for_each_block(const detail::RowLayout& layout, const Body& body) {
 
 // gamma and beta as float32 for the whole call (one row each: widened once on this thread).
 struct Parameters {
+  cpu::Scratch scratch;  // before the pointers into it
   const float* gamma = nullptr;
   const float* beta = nullptr;
   explicit Parameters(const MixedNormOptions& options)
-      : gamma(detail::parameter_as_float32(options.gamma, detail::kGammaSlot)),
-        beta(detail::parameter_as_float32(options.beta, detail::kBetaSlot)) {}
+      : gamma(detail::parameter_as_float32(options.gamma, scratch)),
+        beta(detail::parameter_as_float32(options.beta, scratch)) {}
 };
-
-enum Slot { kX = 0, kResidual = 1, kH = 2, kY = 3, kExtra = 4 };
 
 // The norm's settings for a block of `rows` rows starting at row `first`.
 void set_norm(cpu::NormForward& args, const Parameters& parameters,
@@ -100,9 +98,10 @@ void norm_forward_mixed(AnyConstView x, const Shape& normalized_shape, AnyMutabl
   }
   // Staged: x and y of the two different 16-bit types.
   for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::Scratch scratch;
     cpu::NormForward args;
-    float* y_rows = output_rows(y, at, count, kY);
-    args.x = input_rows(x, at, count, kX);
+    float* y_rows = output_rows(y, at, count, scratch);
+    args.x = input_rows(x, at, count, scratch);
     args.y = y_rows;
     set_norm(args, parameters, options, stats, first, rows, layout.dim);
     cpu::norm_forward_range(args, 0, rows);
@@ -121,23 +120,24 @@ void add_norm_pre_mixed(AnyConstView x, AnyConstView r, const Shape& normalized_
   }
   // Staged: h not of x's type, y not of r's, or a stream and branch of different 16-bit types.
   for_each_block(layout, [&](int64_t first, int64_t rows, int64_t at, int64_t count) {
+    cpu::Scratch scratch;
     cpu::NormForward args;
-    const float* x_rows = input_rows(x, at, count, kX);
-    const float* r_rows = input_rows(r, at, count, kResidual);
-    float* h_rows = output_rows(h, at, count, kH);
-    float* y_rows = output_rows(y, at, count, kY);
+    const float* x_rows = input_rows(x, at, count, scratch);
+    const float* r_rows = input_rows(r, at, count, scratch);
+    float* h_rows = output_rows(h, at, count, scratch);
+    float* y_rows = output_rows(y, at, count, scratch);
     args.x = x_rows;
     args.residual = r_rows;
     args.h = h_rows;
     args.y = y_rows;
     if (h.dtype != DType::float32) {
       // The norm must see h as stored: form it, store it, and round it to its storage type
-      // in cache (narrowed into a scratch slot and widened back; rereading it from h's
+      // in cache (narrowed into scratch and widened back; rereading it from h's
       // memory would miss the cache once h is written with streaming stores).
       float* staged_h = h_rows;
       for (int64_t i = 0; i < count; ++i) staged_h[i] = x_rows[i] + r_rows[i];
       store_rows(h, staged_h, at, count);
-      void* narrowed = staging(kExtra, count);
+      void* narrowed = scratch.take<float>(count);  // room for any 16-bit type
       cpu::from_float32(staged_h, narrowed, h.dtype, count);
       cpu::to_float32(narrowed, h.dtype, staged_h, count);
       args.x = staged_h;
@@ -187,11 +187,12 @@ void norm_backward_mixed(AnyConstView dy, AnyConstView x, const Shape& normalize
     for (int64_t first = begin; first < end; first += block) {
       const int64_t rows = std::min(block, end - first);
       const int64_t at = first * layout.dim, count = rows * layout.dim;
+      cpu::Scratch scratch;
       cpu::NormBackward args;
-      args.dy = input_rows(dy, at, count, kY);
-      args.x = input_rows(x, at, count, kX);
-      args.dh_next = dh_next ? input_rows(*dh_next, at, count, kResidual) : nullptr;
-      float* dx_rows = output_rows(grads.dx, at, count, kH);
+      args.dy = input_rows(dy, at, count, scratch);
+      args.x = input_rows(x, at, count, scratch);
+      args.dh_next = dh_next ? input_rows(*dh_next, at, count, scratch) : nullptr;
+      float* dx_rows = output_rows(grads.dx, at, count, scratch);
       args.dx = dx_rows;
       args.gamma = parameters.gamma;
       args.zero_centered_gamma = options.zero_centered_gamma;

@@ -1,8 +1,6 @@
 #include "ops/staged_rows.hpp"
 
 #include <algorithm>
-#include <array>
-#include <vector>
 
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
@@ -11,24 +9,19 @@ namespace addnorm::detail {
 
 int64_t block_rows(int64_t dim) { return std::max<int64_t>(1, (int64_t{1} << 14) / dim); }
 
-float* staging(int slot, int64_t count) {
-  thread_local std::array<std::vector<float>, kStagingSlots> buffers;
-  auto& buffer = buffers[static_cast<size_t>(slot)];
-  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
-}
-
-const float* input_rows(const AnyConstView& view, int64_t begin, int64_t count, int slot) {
+const float* input_rows(const AnyConstView& view, int64_t begin, int64_t count,
+                        cpu::Scratch& scratch) {
   if (view.dtype == DType::float32) return static_cast<const float*>(view.data) + begin;
-  float* rows = staging(slot, count);
+  float* rows = scratch.take<float>(count);
   cpu::to_float32(static_cast<const uint8_t*>(view.data) + begin * dtype_size(view.dtype),
                   view.dtype, rows, count);
   return rows;
 }
 
-float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count, int slot) {
+float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count,
+                   cpu::Scratch& scratch) {
   if (view.dtype == DType::float32) return static_cast<float*>(view.data) + begin;
-  return staging(slot, count);
+  return scratch.take<float>(count);
 }
 
 void store_rows(const AnyMutableView& view, const float* rows, int64_t begin, int64_t count) {
@@ -38,9 +31,9 @@ void store_rows(const AnyMutableView& view, const float* rows, int64_t begin, in
                     view.dtype, count, stream);
 }
 
-const float* parameter_as_float32(const std::optional<AnyConstView>& view, int slot) {
+const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch) {
   if (!view) return nullptr;
-  return input_rows(*view, 0, view->shape.numel(), slot);
+  return input_rows(*view, 0, view->shape.numel(), scratch);
 }
 
 }  // namespace addnorm::detail

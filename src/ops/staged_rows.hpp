@@ -2,41 +2,35 @@
 // directly: the few mixed-storage norms the engine has no pair for (mixed_precision.cpp: a
 // bfloat16 with a float16 group, or a group of mixed types). A block (about 16 Ki elements)
 // stays in cache from being widened to being used. Also gamma and beta as float32 for a call
-// (parameter_as_float32: one row, widened once). The per-thread buffers only grow, so
-// steady-state calls do not allocate.
+// (parameter_as_float32: one row, widened once). Staged rows live in the calling thread's
+// scratch (ops/cpu/scratch.hpp), so steady-state calls do not allocate.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "addnorm/dtype.hpp"
+#include "ops/cpu/scratch.hpp"
 
 namespace addnorm::detail {
 
 // Rows per block: about 16 Ki elements, at least one row.
 int64_t block_rows(int64_t dim);
 
-// The calling thread's float32 buffer number `slot` (0 to kStagingSlots - 1), at least `count`
-// long. A call gives each tensor it stages its own slot.
-inline constexpr int kStagingSlots = 8;
-float* staging(int slot, int64_t count);
+// Elements [begin, begin + count) of an input as float32: in place, or widened into `scratch`.
+const float* input_rows(const AnyConstView& view, int64_t begin, int64_t count,
+                        cpu::Scratch& scratch);
 
-// Elements [begin, begin + count) of an input as float32: in place, or widened into a slot.
-const float* input_rows(const AnyConstView& view, int64_t begin, int64_t count, int slot);
+// Where elements [begin, begin + count) of an output are computed: in place (float32) or in
+// `scratch`.
+float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count, cpu::Scratch& scratch);
 
-// Where elements [begin, begin + count) of an output are computed: in place (float32) or a slot.
-float* output_rows(const AnyMutableView& view, int64_t begin, int64_t count, int slot);
-
-// Narrows output rows computed in a slot into their storage (nothing to do for float32), with
+// Narrows output rows computed in scratch into their storage (nothing to do for float32), with
 // streaming stores when the whole output is larger than the cache.
 void store_rows(const AnyMutableView& view, const float* rows, int64_t begin, int64_t count);
 
-// A parameter (gamma or beta: one row) as float32 for a whole call, in the calling thread's
-// slot `slot` when it is stored narrower; nullptr when absent.
-const float* parameter_as_float32(const std::optional<AnyConstView>& view, int slot);
-
-// The slots the parameters use, clear of the row slots 0-5.
-inline constexpr int kGammaSlot = 6;
-inline constexpr int kBetaSlot = 7;
+// A parameter (gamma or beta: one row) as float32 for a whole call, widened into `scratch` when
+// it is stored narrower; nullptr when absent.
+const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch);
 
 }  // namespace addnorm::detail

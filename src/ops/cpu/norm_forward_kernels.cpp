@@ -42,9 +42,9 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "hwy/cache_control.h"
+#include "ops/cpu/scratch.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace addnorm::cpu {
@@ -432,10 +432,9 @@ void normalise_row_pairs(const RowPointers<Bfloat16Rows, Bfloat16Rows>& row, HiL
   for (; i < dim; ++i) scalar(i);
 }
 
-// De-interleaves gamma and beta into per-thread storage for normalise_row_pairs.
-void pair_parameters(Parameters& w, int64_t dim) {
-  thread_local std::vector<float> storage;
-  storage.resize(static_cast<size_t>(2 * dim));
+// De-interleaves gamma and beta into `scratch` for normalise_row_pairs.
+void pair_parameters(Parameters& w, int64_t dim, Scratch& scratch) {
+  float* const storage = scratch.take<float>(2 * dim);
   const int64_t half = dim / 2;
   // Vectors of pairs (a decode of a few rows pays for this set-up: by vectors it costs a tenth
   // of a row, element by element it cost several rows).
@@ -455,12 +454,12 @@ void pair_parameters(Parameters& w, int64_t dim) {
     }
   };
   if (w.gamma) {
-    split_into(w.gamma, storage.data());
-    w.pair_gamma = storage.data();
+    split_into(w.gamma, storage);
+    w.pair_gamma = storage;
   }
   if (w.beta) {
-    split_into(w.beta, storage.data() + dim);
-    w.pair_beta = storage.data() + dim;
+    split_into(w.beta, storage + dim);
+    w.pair_beta = storage + dim;
   }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -693,6 +692,7 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
 #endif
   bool pairs = false;
   bool nans = true;
+  Scratch scratch;  // the pairs' parameters
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (kPairsAllowed<SS, SB, kResidual>) {
     // What the pairs set up once per call over gamma and beta (checking them, de-interleaving
@@ -700,7 +700,7 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
     constexpr int64_t kSetUpRows = 4;
     pairs = dim % 2 == 0 && end - begin >= kSetUpRows;
     if (pairs) {
-      pair_parameters(w, dim);
+      pair_parameters(w, dim, scratch);
       // Pairs stream 32-bit lanes: y must sit on a 4-byte boundary.
       stream = stream && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
       // With finite gamma and beta the pairs' rounding skips its NaN handling.
@@ -759,13 +759,14 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
 
 // ---- post-norm: the dropout input stage ------------------------------------------------------
 
-// The post-norm row loop: as norm_forward_rows_as, with each group's input h = x + Dropout(s)
-// built first (dropout_input-inl.h) into a per-thread float32 buffer of one block of rows
-// (kGroupBytes: in the L1 cache), from which both passes read; short rows as short_rows does. The
-// buffer only grows, so steady-state calls do not allocate. y may be x or s: a group's rows are all
-// read before any of its outputs is written. (Building the next group inside the normalising pass,
-// as the float32 forward steps its sums, measured 5-30% slower on AMD EPYC, Zen 5, D = 128-8192:
-// the Philox work then competes with the normalising pass instead of overlapping its stores.)
+// The post-norm row loop: as norm_forward_rows_as, with each block's input h = x + Dropout(s)
+// built first (dropout_input-inl.h) into a float32 buffer of one block of rows (kGroupBytes: in
+// the L1 cache), from which both passes read; short rows as short_rows does. The buffer comes
+// from the thread's scratch (scratch.hpp), so steady-state calls do not allocate. y may be x or
+// s: a block's rows are all read before any of its outputs is written. (Building the next group
+// inside the normalising pass, as the float32 forward steps its sums, measured 5-30% slower on
+// AMD EPYC, Zen 5, D = 128-8192: the Philox work then competes with the normalising pass instead
+// of overlapping its stores.)
 template <class SB>
 void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   using SH = Float32Rows;  // h
@@ -783,11 +784,8 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   // Rows built per call of the input stage: kGroupBytes of float32 (in L1), normalised in groups
   // of up to kMaxGroup rows (or of short rows).
   const int64_t block = std::max<int64_t>(1, kGroupBytes / int64_t{sizeof(float)} / dim);
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < static_cast<size_t>(block * dim)) {
-    buffer.resize(static_cast<size_t>(block * dim));
-  }
-  float* const h = buffer.data();
+  Scratch scratch;
+  float* const h = scratch.take<float>(block * dim);
   auto* const y = static_cast<typename SB::Elem*>(a.y);
   // Builds each block of rows in h, then normalise_block(block_first, block_end) normalises it.
   auto for_each_block = [&](const auto& normalise_block) {

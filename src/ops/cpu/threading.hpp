@@ -6,7 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+
+#include "ops/cpu/scratch.hpp"
 
 namespace addnorm::cpu {
 
@@ -57,23 +58,14 @@ void parallel_chunks(int64_t chunks, int64_t rows, int64_t dim, const Body& body
   for (int64_t chunk = 0; chunk < chunks; ++chunk) run(chunk);
 }
 
-// Float64 partial sums of dgamma and dbeta, one row of `dim` per chunk, zeroed. The storage is
-// per calling thread and only grows, so steady-state calls do not allocate.
+// Float64 partial sums of dgamma and dbeta, one row of `dim` per chunk, zeroed, in the calling
+// thread's scratch (scratch.hpp): steady-state calls do not allocate.
 class PartialSums {
  public:
   PartialSums(int64_t chunks, int64_t dim, bool with_dgamma, bool with_dbeta)
       : chunks_(chunks), dim_(dim) {
-    const auto size = static_cast<size_t>(chunks * dim);
-    std::vector<double>& storage = workspace();
-    const size_t needed = size * ((with_dgamma ? 1 : 0) + (with_dbeta ? 1 : 0));
-    if (storage.size() < needed) storage.resize(needed);
-    std::fill(storage.begin(), storage.begin() + static_cast<std::ptrdiff_t>(needed), 0.0);
-    double* next = storage.data();
-    if (with_dgamma) {
-      dgamma_ = next;
-      next += size;
-    }
-    if (with_dbeta) dbeta_ = next;
+    if (with_dgamma) dgamma_ = scratch_.zeroed<double>(chunks * dim);
+    if (with_dbeta) dbeta_ = scratch_.zeroed<double>(chunks * dim);
   }
 
   double* dgamma(int64_t chunk) const { return dgamma_ ? dgamma_ + chunk * dim_ : nullptr; }
@@ -83,11 +75,6 @@ class PartialSums {
   void reduce_dbeta(float* out) const { reduce(dbeta_, out); }
 
  private:
-  static std::vector<double>& workspace() {
-    thread_local std::vector<double> storage;
-    return storage;
-  }
-
   // out[i] = the chunks' partials added in chunk order, rounded once. The chunks are added
   // into chunk 0's row one whole row at a time (contiguous, so it vectorises); each element
   // still sees the same additions in the same order. The final + 0.0 turns a -0 into +0, as
@@ -100,6 +87,7 @@ class PartialSums {
     for (int64_t i = 0; i < dim_; ++i) out[i] = static_cast<float>(partials[i] + 0.0);
   }
 
+  Scratch scratch_;
   int64_t chunks_;
   int64_t dim_;
   double* dgamma_ = nullptr;
