@@ -581,12 +581,13 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 //  - float32 streams: 1.3-1.4x at D = 64, 1.1-1.3x at D = 128-512, 1.07-1.17x at D = 1024;
 //    0.88-0.97x from D = 2048, where the general loop's interleaving of a row's sums with the
 //    row before pays;
-//  - 16-bit streams (whose general loop sums in float32 blocks): 1.3-1.5x at D = 64, 1.1-1.3x at
-//    D = 96, 1.06-1.22x at D = 128; 0.96-1.1x at D = 160 and 0.8-0.96x at D = 256, where the
-//    float64 lanes' extra arithmetic per element costs more than the fixed costs saved.
+//  - 16-bit streams (whose general loop sums in float32 blocks), whose normalising pass short_rows
+//    calls through a pointer (dispatch_short_rows says why): 1.14-1.16x at D = 64, 0.85-0.98x at
+//    D = 128, where the float64 lanes' extra arithmetic per element costs more than the fixed
+//    costs saved.
 // Short 16-bit rows are summed in float64 lanes as float32 rows are: no less accurate.
 constexpr int64_t kShortRowMaxDim = 1024;
-constexpr int64_t kShortHalfRowMaxDim = 128;
+constexpr int64_t kShortHalfRowMaxDim = 64;
 
 template <class SS>
 bool takes_short_rows(int64_t dim) {
@@ -636,19 +637,13 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
 }
 
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
-// group at a time, then each row's outputs (output_row), the normalising pass of this call's
-// affine form and stores called directly.
-template <class SS, class SB, bool kResidual, Affine kAffine, bool kStream, class RowAt>
-void short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w,
-                const RowAt& row_at) {
+// group at a time, then each row's outputs (output_row) by `normalise` (a NormaliseFn, or a
+// callable that calls this call's normalise_row instance directly: inlined_normalise).
+template <class SS, class SB, bool kResidual, class Normalise, class RowAt>
+void short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w, Affine form,
+                const Normalise& normalise, const RowAt& row_at) {
   constexpr int64_t kRows = static_cast<int64_t>(hn::MaxLanes(DoubleTag()));
   const bool centre = a.norm == NormKind::layer_norm;
-  auto normalise = [](const RowPointers<SS, SB>& p, HiLo centre_split, HiLo rstd_split,
-                      const Parameters& parameters, int64_t dim,
-                      NextRowSums<SS, SB, kResidual>* next) {
-    normalise_row<SS, SB, kAffine, kResidual, kStream>(p, centre_split, rstd_split, parameters, dim,
-                                                       next);
-  };
   RowMoments moments[kRows];
   double rstds[kRows];
   for (int64_t first = begin; first < end; first += kRows) {
@@ -656,9 +651,42 @@ void short_rows(const NormForward& a, int64_t begin, int64_t end, const Paramete
     short_row_moments<SS, SB, kResidual>(row_at, first, count, a.dim, centre, a.eps, moments,
                                          rstds);
     for (int64_t k = 0; k < count; ++k) {
-      output_row<SS, SB, kResidual>(a, row_at(first + k), first + k, moments[k], rstds[k], kAffine,
-                                    w, normalise, nullptr);
+      output_row<SS, SB, kResidual>(a, row_at(first + k), first + k, moments[k], rstds[k], form, w,
+                                    normalise, nullptr);
     }
+  }
+}
+
+// normalise_row of one affine form and store kind, called directly: inlined into short_rows,
+// which gains 1.2x at D = 64 over the call through a pointer per row. Compiled for float32
+// throughout only (the common case): each such short_rows instance holds a copy of the
+// normalising pass, and for every storage pair they took this file's compile time from 61 to
+// 133 s (for float32 alone: 67 s).
+template <class SS, class SB, bool kResidual, Affine kAffine, bool kStream>
+struct InlinedNormalise {
+  void operator()(const RowPointers<SS, SB>& p, HiLo centre, HiLo rstd, const Parameters& w,
+                  int64_t dim, NextRowSums<SS, SB, kResidual>* next) const {
+    normalise_row<SS, SB, kAffine, kResidual, kStream>(p, centre, rstd, w, dim, next);
+  }
+};
+
+// short_rows for this call: the normalising pass inlined where SS and SB are float32, through
+// `pointer` (the call's NormaliseFn) otherwise.
+template <class SS, class SB, bool kResidual, class RowAt>
+void dispatch_short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w,
+                         Affine form, bool stream, NormaliseFn<SS, SB, kResidual> pointer,
+                         const RowAt& row_at) {
+  if constexpr (std::is_same_v<SS, SB> && !SS::kHalf) {
+    (void)pointer;
+    with_affine(form, [&](auto affine_c) {
+      with_flag(stream, [&](auto streams) {
+        short_rows<SS, SB, kResidual>(a, begin, end, w, form,
+                                      InlinedNormalise<SS, SB, kResidual, affine_c(), streams()>{},
+                                      row_at);
+      });
+    });
+  } else {
+    short_rows<SS, SB, kResidual>(a, begin, end, w, form, pointer, row_at);
   }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -680,12 +708,10 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   bool stream = a.stream_outputs;
 #if HWY_TARGET != HWY_SCALAR
   if (takes_short_rows<SS>(dim)) {
-    with_affine(form, [&](auto affine_c) {
-      with_flag(stream, [&](auto streams) {
-        short_rows<SS, SB, kResidual, affine_c(), streams()>(
-            a, begin, end, w, [&](int64_t row) { return row_pointers<SS, SB>(a, row); });
-      });
-    });
+    dispatch_short_rows<SS, SB, kResidual>(
+        a, begin, end, w, form, stream,
+        pick_normalise<SS, SB, kResidual>(form, stream, true, false),
+        [&](int64_t row) { return row_pointers<SS, SB>(a, row); });
     if (a.stream_outputs) hwy::FlushStream();
     return;
   }
@@ -810,14 +836,10 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   // p = 0.1, 1 and 2 threads): 1.2-1.3x at D = 64, 1.13-1.17x at D = 128, 1.1x at D = 256,
   // 1.01-1.05x at D = 512; at D = 1024 (four rows a block) 0.9x, so it keeps the row loop.
   if (takes_short_rows<SH>(dim) && block >= static_cast<int64_t>(hn::MaxLanes(DoubleTag()))) {
-    with_affine(form, [&](auto affine_c) {
-      with_flag(a.stream_outputs, [&](auto streams) {
-        for_each_block([&](int64_t block_first, int64_t block_end) {
-          short_rows<SH, SB, false, affine_c(), streams()>(
-              a, block_first, block_end, w,
-              [&](int64_t row) { return row_in_block(block_first, row); });
-        });
-      });
+    for_each_block([&](int64_t block_first, int64_t block_end) {
+      dispatch_short_rows<SH, SB, false>(
+          a, block_first, block_end, w, form, a.stream_outputs, normalise,
+          [&](int64_t row) { return row_in_block(block_first, row); });
     });
     if (a.stream_outputs) hwy::FlushStream();
     return;
