@@ -638,7 +638,7 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
 
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
 // group at a time, then each row's outputs (output_row) by `normalise` (a NormaliseFn, or a
-// callable that calls this call's normalise_row instance directly: inlined_normalise).
+// callable that calls this call's normalise_row instance directly: InlinedNormalise).
 template <class SS, class SB, bool kResidual, class Normalise, class RowAt>
 void short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w, Affine form,
                 const Normalise& normalise, const RowAt& row_at) {
