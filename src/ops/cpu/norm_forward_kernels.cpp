@@ -41,6 +41,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "hwy/cache_control.h"
@@ -718,7 +719,9 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
 #endif
   bool pairs = false;
   bool nans = true;
-  Scratch scratch;  // the pairs' parameters
+  // The pairs' parameters; constructed only for them (it looks up the thread's arena), so that a
+  // decode call, which takes no pairs, pays nothing for it.
+  std::optional<Scratch> scratch;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (kPairsAllowed<SS, SB, kResidual>) {
     // What the pairs set up once per call over gamma and beta (checking them, de-interleaving
@@ -726,7 +729,7 @@ void norm_forward_rows_as(const NormForward& a, int64_t begin, int64_t end) {
     constexpr int64_t kSetUpRows = 4;
     pairs = dim % 2 == 0 && end - begin >= kSetUpRows;
     if (pairs) {
-      pair_parameters(w, dim, scratch);
+      pair_parameters(w, dim, scratch.emplace());
       // Pairs stream 32-bit lanes: y must sit on a 4-byte boundary.
       stream = stream && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
       // With finite gamma and beta the pairs' rounding skips its NaN handling.

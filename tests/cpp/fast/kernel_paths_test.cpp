@@ -1,6 +1,7 @@
 // The fast kernels' internal paths, on every compiled SIMD target:
 // - streaming (non-temporal) stores, which the public ops use only for outputs of 8 MiB or
-//   more, give bitwise the same results as ordinary stores, at every alignment;
+//   more, give bitwise the same results as ordinary stores, at every alignment; so do the
+//   wider row groups a streamed float32 backward takes (eight rows, not four);
 // - the backward's float32 pass 2 keeps each dx within a few ulp of its own terms (the
 //   numerics contract), in groups of rows and in rows that fall back to float64 lanes;
 // - a public call above the streaming threshold equals the same rows run without streaming.
