@@ -43,33 +43,46 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
     // settles, such as PyTorch's as installed with outputs glibc mmaps).
     const double warm_budget =
         std::max(options.min_sample_s, options.case_budget_s / static_cast<double>(count));
-    double warm = 0, warm_total = 0;
+    //
+    // At least two calls, and the faster of the last two sizes the samples: a case's first call
+    // sometimes stalls for 0.1-0.2 s on this shared VM (no page faults counted), and when that one
+    // call alone decided the case, it passed for a slow implementation's (slow_call_s below) and
+    // became one of its two samples, whose median (their mean) then read 5-20 times the true
+    // time: the "disturbed first cases" of the full runs up to 2026-12-02.
+    double warm = 0, previous = 0, warm_total = 0;
+    int warm_calls = 0;
     int64_t warm_faults = 0;
     while (true) {
       const int64_t warm_faults_before = minor_faults();
       const double start = seconds_now();
       runners[i].run();
+      previous = warm;
       warm = std::max(seconds_now() - start, 1e-7);
       warm_faults = minor_faults() - warm_faults_before;
       warm_total += warm;
+      ++warm_calls;
       const bool settled = double(warm_faults) <= fault_allowance_per_call(warm);
-      if ((settled && warm_total >= options.min_sample_s) || warm_total >= warm_budget) break;
+      const bool enough =
+          (settled && warm_total >= options.min_sample_s) || warm_total >= warm_budget;
+      if (enough && warm_calls >= 2) break;
     }
+    const double typical = std::min(warm, previous);
     results[i].impl = runners[i].impl;
     results[i].note = runners[i].note;
     results[i].calls_per_sample =
-        std::max(1, static_cast<int>(std::ceil(options.min_sample_s / warm)));
-    const double per_sample = warm * results[i].calls_per_sample;
+        std::max(1, static_cast<int>(std::ceil(options.min_sample_s / typical)));
+    const double per_sample = typical * results[i].calls_per_sample;
     const double share = options.case_budget_s / static_cast<double>(std::max<size_t>(count, 1));
     reps[i] = std::clamp(static_cast<int>(share / per_sample), options.min_reps,
                          std::max(options.min_reps, options.max_reps));
-    if (warm > options.slow_call_s) {
-      // A call this long has nothing left to warm up and is far from the ceiling: its warm-up
-      // counts as a sample, and it gets only what the budget allows, at least one more sample.
+    if (typical > options.slow_call_s) {
+      // Calls this long (the last two both) have nothing left to warm up and are far from the
+      // ceiling: the last warm-up call counts as a sample, and the implementation gets only
+      // what the budget allows, at least one more sample.
       results[i].seconds_per_call.push_back(warm);
       calls[i] += 1;
       faults[i] += warm_faults;
-      reps[i] = std::clamp(static_cast<int>(share / warm), 1, options.min_reps);
+      reps[i] = std::clamp(static_cast<int>(share / typical), 1, options.min_reps);
     }
   }
   const int rounds = count ? *std::max_element(reps.begin(), reps.end()) : 0;

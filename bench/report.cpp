@@ -105,6 +105,7 @@ std::vector<Record> make_records(const Case& c, const std::vector<Measurement>& 
     r.median_s = m.median_s;
     r.gbps = m.median_s > 0 ? r.bytes / m.median_s / 1e9 : 0;
     r.samples = static_cast<int>(m.seconds_per_call.size());
+    r.sample_seconds = m.seconds_per_call;
     r.calls_per_sample = m.calls_per_sample;
     r.faults_per_call = m.faults_per_call;
     r.extra_rss_bytes = m.extra_rss_bytes;
@@ -238,6 +239,7 @@ nlohmann::json record_json(const Record& r) {
           {"ceiling_gbps", r.ceiling_gbps},
           {"pct_of_ceiling", r.pct_of_ceiling},
           {"samples", r.samples},
+          {"sample_seconds", r.sample_seconds},
           {"calls_per_sample", r.calls_per_sample},
           {"faults_per_call", r.faults_per_call},
           {"fault_allowance_per_call", fault_allowance_per_call(r)},
@@ -265,6 +267,7 @@ Record record_from_json(const nlohmann::json& j) {
   r.ceiling_gbps = j.at("ceiling_gbps").get<double>();
   r.pct_of_ceiling = j.at("pct_of_ceiling").get<double>();
   r.samples = j.at("samples").get<int>();
+  r.sample_seconds = j.at("sample_seconds").get<std::vector<double>>();
   r.calls_per_sample = j.at("calls_per_sample").get<int>();
   r.faults_per_call = j.at("faults_per_call").get<double>();
   r.extra_rss_bytes = j.at("extra_rss_bytes").get<int64_t>();

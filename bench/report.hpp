@@ -26,6 +26,7 @@ struct Record {
   double ceiling_gbps = 0;
   double pct_of_ceiling = 0;
   int samples = 0;
+  std::vector<double> sample_seconds;  // each sample's seconds per call: the median's spread
   int calls_per_sample = 1;
   double faults_per_call = 0;
   int64_t extra_rss_bytes = 0;
