@@ -582,10 +582,10 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 //  - float32 streams: 1.3-1.4x at D = 64, 1.1-1.3x at D = 128-512, 1.07-1.17x at D = 1024;
 //    0.88-0.97x from D = 2048, where the general loop's interleaving of a row's sums with the
 //    row before pays;
-//  - 16-bit streams (whose general loop sums in float32 blocks), whose normalising pass short_rows
-//    calls through a pointer (dispatch_short_rows says why): 1.14-1.16x at D = 64, 0.85-0.98x at
+//  - 16-bit streams (whose general loop sums in float32 blocks): with the normalising pass called
+//    through a pointer (dispatch_short_rows says when), 1.14-1.16x at D = 64, 0.85-0.98x at
 //    D = 128, where the float64 lanes' extra arithmetic per element costs more than the fixed
-//    costs saved.
+//    costs saved; bfloat16 with the pass inlined measured 1.00x at D = 128.
 // Short 16-bit rows are summed in float64 lanes as float32 rows are: no less accurate.
 constexpr int64_t kShortRowMaxDim = 1024;
 constexpr int64_t kShortHalfRowMaxDim = 64;
@@ -659,10 +659,16 @@ void short_rows(const NormForward& a, int64_t begin, int64_t end, const Paramete
 }
 
 // normalise_row of one affine form and store kind, called directly: inlined into short_rows,
-// which gains 1.2x at D = 64 over the call through a pointer per row. Compiled for float32
-// throughout only (the common case): each such short_rows instance holds a copy of the
-// normalising pass, and for every storage pair they took this file's compile time from 61 to
-// 133 s (for float32 alone: 67 s).
+// which gains 1.2x at D = 64 over the call through a pointer per row. Compiled for the two
+// common cases only, float32 throughout and bfloat16 throughout (1.19-1.23x at D = 64, 1 and 2
+// threads, calls alternating in one process): each such short_rows instance holds a copy of
+// the normalising pass, and for every storage pair they took this file's compile time from 61
+// to 133 s.
+template <class SS, class SB>
+constexpr bool kInlinesShortRows = std::is_same_v<SS, SB> &&
+                                   (std::is_same_v<SS, Float32Rows> ||
+                                    std::is_same_v<SS, HalfRows<narrow::Half::bfloat16>>);
+
 template <class SS, class SB, bool kResidual, Affine kAffine, bool kStream>
 struct InlinedNormalise {
   void operator()(const RowPointers<SS, SB>& p, HiLo centre, HiLo rstd, const Parameters& w,
@@ -671,13 +677,13 @@ struct InlinedNormalise {
   }
 };
 
-// short_rows for this call: the normalising pass inlined where SS and SB are float32, through
+// short_rows for this call: the normalising pass inlined where kInlinesShortRows, through
 // `pointer` (the call's NormaliseFn) otherwise.
 template <class SS, class SB, bool kResidual, class RowAt>
 void dispatch_short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w,
                          Affine form, bool stream, NormaliseFn<SS, SB, kResidual> pointer,
                          const RowAt& row_at) {
-  if constexpr (std::is_same_v<SS, SB> && !SS::kHalf) {
+  if constexpr (kInlinesShortRows<SS, SB>) {
     (void)pointer;
     with_affine(form, [&](auto affine_c) {
       with_flag(stream, [&](auto streams) {
