@@ -35,7 +35,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
   std::vector<int64_t> faults(count, 0);
   std::vector<int64_t> calls(count, 0);
   // Warm-up: untimed-for-the-record calls (lazy initialisation, thread pools, the allocator
-  // settling), the last of which sizes the samples and the number of rounds.
+  // settling), the faster of the last two of which sizes the samples and the number of rounds.
   for (size_t i = 0; i < count; ++i) {
     // Warm up until a call takes no more faults than the allowance and the calls have lasted a
     // sample's length (code paths met for the first time fault their pages in too), or until
@@ -44,11 +44,12 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
     const double warm_budget =
         std::max(options.min_sample_s, options.case_budget_s / static_cast<double>(count));
     //
-    // At least two calls, and the faster of the last two sizes the samples: a case's first call
-    // sometimes stalls for 0.1-0.2 s on this shared VM (no page faults counted), and when that one
-    // call alone decided the case, it passed for a slow implementation's (slow_call_s below) and
-    // became one of its two samples, whose median (their mean) then read 5-20 times the true
-    // time: the "disturbed first cases" of the full runs up to 2026-12-02.
+    // At least two calls, and the faster of the last two sizes the samples: a call made after
+    // PyTorch as installed has mapped, faulted in and unmapped its outputs can stall for 0.1-0.2 s
+    // (no page fault of its own counted), and when that one call alone decided the case, it passed
+    // for a slow implementation's (slow_call_s below) and became one of its two samples, whose
+    // median (their mean) then read 5-20 times the true time: the "disturbed first cases" of the
+    // full runs up to 2026-12-02 (docs/performance.md).
     double warm = 0, previous = 0, warm_total = 0;
     int warm_calls = 0;
     int64_t warm_faults = 0;

@@ -267,7 +267,7 @@ Record record_from_json(const nlohmann::json& j) {
   r.ceiling_gbps = j.at("ceiling_gbps").get<double>();
   r.pct_of_ceiling = j.at("pct_of_ceiling").get<double>();
   r.samples = j.at("samples").get<int>();
-  r.sample_seconds = j.at("sample_seconds").get<std::vector<double>>();
+  r.sample_seconds = j.value("sample_seconds", std::vector<double>{});
   r.calls_per_sample = j.at("calls_per_sample").get<int>();
   r.faults_per_call = j.at("faults_per_call").get<double>();
   r.extra_rss_bytes = j.at("extra_rss_bytes").get<int64_t>();

@@ -448,11 +448,11 @@ void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, dou
   }
 }
 
-// Four rows a group, or eight for float32 rows of up to 2048 in a call larger than the caches
-// (its dx is streamed): there more rows' loads in flight before pass 2 waits on them gained
-// 7-17% at D = 512-2048 and 4-7% at D = 64 (AMD EPYC Zen 5, one thread, calls alternating),
-// while in cache the extra rows' constants cost 5-8% from D = 512, and at D = 4096 (256 KiB of
-// rows a group) it was 24% slower. Only float32 rows get the wider group: its instances
+// Four rows a group, or eight for float32 rows of up to 2048 in a call whose dx is streamed (8 MiB
+// or more, a size meant to be beyond the caches): there more rows' loads in flight before pass 2
+// waits on them gained 7-17% at D = 512-2048 and 4-7% at D = 64 (AMD EPYC Zen 5, one thread, calls
+// alternating), while in cache the extra rows' constants cost 5-8% from D = 512, and at D = 4096
+// (256 KiB of rows a group) it was 24% slower. Only float32 rows get the wider group: its instances
 // of pass 2 cost compile time. The results are the same bits either way (one addition per row,
 // in row order, into dgamma and dbeta).
 constexpr int64_t kWideGroupMaxDim = 2048;
