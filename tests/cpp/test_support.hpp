@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -91,6 +92,49 @@ inline ::testing::AssertionResult within_ulps_each(const std::vector<float>& got
     }
   }
   return ::testing::AssertionSuccess() << "worst " << worst << " ulp at " << worst_at;
+}
+
+// dx of LayerNorm (centre) or RMSNorm in float64 from the float32 inputs, with each element's
+// term scale rstd * (|g| + |mean(g)| + |x_hat * mean(g x_hat)|) (the bound the contract states),
+// x_hat, and each row's magnitude rstd * max|g| * (1 + max|x_hat|) (the size of the terms of
+// mean(g) and mean(g x_hat), for bounds stated in the row's magnitude).
+struct WantDx {
+  std::vector<double> dx, scale, x_hat, row_magnitude;
+};
+inline WantDx norm_dx(const std::vector<float>& x, const std::vector<float>& dy,
+                      const std::vector<float>& gamma, int64_t rows, int64_t dim, double eps,
+                      bool centre) {
+  const auto count = static_cast<double>(dim);
+  WantDx want{std::vector<double>(x.size()), std::vector<double>(x.size()),
+              std::vector<double>(x.size()), std::vector<double>(static_cast<size_t>(rows))};
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* xr = x.data() + row * dim;
+    const float* dyr = dy.data() + row * dim;
+    double mean = 0, variance = 0, mean_g = 0, mean_gx = 0, max_g = 0, max_x_hat = 0;
+    if (centre) {
+      for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+      mean /= count;
+    }
+    for (int64_t i = 0; i < dim; ++i) variance += (xr[i] - mean) * (xr[i] - mean);
+    const double rstd = 1 / std::sqrt(variance / count + eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      const double g = static_cast<double>(dyr[i]) * gamma[i];
+      if (centre) mean_g += g / count;
+      mean_gx += g * (xr[i] - mean) * rstd / count;
+      max_g = std::max(max_g, std::fabs(g));
+      max_x_hat = std::max(max_x_hat, std::fabs((xr[i] - mean) * rstd));
+    }
+    want.row_magnitude[static_cast<size_t>(row)] = rstd * max_g * (1 + max_x_hat);
+    for (int64_t i = 0; i < dim; ++i) {
+      const double g = static_cast<double>(dyr[i]) * gamma[i];
+      const double x_hat = (xr[i] - mean) * rstd;
+      const auto at = static_cast<size_t>(row * dim + i);
+      want.dx[at] = rstd * (g - mean_g - x_hat * mean_gx);
+      want.scale[at] = rstd * (std::fabs(g) + std::fabs(mean_g) + std::fabs(x_hat * mean_gx));
+      want.x_hat[at] = x_hat;
+    }
+  }
+  return want;
 }
 
 inline double max_abs(const std::vector<double>& values) {

@@ -1,8 +1,8 @@
-// Operations shared by the norm kernels (the SIMD halves of norm_numerics.hpp), and scalar ones computed exactly as the target's
-// vector operations compute them, for the scalar ends of rows: an element's bits then do not
-// depend on whether it fell in a vector or a tail (which would tie results to alignment,
-// streaming stores and the split of rows over threads). Highway's "-inl.h" convention:
-// included once per target.
+// Operations shared by the norm kernels (the SIMD halves of norm_numerics.hpp), and scalar ones
+// computed exactly as the target's vector operations compute them, for the scalar ends of rows: an
+// element's bits then do not depend on whether it fell in a vector or a tail (which would tie
+// results to alignment, streaming stores and the split of rows over threads). Highway's "-inl.h"
+// convention: included once per target.
 #if defined(ADDNORM_OPS_CPU_LANE_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_LANE_OPS_INL_H_
 #undef ADDNORM_OPS_CPU_LANE_OPS_INL_H_
@@ -33,6 +33,17 @@ inline float mul_add(float a, float b, float c) {
   const hn::CappedTag<float, 1> d;
   return hn::GetLane(hn::MulAdd(hn::Set(d, a), hn::Set(d, b), hn::Set(d, c)));
 }
+
+#if HWY_TARGET != HWY_SCALAR
+// The lanes of a register of floats summed in float64 (each promoted exactly): how the float32
+// block sums flush a block into float64.
+inline double float64_sum_of_lanes(hn::Vec<FloatTag> v) {
+  const hn::Half<FloatTag> dfh;
+  const hn::Rebind<double, decltype(dfh)> dd;
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                                                hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
+}
+#endif
 
 // x_hat = (v - centre) * rstd in float32 lanes from the split constants (norm_numerics.hpp's
 // HiLo): centred = (v - hi) - lo, then fma(centred, rstd_hi, centred * rstd_lo).

@@ -16,12 +16,12 @@
 //    (short_row_moments), so that their quotients and square roots are vector instructions;
 //  - a 16-bit stream (whatever the branch), rows longer than kShortHalfRowMaxDim (shorter ones
 //    go as float32 rows do): values widen exactly to float32; sums shifted by an
-//    estimate of the mean accumulate in float32 lanes over blocks of kBlock vectors and in
-//    float64 across blocks, with a second pass over centred values for the rare row whose
+//    estimate of the mean accumulate in float32 lanes over blocks of kFloat32BlockAdditions vectors
+//    and in float64 across blocks, with a second pass over centred values for the rare row whose
 //    estimate was poor (block_moments), so cancellation never amplifies rounding more than 4
-//    times. The float32 block sums cost at most about kBlock float32 roundings of the row's
-//    magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within 0.5 unit
-//    of its type plus that. The scalar target (one lane) takes two float64 passes instead.
+//    times. The float32 block sums cost at most about kFloat32BlockAdditions float32 roundings of
+//    the row's magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within
+//    0.5 unit of its type plus that. The scalar target (one lane) takes two float64 passes instead.
 // The outputs are formed alike for every type (lane_ops-inl.h: hi + lo split mean and rstd, one
 // float32 fused multiply-add for the affine step) and rounded once to the storage type; rows
 // whose spread or magnitude float32 lanes cannot hold (forward_fits_float32) take float64 lanes.
@@ -149,8 +149,6 @@ RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, boo
 // ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
 #if HWY_TARGET != HWY_SCALAR
 
-// Vectors per float32 block sum: flushed into float64 after this many additions per lane.
-constexpr int64_t kBlock = 64;
 // How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
 // too few lines in flight.
 constexpr int64_t kPrefetchHalves = 2048;
@@ -179,7 +177,8 @@ template <class SS, class SB, bool kResidual>
 constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidual;
 
 // Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
-// float32 lanes within blocks of kBlock vectors and in float64 across blocks and for the end.
+// float32 lanes within blocks of kFloat32BlockAdditions vectors and in float64 across blocks and
+// for the end.
 struct CentredSums {
   double sum = 0;
   double squares = 0;
@@ -188,19 +187,14 @@ template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
 CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
-  const hn::Half<FloatTag> dfh;
-  const hn::Rebind<double, decltype(dfh)> dd;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
-  auto widen_sum = [&](auto v) HWY_ATTR {
-    return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
-                                                  hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
-  };
   CentredSums sums;
   int64_t i = 0;
   while (i + 2 * n <= dim) {
     auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
-    for (int64_t block = 0; block < kBlock && i + 2 * n <= dim; ++block, i += 2 * n) {
+    for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim;
+         ++block, i += 2 * n) {
       hwy::Prefetch(p.x + i + kPrefetchHalves);
       if constexpr (kResidual) hwy::Prefetch(p.r + i + kPrefetchHalves);
       hn::Vec<FloatTag> v0, v1;
@@ -225,8 +219,8 @@ CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, flo
       sq0 = hn::MulAdd(c0, c0, sq0);
       sq1 = hn::MulAdd(c1, c1, sq1);
     }
-    if constexpr (kSum) sums.sum += widen_sum(hn::Add(sum0, sum1));
-    sums.squares += widen_sum(hn::Add(sq0, sq1));
+    if constexpr (kSum) sums.sum += float64_sum_of_lanes(hn::Add(sum0, sum1));
+    sums.squares += float64_sum_of_lanes(hn::Add(sq0, sq1));
   }
   const double centre = static_cast<double>(hi) + static_cast<double>(lo);
   for (; i < dim; ++i) {
@@ -269,7 +263,7 @@ RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
   const double offset = sums.sum / count;
   const double shifted_variance = sums.squares / count - offset * offset;
   const double mean = static_cast<double>(shift) + offset;
-  if (offset * offset <= 3 * shifted_variance) return {mean, shifted_variance};
+  if (shift_estimate_close(offset, shifted_variance)) return {mean, shifted_variance};
   const HiLo m = split(mean);
   const CentredSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, m.hi, m.lo);
   const double residue = centred.sum / count;  // ~0: the float32 split's own error
@@ -286,7 +280,7 @@ RowMoments block_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre)
                                 static_cast<double>(dim)};
   // float32 squares may have overflowed (values beyond ~1e19) or lost precision to underflow
   // (below ~1e-19): the row again in float64 (also for non-finite rows).
-  if (m.variance >= 0x1p-100 && m.variance <= 0x1p100) return m;
+  if (block_sums_hold(m.variance)) return m;
   return scalar_float64_moments<SS, SB, kResidual>(p, dim, centre);
 }
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -881,9 +875,8 @@ constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf || !SB::kHal
 
 void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
   if (a.dropout) {
-    with_storage(a.branch_storage, [&](auto y_policy) {
-      post_norm_rows_as<decltype(y_policy)>(a, begin, end);
-    });
+    with_storage(a.branch_storage,
+                 [&](auto y_policy) { post_norm_rows_as<decltype(y_policy)>(a, begin, end); });
     return;
   }
   with_storage(a.storage, [&](auto stream_storage) {

@@ -4,9 +4,10 @@
 // compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the best
 // target for this CPU and spreads rows over OpenMP threads.
 //
-// Numerics (docs/numerics.md): sums, means and variances accumulate in float64 lanes (floats
-// are promoted on load), and each dx is rounded once to its storage type from float64 or from
-// a few float32 fused multiply-adds.
+// Numerics (docs/numerics.md): a row's sums accumulate in float64 lanes (floats promoted on
+// load), or for a 16-bit stream in float32 blocks as its forward's statistics do
+// (backward_block_sums); each dx is rounded once to its storage type from float64 or from a few
+// float32 fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -44,6 +45,27 @@ struct BackwardSums {
   double gd = 0;     // sum(g * d)
   double max_g = 0;  // max |g|: whether g and its sums fit the float32 pass
 };
+
+// Adds elements [begin, end) of a row to its pass-1 sums one at a time in float64 (the ends of
+// rows short of a vector): d = x - shift, g = dy * scale (exact in float64).
+template <class S, class B, Affine kScale>
+void add_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTRICT x,
+                  const typename B::Elem* HWY_RESTRICT dy, const float* HWY_RESTRICT gamma,
+                  int64_t begin, int64_t end, double shift) {
+  for (int64_t i = begin; i < end; ++i) {
+    const double d = static_cast<double>(load_one<S>(x, i)) - shift;
+    double g = static_cast<double>(load_one<B>(dy, i));
+    if constexpr (kScale != Affine::none) {
+      const double scale = static_cast<double>(gamma[i]);
+      g *= kScale == Affine::one_plus_gamma ? 1.0 + scale : scale;
+    }
+    sums.x.sum += d;
+    sums.x.squares += d * d;
+    sums.g += g;
+    sums.gd += g * d;
+    sums.max_g = std::max(sums.max_g, std::fabs(g));  // NaN is caught by the sums
+  }
+}
 
 // Pass 1 of a row, as a resumable run (as ShiftedSumsRun, shifted_sums-inl.h): step() adds the
 // next two vectors, finish() the rest, so that the backward can interleave a row's pass 1 with
@@ -96,19 +118,7 @@ class BackwardSumsRun {
     sums.g = total(&Accumulators::g);
     sums.gd = total(&Accumulators::gd);
     sums.max_g = hn::GetLane(hn::MaxOfLanes(dd_, hn::Max(even.max_g, odd.max_g)));
-    for (; i < dim_; ++i) {
-      const double d = static_cast<double>(load_one<S>(x_, i)) - shift_;
-      double g = static_cast<double>(load_one<B>(dy_, i));
-      if constexpr (kScale != Affine::none) {
-        const double scale = static_cast<double>(gamma_[i]);
-        g *= kScale == Affine::one_plus_gamma ? 1.0 + scale : scale;
-      }
-      sums.x.sum += d;
-      sums.x.squares += d * d;
-      sums.g += g;
-      sums.gd += g * d;
-      sums.max_g = std::max(sums.max_g, std::fabs(g));  // NaN is caught by the sums
-    }
+    add_elements<S, B, kScale>(sums, x_, dy_, gamma_, i, dim_, shift_);
     i_ = dim_;
     return sums;
   }
@@ -350,8 +360,8 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
         // Only what the ops can ask for is compiled (op_checks.hpp refuses a dgamma without
         // gamma, and a beta with RMSNorm, whose 1 + gamma scale is the only one_plus_gamma):
         // a third fewer instances of this pass.
-        constexpr bool kReachable = !(dgamma() && kScale == Affine::none) &&
-                                    !(dbeta() && kScale == Affine::one_plus_gamma);
+        constexpr bool kReachable =
+            !(dgamma() && kScale == Affine::none) && !(dbeta() && kScale == Affine::one_plus_gamma);
         if constexpr (kReachable) {
           backward_dx_float32<S, B, kScale, dh_next(), dgamma(), dbeta(), kRows>(
               rows, a.gamma, a.dim, stream, dgamma_partial, dbeta_partial);
@@ -363,6 +373,120 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
   });
 }
 #endif  // HWY_TARGET != HWY_SCALAR
+
+#if HWY_TARGET != HWY_SCALAR
+// Pass 1 of a 16-bit stream's row in float32 lanes, as the 16-bit forward sums its statistics
+// (norm_forward_kernels.cpp): with d = (x - hi) - lo and g = dy * scale rounded to float32 (the
+// g of pass 2), sum(d), sum(d^2), sum(g) and sum(g * d) accumulate in float32 lanes within
+// blocks of kFloat32BlockAdditions additions and in float64 across blocks (the ends of rows one
+// element at a time, add_elements). Twice the lanes of float64 and no promotions: this pass was
+// half of a bfloat16 backward's time in float64 lanes (D = 512, perf). The price is a few tens
+// of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
+// about 1e-5 in dx: 1e-3 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
+// in float64 where float32 lanes cannot hold it (backward_block_sums_hold). kLow: with a low
+// part (centred on the mean's hi + lo split rather than an estimate).
+template <class S, class B, Affine kScale, bool kCentre, bool kLow>
+BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
+                                 const typename B::Elem* HWY_RESTRICT dy,
+                                 const float* HWY_RESTRICT gamma, int64_t dim, float hi, float lo) {
+  const FloatTag df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
+  struct Lanes {
+    hn::Vec<FloatTag> d, d2, g, gd;
+  };
+  auto max_g = hn::Zero(df);  // a maximum is exact in float32: no blocks
+  auto accumulate = [&](Lanes& set, int64_t i) HWY_ATTR {
+    auto d = hn::Sub(load<S>(df, x + i), hi_v);
+    if constexpr (kLow) d = hn::Sub(d, lo_v);
+    const auto dy_v = load<B>(df, dy + i);
+    auto g = dy_v;
+    if constexpr (kScale == Affine::gamma) g = hn::Mul(dy_v, hn::LoadU(df, gamma + i));
+    if constexpr (kScale == Affine::one_plus_gamma)
+      g = hn::MulAdd(dy_v, hn::LoadU(df, gamma + i), dy_v);
+    if constexpr (kCentre) set.d = hn::Add(set.d, d);
+    set.d2 = hn::MulAdd(d, d, set.d2);
+    if constexpr (kCentre) set.g = hn::Add(set.g, g);
+    set.gd = hn::MulAdd(g, d, set.gd);
+    max_g = hn::Max(max_g, hn::Abs(g));
+  };
+  BackwardSums sums;
+  int64_t i = 0;
+  while (i + 2 * n <= dim) {
+    Lanes even{hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)}, odd = even;
+    for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim;
+         ++block, i += 2 * n) {
+      hwy::Prefetch(x + i + kPrefetchFloats);
+      hwy::Prefetch(dy + i + kPrefetchFloats);
+      accumulate(even, i);
+      accumulate(odd, i + n);
+    }
+    if constexpr (kCentre) sums.x.sum += float64_sum_of_lanes(hn::Add(even.d, odd.d));
+    sums.x.squares += float64_sum_of_lanes(hn::Add(even.d2, odd.d2));
+    if constexpr (kCentre) sums.g += float64_sum_of_lanes(hn::Add(even.g, odd.g));
+    sums.gd += float64_sum_of_lanes(hn::Add(even.gd, odd.gd));
+  }
+  sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_g)));
+  add_elements<S, B, kScale>(sums, x, dy, gamma, i, dim,
+                             static_cast<double>(hi) + static_cast<double>(lo));
+  return sums;
+}
+
+// Whether float32 block sums held a row's pass 1: its variance (mean square) within
+// block_sums_hold's range, g's sums finite (an overflow in float32 leaves an infinity or NaN),
+// and |g| at most 2^60, so g * d cannot overflow float32, and, unless dy is zero throughout, at
+// least 2^-60, so that with the variance's bound the products g * d stay clear of float32's
+// denormal range (where rounding is absolute). Rows that fail (NaNs included) are summed in
+// float64.
+inline bool backward_block_sums_hold(const BackwardSums& sums, double variance) {
+  return block_sums_hold(variance) && std::isfinite(sums.g) && std::isfinite(sums.gd) &&
+         sums.max_g <= 0x1p60 && (sums.max_g >= 0x1p-60 || sums.max_g == 0);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+// Pass 1 of a row: its sums and the shift they were taken from. A 16-bit stream's rows of at
+// least two vectors sum in float32 blocks (backward_block_sums), shifted by the mean of their
+// first vector, then centred on the mean itself where that estimate was poor; every other row,
+// and a row the float32 lanes cannot hold, in float64 lanes shifted by its first element.
+struct ShiftedBackwardSums {
+  double shift;
+  BackwardSums sums;
+};
+template <class S, class B, Affine kScale>
+ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::Elem* dy,
+                                   const float* gamma, int64_t dim, bool centre) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (S::kHalf) {
+    const FloatTag df;
+    const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+    if (dim >= 2 * lanes) {
+      const double count = static_cast<double>(dim);
+      const float estimate =
+          centre ? hn::GetLane(hn::SumOfLanes(df, load<S>(df, x))) / static_cast<float>(lanes)
+                 : 0.0f;
+      ShiftedBackwardSums shifted{
+          estimate,
+          centre ? backward_block_sums<S, B, kScale, true, false>(x, dy, gamma, dim, estimate, 0)
+                 : backward_block_sums<S, B, kScale, false, false>(x, dy, gamma, dim, 0, 0)};
+      const double offset = shifted.sums.x.sum / count;
+      const double shifted_variance = shifted.sums.x.squares / count - offset * offset;
+      if (centre && !shift_estimate_close(offset, shifted_variance) &&
+          block_sums_hold(shifted_variance)) {
+        const HiLo mean = split(static_cast<double>(estimate) + offset);
+        shifted = {
+            static_cast<double>(mean.hi) + static_cast<double>(mean.lo),
+            backward_block_sums<S, B, kScale, true, true>(x, dy, gamma, dim, mean.hi, mean.lo)};
+      }
+      const RowMoments moments =
+          moments_from(shifted.sums.x.sum, shifted.sums.x.squares, shifted.shift, dim, centre);
+      if (backward_block_sums_hold(shifted.sums, moments.variance)) return shifted;
+    }
+  }
+#endif
+  const double shift = centre ? static_cast<double>(load_one<S>(x, 0)) : 0.0;
+  return {shift, centre ? BackwardSumsRun<S, B, kScale, true>(x, dy, gamma, dim, shift).finish()
+                        : BackwardSumsRun<S, B, kScale, false>(x, dy, gamma, dim, shift).finish()};
+}
 
 // Pass 1 of one row, and what pass 2 needs.
 template <class S, class B, Affine kScale>
@@ -378,10 +502,7 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
                              {}};
   const double count = static_cast<double>(dim);
   const bool centre = a.norm == NormKind::layer_norm;
-  const double shift = centre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
-  const BackwardSums sums =
-      centre ? BackwardSumsRun<S, B, kScale, true>(data.x, data.dy, a.gamma, dim, shift).finish()
-             : BackwardSumsRun<S, B, kScale, false>(data.x, data.dy, a.gamma, dim, shift).finish();
+  const auto [shift, sums] = backward_pass1<S, B, kScale>(data.x, data.dy, a.gamma, dim, centre);
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;

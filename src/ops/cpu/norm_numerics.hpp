@@ -38,8 +38,7 @@ struct RowMoments {
   double mean;
   double variance;
 };
-inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim,
-                               bool centre) {
+inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim, bool centre) {
   const double count = static_cast<double>(dim);
   if (!centre) return {0.0, squares / count};  // RMSNorm: shift is 0, mean(x^2)
   const double mean_shifted = sum / count;
@@ -47,9 +46,33 @@ inline RowMoments moments_from(double sum, double squares, double shift, int64_t
   return {shift + mean_shifted, variance < 0 ? 0.0 : variance};
 }
 
+// Float32 block sums (the 16-bit streams' statistics, forward and backward): values are summed
+// in float32 lanes, each lane flushed into float64 after this many additions, so a block's
+// rounding is at most about this many float32 roundings of the values' magnitude.
+inline constexpr int64_t kFloat32BlockAdditions = 64;
+
+// Whether sums shifted by an estimate of the mean (offset = mean(d), shifted_variance =
+// mean(d^2) - offset^2) keep the float32 block sums' rounding: var = E[d^2] - E[d]^2 amplifies
+// it by (var + E[d]^2) / var, at most 4 when E[d]^2 <= 3 var. Otherwise (the estimate was poor:
+// outliers among the values it came from) the sums are taken again, centred on the mean. NaN
+// fails.
+inline bool shift_estimate_close(double offset, double shifted_variance) {
+  return offset * offset <= 3 * shifted_variance;
+}
+
+// Whether float32 block sums of squares hold a row's variance (mean square for RMSNorm): beyond
+// 2^100 a square may have overflowed float32 (values beyond ~1e19), below 2^-100 squares lose
+// precision to float32's denormal range (values below ~1e-19). Such rows (and NaN) are summed
+// again in float64.
+inline bool block_sums_hold(double variance) {
+  return variance >= 0x1p-100 && variance <= 0x1p100;
+}
+
 // What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has
 // rstd = +inf, and every centred value exactly 0, so x_hat is 0 (not 0 * inf).
-inline double xhat_scale(double rstd) { return std::isinf(rstd) ? 0.0 : rstd; }
+inline double xhat_scale(double rstd) {
+  return std::isinf(rstd) ? 0.0 : rstd;
+}
 
 // Whether float32 lanes hold a row's normalisation: rstd and its low part are normal float32
 // numbers (below 2^64, at least 2^-100), x - centre cannot overflow (|centre| < 2^100: any

@@ -108,38 +108,6 @@ TEST_P(KernelPaths, StreamingStoresGiveTheSameBits) {
   }
 }
 
-// dx of LayerNorm in float64 from the float32 inputs, with each element's term scale
-// rstd * (|g| + |mean(g)| + |x_hat * mean(g x_hat)|): the bound the contract states.
-struct WantDx {
-  std::vector<double> dx, scale;
-};
-WantDx layer_norm_dx(const std::vector<float>& x, const std::vector<float>& dy,
-                     const std::vector<float>& gamma, int64_t rows, int64_t dim, double eps) {
-  WantDx want{std::vector<double>(x.size()), std::vector<double>(x.size())};
-  for (int64_t row = 0; row < rows; ++row) {
-    const float* xr = x.data() + row * dim;
-    const float* dyr = dy.data() + row * dim;
-    double mean = 0, variance = 0, mean_g = 0, mean_gx = 0;
-    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
-    mean /= static_cast<double>(dim);
-    for (int64_t i = 0; i < dim; ++i) variance += (xr[i] - mean) * (xr[i] - mean);
-    const double rstd = 1 / std::sqrt(variance / static_cast<double>(dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) {
-      const double g = static_cast<double>(dyr[i]) * gamma[i];
-      mean_g += g / static_cast<double>(dim);
-      mean_gx += g * (xr[i] - mean) * rstd / static_cast<double>(dim);
-    }
-    for (int64_t i = 0; i < dim; ++i) {
-      const double g = static_cast<double>(dyr[i]) * gamma[i];
-      const double x_hat = (xr[i] - mean) * rstd;
-      const auto at = static_cast<size_t>(row * dim + i);
-      want.dx[at] = rstd * (g - mean_g - x_hat * mean_gx);
-      want.scale[at] = rstd * (std::fabs(g) + std::fabs(mean_g) + std::fabs(x_hat * mean_gx));
-    }
-  }
-  return want;
-}
-
 TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
   // 13 rows: three groups of four and a single row. Row 5 is tiny with eps = 0, so its rstd
   // (about 1e30) is beyond the float32 pass and its group runs row by row, partly in float64.
@@ -162,7 +130,7 @@ TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
           {dy.data(), shape}, {x.data(), shape}, normalized,
           {{dx.data(), shape}, MutableView{dg.data(), normalized}, std::nullopt},
           {ConstView{gamma.data(), normalized}, std::nullopt, static_cast<float>(eps)});
-      const WantDx want = layer_norm_dx(x, dy, gamma, rows, dim, eps);
+      const testing::WantDx want = testing::norm_dx(x, dy, gamma, rows, dim, eps, true);
       double worst = 0;
       for (size_t i = 0; i < x.size(); ++i) {
         const double allowed = 3 * (float_ulp(want.dx[i]) + float_ulp(want.scale[i]));
@@ -189,7 +157,7 @@ TEST_P(KernelPaths, ValuesNearFloatMaxDoNotOverflow) {
   layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
                       {{dx.data(), shape}, std::nullopt, std::nullopt});
   const std::vector<float> ones(static_cast<size_t>(dim), 1.0f);
-  const WantDx want_dx = layer_norm_dx(x, dy, ones, rows, dim, 1e-5);
+  const testing::WantDx want_dx = testing::norm_dx(x, dy, ones, rows, dim, 1e-5, true);
   for (int64_t row = 0; row < rows; ++row) {
     double mean = 0, variance = 0;
     for (int64_t i = 0; i < dim; ++i) mean += x[static_cast<size_t>(row * dim + i)] / double(dim);
@@ -226,7 +194,7 @@ TEST_P(KernelPaths, HugeGradientsDoNotOverflow) {
     layer_norm_backward({c.dy.data(), shape}, {c.x.data(), shape}, normalized,
                         {{dx.data(), shape}, std::nullopt, std::nullopt},
                         {ConstView{c.gamma.data(), normalized}, std::nullopt});
-    const WantDx want = layer_norm_dx(c.x, c.dy, c.gamma, 1, dim, 1e-5);
+    const testing::WantDx want = testing::norm_dx(c.x, c.dy, c.gamma, 1, dim, 1e-5, true);
     for (size_t i = 0; i < dx.size(); ++i) {
       ASSERT_TRUE(std::isfinite(dx[i])) << i << ": " << dx[i];
       EXPECT_LE(std::fabs(dx[i] - want.dx[i]),

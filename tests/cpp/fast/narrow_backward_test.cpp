@@ -1,0 +1,186 @@
+// The backward on 16-bit rows, whose pass 1 sums in float32 blocks (norm_kernels.cpp,
+// backward_block_sums), on every SIMD target, against float64 on the same (widened) values:
+// each dx within one unit of its storage type plus a few float32 roundings of its own terms and
+// kBlockRoundings of its row's magnitude; dgamma and dbeta within the float32 contract plus the
+// same of their terms (docs/numerics.md, "Storage types"). Each case stresses one row of five,
+// so that every path of pass 1 is taken beside ordinary rows: a large mean, outliers among the
+// values the mean is estimated from (the sums taken again, centred on the mean), gradients or
+// values beyond float32 block sums (float64 lanes), a zero gradient, a NaN. Rows shorter than
+// two vectors, ends of rows and rows over several blocks come from the lengths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "addnorm/dtype.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::float_ulp;
+using testing::random_floats;
+
+// The bound's allowance for the block sums, in float32 roundings (2^-24) of the row's magnitude
+// times (1 + |x_hat|): kFloat32BlockAdditions (64) additions per lane, twice.
+constexpr double kBlockRoundings = 128;
+constexpr int64_t kRows = 5, kStressed = 2;
+
+class NarrowBackward : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+// Values as stored in `dtype`, and back.
+std::vector<uint16_t> stored(const std::vector<float>& values, DType dtype) {
+  std::vector<uint16_t> bits;
+  for (float v : values) {
+    bits.push_back(dtype == DType::bfloat16 ? to_bfloat16(v).bits : to_float16(v).bits);
+  }
+  return bits;
+}
+std::vector<float> widened(const std::vector<uint16_t>& bits, DType dtype) {
+  std::vector<float> values;
+  for (uint16_t b : bits) {
+    values.push_back(dtype == DType::bfloat16 ? to_float(bfloat16{b}) : to_float(float16{b}));
+  }
+  return values;
+}
+
+// One unit in the last place of a 16-bit type at `value`.
+double unit(double value, DType dtype) {
+  const int bits = dtype == DType::bfloat16 ? 8 : 11;
+  const double magnitude = std::max(std::fabs(value), dtype == DType::float16 ? 0x1p-14 : 0x1p-126);
+  return std::ldexp(1.0, std::ilogb(magnitude) - (bits - 1));
+}
+
+struct Case {
+  std::vector<float> x, dy;
+};
+
+// kRows rows of `dim`, row kStressed made of `kind`.
+Case make_case(const std::string& kind, int64_t dim, DType dtype) {
+  Case c{random_floats(static_cast<size_t>(kRows * dim), 91, -2.0f, 3.0f),
+         random_floats(static_cast<size_t>(kRows * dim), 92)};
+  float* x = c.x.data() + kStressed * dim;
+  float* dy = c.dy.data() + kStressed * dim;
+  const bool bf16 = dtype == DType::bfloat16;
+  if (kind == "large_mean") {
+    for (float& v : c.x) v += 300.0f;  // bfloat16 spacing 2 there: few distinct values
+  } else if (kind == "outliers_first") {
+    for (int64_t i = 0; i < std::min<int64_t>(dim, 16); ++i) x[i] = 40.0f;
+  } else if (kind == "huge_gradient") {  // |g| beyond 2^60 (bfloat16) or near float16's limit
+    for (int64_t i = 0; i < dim; ++i) dy[i] *= bf16 ? 1e25f : 1e3f;
+  } else if (kind == "tiny_gradient") {  // |g| below 2^-60 (bfloat16) or float16's subnormals
+    for (int64_t i = 0; i < dim; ++i) dy[i] *= bf16 ? 1e-30f : 1e-6f;
+  } else if (kind == "huge_values") {  // squares beyond float32 (bfloat16)
+    for (int64_t i = 0; i < dim; ++i) x[i] *= bf16 ? 1e20f : 1e4f;
+  } else if (kind == "zero_gradient") {
+    for (int64_t i = 0; i < dim; ++i) dy[i] = 0.0f;
+  } else if (kind == "nan_row") {
+    x[dim / 2] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return c;
+}
+
+TEST_P(NarrowBackward, WithinOneUnitAndTheRowsBlockRounding) {
+  const double u = 0x1p-24;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const std::string kind : {"ordinary", "large_mean", "outliers_first", "huge_gradient",
+                                   "tiny_gradient", "huge_values", "zero_gradient", "nan_row"}) {
+      for (const int64_t dim : {7, 64, 200, 1000, 4100}) {
+        for (const bool layer : {true, false}) {
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " + std::to_string(dim) +
+                       (layer ? " LayerNorm" : " RMSNorm"));
+          const Case c = make_case(kind, dim, dtype);
+          const auto x_bits = stored(c.x, dtype), dy_bits = stored(c.dy, dtype);
+          const auto x = widened(x_bits, dtype), dy = widened(dy_bits, dtype);
+          const auto gamma = random_floats(static_cast<size_t>(dim), 93, 0.5f, 1.5f);
+          const auto beta = random_floats(static_cast<size_t>(dim), 94);
+          const Shape shape{kRows, dim}, normalized{dim};
+          std::vector<uint16_t> dx_bits(x.size());
+          std::vector<float> dgamma(static_cast<size_t>(dim)), dbeta(static_cast<size_t>(dim));
+          const AnyConstView dy_view(dy_bits.data(), shape, dtype),
+              x_view(x_bits.data(), shape, dtype);
+          const AnyMutableView dx_view(dx_bits.data(), shape, dtype);
+          if (layer) {
+            layer_norm_backward(
+                dy_view, x_view, normalized,
+                {dx_view, MutableView{dgamma.data(), normalized},
+                 MutableView{dbeta.data(), normalized}},
+                {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}, 1e-5f});
+          } else {
+            rms_norm_backward(dy_view, x_view, normalized,
+                              {dx_view, MutableView{dgamma.data(), normalized}},
+                              {ConstView{gamma.data(), normalized}, false, 1e-5f});
+          }
+          const auto dx = widened(dx_bits, dtype);
+          const testing::WantDx want = testing::norm_dx(x, dy, gamma, kRows, dim, 1e-5, layer);
+          for (int64_t row = 0; row < kRows; ++row) {
+            const bool nan_row = kind == "nan_row" && row == kStressed;
+            for (int64_t i = 0; i < dim; ++i) {
+              const auto at = static_cast<size_t>(row * dim + i);
+              if (nan_row) {
+                ASSERT_TRUE(std::isnan(dx[at])) << "row " << row << " element " << i;
+                continue;
+              }
+              const double allowed = unit(want.dx[at], dtype) + 4 * float_ulp(want.scale[at]) +
+                                     kBlockRoundings * u *
+                                         want.row_magnitude[static_cast<size_t>(row)] *
+                                         (1 + std::fabs(want.x_hat[at]));
+              ASSERT_LE(std::fabs(dx[at] - want.dx[at]), allowed)
+                  << "row " << row << " element " << i << ": got " << dx[at] << ", want "
+                  << want.dx[at];
+            }
+          }
+          if (kind == "nan_row") continue;  // dgamma and dbeta sum over rows: NaN
+          // dgamma = sum over rows of dy * x_hat: x_hat carries the block sums' rounding of the
+          // row's mean and rstd, some kBlockRoundings * (1 + max|x_hat|) * (1 + |x_hat|) roundings.
+          std::vector<double> max_x_hat(kRows, 0.0);
+          for (int64_t row = 0; row < kRows; ++row) {
+            for (int64_t i = 0; i < dim; ++i) {
+              max_x_hat[static_cast<size_t>(row)] =
+                  std::max(max_x_hat[static_cast<size_t>(row)],
+                           std::fabs(want.x_hat[static_cast<size_t>(row * dim + i)]));
+            }
+          }
+          for (int64_t i = 0; i < dim; ++i) {
+            double want_dgamma = 0, want_dbeta = 0, terms = 0, dbeta_terms = 0, block = 0;
+            for (int64_t row = 0; row < kRows; ++row) {
+              const auto at = static_cast<size_t>(row * dim + i);
+              want_dgamma += dy[at] * want.x_hat[at];
+              want_dbeta += dy[at];
+              terms += std::fabs(dy[at] * want.x_hat[at]);
+              dbeta_terms += std::fabs(dy[at]);
+              block += std::fabs(dy[at]) * (1 + max_x_hat[static_cast<size_t>(row)]) *
+                       (1 + std::fabs(want.x_hat[at]));
+            }
+            ASSERT_LE(std::fabs(dgamma[static_cast<size_t>(i)] - want_dgamma),
+                      4 * (float_ulp(want_dgamma) + float_ulp(terms)) + kBlockRoundings * u * block)
+                << "dgamma " << i;
+            if (layer) {
+              ASSERT_LE(std::fabs(dbeta[static_cast<size_t>(i)] - want_dbeta),
+                        4 * (float_ulp(want_dbeta) + float_ulp(dbeta_terms)))
+                  << "dbeta " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, NarrowBackward, ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+}  // namespace
+}  // namespace addnorm
