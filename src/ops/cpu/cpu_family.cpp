@@ -1,13 +1,16 @@
 #include "ops/cpu/cpu_family.hpp"
 
-#include <cpuid.h>
-
 #include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace addnorm::cpu {
 namespace {
 
 CpuFamily read_family() {
+#if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return CpuFamily::other;
   char vendor[13] = {};
@@ -19,6 +22,7 @@ CpuFamily read_family() {
   if (std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0) {
     return CpuFamily::amd;
   }
+#endif
   return CpuFamily::other;
 }
 

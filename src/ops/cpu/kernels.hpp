@@ -24,14 +24,14 @@ namespace addnorm::cpu {
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
-// Whether a norm forward (LayerNorm, RMSNorm, pre-norm; not post-norm) streams 16-bit outputs
-// (y, h) too, per CPU family. On AMD EPYC (Zen 5) ordinary stores wrote them faster, the
-// write-allocate's extra read included: bfloat16 LayerNorm and RMSNorm 1.11-1.39x on one thread
-// and 1.07-1.37x on two (D = 64-8192, 64 MiB, calls alternating in one process), the bfloat16
-// pre-norm 1.01-1.05x; float32 outputs gain from streaming there on two threads (1.02-1.17x), so
-// they keep it. Intel keeps streaming 16-bit outputs, as the forward was tuned on Xeon (not
-// re-measured since). The backward's 16-bit dx is never streamed (streaming it measured
-// 0.90-0.97x at D <= 1024 on AMD EPYC).
+// Whether a norm forward (LayerNorm, RMSNorm, pre-norm; not post-norm) whose outputs (y, and h
+// with a residual) are all 16-bit streams them, per CPU family. On AMD EPYC (Zen 5) ordinary stores
+// wrote them faster, the write-allocate's extra read included: bfloat16 LayerNorm and
+// RMSNorm 1.11-1.39x on one thread and 1.07-1.37x on two (D = 64-8192, 64 MiB, calls alternating in
+// one process), the bfloat16 pre-norm 1.01-1.05x; float32 outputs gain from streaming there on two
+// threads (1.02-1.17x), so they keep it. Intel keeps streaming 16-bit outputs, as the forward was
+// tuned on Xeon (not re-measured since). The backward's 16-bit dx is never streamed (streaming it
+// measured 0.90-0.97x at D <= 1024 on AMD EPYC).
 bool streams_narrow_outputs();
 
 // Post-norm's input stage: the norm's input is h = x + Dropout(s) (dropout.hpp), formed in

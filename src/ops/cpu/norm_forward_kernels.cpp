@@ -16,12 +16,13 @@
 //    (short_row_moments), so that their quotients and square roots are vector instructions;
 //  - a 16-bit stream (whatever the branch), rows longer than kShortHalfRowMaxDim (shorter ones
 //    go as float32 rows do): values widen exactly to float32; sums shifted by an
-//    estimate of the mean accumulate in float32 lanes over blocks of kFloat32BlockAdditions vectors
-//    and in float64 across blocks, with a second pass over centred values for the rare row whose
-//    estimate was poor (block_moments), so cancellation never amplifies rounding more than 4
-//    times. The float32 block sums cost at most about kFloat32BlockAdditions float32 roundings of
-//    the row's magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the output is within
-//    0.5 unit of its type plus that. The scalar target (one lane) takes two float64 passes instead.
+//    estimate of the mean accumulate in float32 lanes over blocks of kFloat32BlockAdditions pairs
+//    of vectors and in float64 across blocks, with a second pass over centred values for the rare
+//    row whose estimate was poor (block_moments), so cancellation never amplifies rounding more
+//    than 4 times. The float32 block sums cost at most about kFloat32BlockAdditions float32
+//    roundings of the row's magnitude, some 1e-5 of a bfloat16 or 1e-4 of a float16 unit: the
+//    output is within 0.5 unit of its type plus that. The scalar target (one lane) takes two
+//    float64 passes instead.
 // The outputs are formed alike for every type (lane_ops-inl.h: hi + lo split mean and rstd, one
 // float32 fused multiply-add for the affine step) and rounded once to the storage type; rows
 // whose spread or magnitude float32 lanes cannot hold (forward_fits_float32) take float64 lanes.
@@ -177,8 +178,8 @@ template <class SS, class SB, bool kResidual>
 constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidual;
 
 // Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
-// float32 lanes within blocks of kFloat32BlockAdditions vectors and in float64 across blocks and
-// for the end.
+// float32 lanes within blocks of kFloat32BlockAdditions pairs of vectors and in float64 across
+// blocks and for the end.
 struct CentredSums {
   double sum = 0;
   double squares = 0;
@@ -910,7 +911,10 @@ void norm_forward(const NormForward& args) {
   NormForward streamed = args;
   // 16-bit outputs per CPU family (streams_narrow_outputs), except post-norm's: its forward is
   // bound by the dropout mask's Philox work, and streaming measured 1.00-1.06x on AMD EPYC too.
-  const bool narrow = args.storage != DType::float32 || args.branch_storage != DType::float32;
+  // A call with a float32 output (y, or h where a residual is added) keeps streaming, as float32
+  // calls do.
+  const bool narrow =
+      args.branch_storage != DType::float32 && (!args.residual || args.storage != DType::float32);
   streamed.stream_outputs =
       streams_output(args.rows * args.dim * dtype_size(args.branch_storage)) &&
       (!narrow || args.dropout || streams_narrow_outputs());

@@ -36,7 +36,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 //   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) [+ dh_next]   (no mean(g) for RMSNorm)
 // and the row's dy * x_hat and dy are added to the float64 partial sums of dgamma and dbeta.
 // Pass 1 (x and dy from memory) gathers the statistics and both means in shifted form, in
-// float64: sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
+// float64 lanes (a 16-bit stream: float32 blocks, backward_block_sums):
+// sum(g * x_hat) = rstd * (sum(g * d) - (mean - shift) * sum(g)) with d = x - shift.
 // Pass 2 (in cache) writes dx in float32 lanes, twice as wide as float64 ones.
 
 struct BackwardSums {

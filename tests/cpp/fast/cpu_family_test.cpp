@@ -20,7 +20,7 @@ TEST(CpuFamily, AgreesWithProcCpuinfo) {
       break;
     }
   }
-  ASSERT_FALSE(vendor.empty());
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo (not x86)";
   const cpu::CpuFamily want = vendor == "GenuineIntel" ? cpu::CpuFamily::intel
                               : vendor == "AuthenticAMD" || vendor == "HygonGenuine"
                                   ? cpu::CpuFamily::amd

@@ -3,10 +3,14 @@
 // each dx within one unit of its storage type plus a few float32 roundings of its own terms and
 // kBlockRoundings of its row's magnitude; dgamma and dbeta within the float32 contract plus the
 // same of their terms (docs/numerics.md, "Storage types"). Each case stresses one row of five,
-// so that every path of pass 1 is taken beside ordinary rows: a large mean, outliers among the
-// values the mean is estimated from (the sums taken again, centred on the mean), gradients or
-// values beyond float32 block sums (float64 lanes), a zero gradient, a NaN. Rows shorter than
-// two vectors, ends of rows and rows over several blocks come from the lengths.
+// so that every path of pass 1 is taken beside ordinary rows: outliers among the values the
+// mean is estimated from (the sums taken again, centred on the mean), gradients or values
+// outside the float32 block sums' range (float64 lanes), a zero gradient, a NaN in x or in dy;
+// and a large mean in every row. Rows shorter than two vectors, ends of rows and rows over
+// several blocks come from the lengths; LayerNorm, RMSNorm and RMSNorm with 1 + gamma.
+// A 16-bit dx's own rounding (one unit) dwarfs the block sums' error, so this holds each path
+// to the contract but cannot tell, say, a missing recentring pass (an error some 13 times
+// larger, still far inside a unit) from a present one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,7 +76,7 @@ Case make_case(const std::string& kind, int64_t dim, DType dtype) {
   float* x = c.x.data() + kStressed * dim;
   float* dy = c.dy.data() + kStressed * dim;
   const bool bf16 = dtype == DType::bfloat16;
-  if (kind == "large_mean") {
+  if (kind == "large_mean") {          // every row
     for (float& v : c.x) v += 300.0f;  // bfloat16 spacing 2 there: few distinct values
   } else if (kind == "outliers_first") {
     for (int64_t i = 0; i < std::min<int64_t>(dim, 16); ++i) x[i] = 40.0f;
@@ -86,6 +90,8 @@ Case make_case(const std::string& kind, int64_t dim, DType dtype) {
     for (int64_t i = 0; i < dim; ++i) dy[i] = 0.0f;
   } else if (kind == "nan_row") {
     x[dim / 2] = std::numeric_limits<float>::quiet_NaN();
+  } else if (kind == "nan_gradient") {
+    dy[dim / 3] = std::numeric_limits<float>::quiet_NaN();
   }
   return c;
 }
@@ -93,12 +99,14 @@ Case make_case(const std::string& kind, int64_t dim, DType dtype) {
 TEST_P(NarrowBackward, WithinOneUnitAndTheRowsBlockRounding) {
   const double u = 0x1p-24;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const std::string kind : {"ordinary", "large_mean", "outliers_first", "huge_gradient",
-                                   "tiny_gradient", "huge_values", "zero_gradient", "nan_row"}) {
+    for (const std::string kind :
+         {"ordinary", "large_mean", "outliers_first", "huge_gradient", "tiny_gradient",
+          "huge_values", "zero_gradient", "nan_row", "nan_gradient"}) {
       for (const int64_t dim : {7, 64, 200, 1000, 4100}) {
-        for (const bool layer : {true, false}) {
+        for (int variant = 0; variant < 3; ++variant) {  // LayerNorm, RMSNorm, RMSNorm 1 + gamma
+          const bool layer = variant == 0, one_plus = variant == 2;
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " + std::to_string(dim) +
-                       (layer ? " LayerNorm" : " RMSNorm"));
+                       (layer ? " LayerNorm" : " RMSNorm") + (one_plus ? " 1 + gamma" : ""));
           const Case c = make_case(kind, dim, dtype);
           const auto x_bits = stored(c.x, dtype), dy_bits = stored(c.dy, dtype);
           const auto x = widened(x_bits, dtype), dy = widened(dy_bits, dtype);
@@ -119,12 +127,16 @@ TEST_P(NarrowBackward, WithinOneUnitAndTheRowsBlockRounding) {
           } else {
             rms_norm_backward(dy_view, x_view, normalized,
                               {dx_view, MutableView{dgamma.data(), normalized}},
-                              {ConstView{gamma.data(), normalized}, false, 1e-5f});
+                              {ConstView{gamma.data(), normalized}, one_plus, 1e-5f});
           }
           const auto dx = widened(dx_bits, dtype);
-          const testing::WantDx want = testing::norm_dx(x, dy, gamma, kRows, dim, 1e-5, layer);
+          std::vector<float> scale = gamma;  // the float64 reference's scale (1 + gamma rounded)
+          if (one_plus) {
+            for (float& v : scale) v += 1.0f;
+          }
+          const testing::WantDx want = testing::norm_dx(x, dy, scale, kRows, dim, 1e-5, layer);
           for (int64_t row = 0; row < kRows; ++row) {
-            const bool nan_row = kind == "nan_row" && row == kStressed;
+            const bool nan_row = (kind == "nan_row" || kind == "nan_gradient") && row == kStressed;
             for (int64_t i = 0; i < dim; ++i) {
               const auto at = static_cast<size_t>(row * dim + i);
               if (nan_row) {
@@ -140,7 +152,7 @@ TEST_P(NarrowBackward, WithinOneUnitAndTheRowsBlockRounding) {
                   << want.dx[at];
             }
           }
-          if (kind == "nan_row") continue;  // dgamma and dbeta sum over rows: NaN
+          if (kind == "nan_row" || kind == "nan_gradient") continue;  // sums over rows: NaN
           // dgamma = sum over rows of dy * x_hat: x_hat carries the block sums' rounding of the
           // row's mean and rstd, some kBlockRoundings * (1 + max|x_hat|) * (1 + |x_hat|) roundings.
           std::vector<double> max_x_hat(kRows, 0.0);
