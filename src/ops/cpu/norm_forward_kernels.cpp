@@ -180,17 +180,13 @@ constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidu
 // Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
 // float32 lanes within blocks of kFloat32BlockAdditions pairs of vectors and in float64 across
 // blocks and for the end.
-struct CentredSums {
-  double sum = 0;
-  double squares = 0;
-};
 template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
-CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
+ShiftedSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
   const FloatTag df;
   const hn::RebindToUnsigned<FloatTag> du32;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
-  CentredSums sums;
+  ShiftedSums sums;
   int64_t i = 0;
   while (i + 2 * n <= dim) {
     auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
@@ -234,42 +230,32 @@ CentredSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, flo
 
 // The statistics pass of a row, by pairs where the row allows it.
 template <class SS, class SB, bool kResidual, bool kSum, bool kLow>
-CentredSums row_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float lo) {
+ShiftedSums row_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float lo) {
   if constexpr (kPairsAllowed<SS, SB, kResidual>) {
     if (dim % 2 == 0) return centred_sums<SS, SB, kResidual, kSum, kLow, true>(p, dim, hi, lo);
   }
   return centred_sums<SS, SB, kResidual, kSum, kLow, false>(p, dim, hi, lo);
 }
 
-// Mean and variance of a row. One pass of sums shifted by a first estimate of the mean (that
-// of the row's first elements, rounded to float): var = E[d^2] - E[d]^2 amplifies the float32
-// block sums' rounding by (var + E[d]^2) / var, which is at most 4 when E[d]^2 <= 3 var, and that
-// holds for any ordinary row. Otherwise (the first elements were outliers) a second pass takes
-// the variance from values centred on the mean itself, where nothing cancels.
+// Mean and variance of a row from float32 block sums shifted by a first estimate of the mean,
+// taken again centred on the mean where the estimate was poor (recentre_at, shifted_sums-inl.h).
 template <class SS, class SB, bool kResidual>
 RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
-  const double count = static_cast<double>(dim);
   // The estimate: the mean of the first register's worth of values (or of the whole row).
   const FloatTag df;
-  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
-  float shift = 0;
-  if (dim >= lanes) {
-    shift = hn::GetLane(hn::SumOfLanes(df, input<SS, SB, kResidual>(df, p, 0))) /
-            static_cast<float>(lanes);
+  float estimate = 0;
+  if (dim >= static_cast<int64_t>(hn::Lanes(df))) {
+    estimate = register_mean(input<SS, SB, kResidual>(df, p, 0));
   } else {
-    for (int64_t i = 0; i < dim; ++i) shift += input_one<SS, SB, kResidual>(p, i);
-    shift /= static_cast<float>(dim);
+    for (int64_t i = 0; i < dim; ++i) estimate += input_one<SS, SB, kResidual>(p, i);
+    estimate /= static_cast<float>(dim);
   }
-  const CentredSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, shift, 0.0f);
-  const double offset = sums.sum / count;
-  const double shifted_variance = sums.squares / count - offset * offset;
-  const double mean = static_cast<double>(shift) + offset;
-  if (shift_estimate_close(offset, shifted_variance)) return {mean, shifted_variance};
-  const HiLo m = split(mean);
-  const CentredSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, m.hi, m.lo);
-  const double residue = centred.sum / count;  // ~0: the float32 split's own error
-  if (std::isnan(centred.squares)) return {mean, centred.squares};
-  return {mean, std::max(0.0, centred.squares / count - residue * residue)};
+  const ShiftedSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, estimate, 0.0f);
+  const std::optional<HiLo> mean = recentre_at(estimate, sums, dim);
+  if (!mean) return moments_from(sums.sum, sums.squares, estimate, dim, true);
+  const ShiftedSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, mean->hi, mean->lo);
+  return moments_from(centred.sum, centred.squares,
+                      static_cast<double>(mean->hi) + static_cast<double>(mean->lo), dim, true);
 }
 
 template <class SS, class SB, bool kResidual>

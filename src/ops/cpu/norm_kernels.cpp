@@ -447,7 +447,8 @@ inline bool backward_block_sums_hold(const BackwardSums& sums, double variance) 
 
 // Pass 1 of a row: its sums and the shift they were taken from. A 16-bit stream's rows of at
 // least two vectors sum in float32 blocks (backward_block_sums), shifted by the mean of their
-// first vector, then centred on the mean itself where that estimate was poor; every other row,
+// first vector, then centred on the mean itself where that estimate was poor (recentre_at,
+// shifted_sums-inl.h, as the 16-bit forward's statistics); every other row,
 // and a row the float32 lanes cannot hold, in float64 lanes shifted by its first element.
 struct ShiftedBackwardSums {
   double shift;
@@ -461,22 +462,16 @@ ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::
     const FloatTag df;
     const auto lanes = static_cast<int64_t>(hn::Lanes(df));
     if (dim >= 2 * lanes) {
-      const double count = static_cast<double>(dim);
-      const float estimate =
-          centre ? hn::GetLane(hn::SumOfLanes(df, load<S>(df, x))) / static_cast<float>(lanes)
-                 : 0.0f;
+      const float estimate = centre ? register_mean(load<S>(df, x)) : 0.0f;
       ShiftedBackwardSums shifted{
           estimate,
           centre ? backward_block_sums<S, B, kScale, true, false>(x, dy, gamma, dim, estimate, 0)
                  : backward_block_sums<S, B, kScale, false, false>(x, dy, gamma, dim, 0, 0)};
-      const double offset = shifted.sums.x.sum / count;
-      const double shifted_variance = shifted.sums.x.squares / count - offset * offset;
-      if (centre && !shift_estimate_close(offset, shifted_variance) &&
-          block_sums_hold(shifted_variance)) {
-        const HiLo mean = split(static_cast<double>(estimate) + offset);
+      if (const std::optional<HiLo> mean =
+              centre ? recentre_at(estimate, shifted.sums.x, dim) : std::nullopt) {
         shifted = {
-            static_cast<double>(mean.hi) + static_cast<double>(mean.lo),
-            backward_block_sums<S, B, kScale, true, true>(x, dy, gamma, dim, mean.hi, mean.lo)};
+            static_cast<double>(mean->hi) + static_cast<double>(mean->lo),
+            backward_block_sums<S, B, kScale, true, true>(x, dy, gamma, dim, mean->hi, mean->lo)};
       }
       const RowMoments moments =
           moments_from(shifted.sums.x.sum, shifted.sums.x.squares, shifted.shift, dim, centre);
