@@ -177,7 +177,7 @@ constexpr bool kBfloat16Rows<HalfRows<narrow::Half::bfloat16>> = true;
 template <class SS, class SB, bool kResidual>
 constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidual;
 
-// Sums over a row of c = (v - hi) - lo and (with kSum) of c^2, v from the input stage, in
+// Sums over a row of c^2 and (with kSum) of c, c = (v - hi) - lo, v from the input stage, in
 // float32 lanes within blocks of kFloat32BlockAdditions pairs of vectors and in float64 across
 // blocks and for the end.
 template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
@@ -219,7 +219,7 @@ ShiftedSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, flo
     if constexpr (kSum) sums.sum += float64_sum_of_lanes(hn::Add(sum0, sum1));
     sums.squares += float64_sum_of_lanes(hn::Add(sq0, sq1));
   }
-  const double centre = static_cast<double>(hi) + static_cast<double>(lo);
+  const double centre = HiLo{hi, lo}.value();
   for (; i < dim; ++i) {
     const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - centre;
     sums.sum += c;
@@ -238,7 +238,7 @@ ShiftedSums row_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float 
 }
 
 // Mean and variance of a row from float32 block sums shifted by a first estimate of the mean,
-// taken again centred on the mean where the estimate was poor (recentre_at, shifted_sums-inl.h).
+// taken again centred on the mean where the estimate was poor (recentre_at, norm_numerics.hpp).
 template <class SS, class SB, bool kResidual>
 RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
   // The estimate: the mean of the first register's worth of values (or of the whole row).
@@ -251,11 +251,10 @@ RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
     estimate /= static_cast<float>(dim);
   }
   const ShiftedSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, estimate, 0.0f);
-  const std::optional<HiLo> mean = recentre_at(estimate, sums, dim);
+  const std::optional<HiLo> mean = recentre_at(estimate, sums.sum, sums.squares, dim);
   if (!mean) return moments_from(sums.sum, sums.squares, estimate, dim, true);
   const ShiftedSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, mean->hi, mean->lo);
-  return moments_from(centred.sum, centred.squares,
-                      static_cast<double>(mean->hi) + static_cast<double>(mean->lo), dim, true);
+  return moments_from(centred.sum, centred.squares, mean->value(), dim, true);
 }
 
 template <class SS, class SB, bool kResidual>

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "hwy/cache_control.h"
@@ -428,8 +429,7 @@ BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
     sums.gd += float64_sum_of_lanes(hn::Add(even.gd, odd.gd));
   }
   sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_g)));
-  add_elements<S, B, kScale>(sums, x, dy, gamma, i, dim,
-                             static_cast<double>(hi) + static_cast<double>(lo));
+  add_elements<S, B, kScale>(sums, x, dy, gamma, i, dim, HiLo{hi, lo}.value());
   return sums;
 }
 
@@ -448,7 +448,7 @@ inline bool backward_block_sums_hold(const BackwardSums& sums, double variance) 
 // Pass 1 of a row: its sums and the shift they were taken from. A 16-bit stream's rows of at
 // least two vectors sum in float32 blocks (backward_block_sums), shifted by the mean of their
 // first vector, then centred on the mean itself where that estimate was poor (recentre_at,
-// shifted_sums-inl.h, as the 16-bit forward's statistics); every other row,
+// norm_numerics.hpp, as the 16-bit forward's statistics); every other row,
 // and a row the float32 lanes cannot hold, in float64 lanes shifted by its first element.
 struct ShiftedBackwardSums {
   double shift;
@@ -468,10 +468,10 @@ ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::
           centre ? backward_block_sums<S, B, kScale, true, false>(x, dy, gamma, dim, estimate, 0)
                  : backward_block_sums<S, B, kScale, false, false>(x, dy, gamma, dim, 0, 0)};
       if (const std::optional<HiLo> mean =
-              centre ? recentre_at(estimate, shifted.sums.x, dim) : std::nullopt) {
-        shifted = {
-            static_cast<double>(mean->hi) + static_cast<double>(mean->lo),
-            backward_block_sums<S, B, kScale, true, true>(x, dy, gamma, dim, mean->hi, mean->lo)};
+              centre ? recentre_at(estimate, shifted.sums.x.sum, shifted.sums.x.squares, dim)
+                     : std::nullopt) {
+        shifted = {mean->value(), backward_block_sums<S, B, kScale, true, true>(
+                                      x, dy, gamma, dim, mean->hi, mean->lo)};
       }
       const RowMoments moments =
           moments_from(shifted.sums.x.sum, shifted.sums.x.squares, shifted.shift, dim, centre);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace addnorm::cpu {
@@ -25,6 +26,7 @@ inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
 struct HiLo {
   float hi;
   float lo;
+  double value() const { return static_cast<double>(hi) + static_cast<double>(lo); }
 };
 inline HiLo split(double value) {
   const float hi = static_cast<float>(value);
@@ -66,6 +68,22 @@ inline bool shift_estimate_close(double offset, double shifted_variance) {
 // again in float64.
 inline bool block_sums_hold(double variance) {
   return variance >= 0x1p-100 && variance <= 0x1p100;
+}
+
+// Where to take a row's float32 block sums again, from those shifted by `estimate` (sum =
+// sum(d), squares = sum(d^2), d = v - estimate): nothing where the estimate was close
+// (shift_estimate_close) or where the shifted variance is outside block_sums_hold's range or
+// NaN (such sums fail the caller's block_sums_hold on the moments it takes from them, the same
+// expression, and the row goes to float64); otherwise the row's mean, split as hi + lo, to
+// centre on.
+inline std::optional<HiLo> recentre_at(float estimate, double sum, double squares, int64_t dim) {
+  const double count = static_cast<double>(dim);
+  const double offset = sum / count;
+  const double shifted_variance = squares / count - offset * offset;
+  if (shift_estimate_close(offset, shifted_variance) || !block_sums_hold(shifted_variance)) {
+    return std::nullopt;
+  }
+  return split(static_cast<double>(estimate) + offset);
 }
 
 // What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has

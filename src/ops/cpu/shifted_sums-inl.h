@@ -9,11 +9,11 @@
 #endif
 
 #include <cstdint>
-#include <optional>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/cpu/lane_ops-inl.h"
+#include "ops/cpu/norm_numerics.hpp"
 #include "ops/cpu/row_storage-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -164,8 +164,9 @@ inline ShiftedSums shifted_sums_row(const float* HWY_RESTRICT x, int64_t dim, do
 #if HWY_TARGET != HWY_SCALAR
 // ---- float32 block sums: the 16-bit streams' statistics, forward and backward -----------------
 // A row's sums are taken in float32 blocks (kFloat32BlockAdditions) shifted by a first estimate
-// of its mean, and taken again centred on the mean itself where that estimate was poor: the one
-// rule of the 16-bit forward's statistics and the 16-bit backward's pass 1.
+// of its mean, and taken again centred on the mean itself where that estimate was poor
+// (recentre_at, norm_numerics.hpp): the one rule of the 16-bit forward's statistics and the
+// 16-bit backward's pass 1.
 
 // The first estimate: the mean of the row's first register of values, rounded to float.
 inline float register_mean(hn::Vec<FloatTag> first) {
@@ -173,19 +174,6 @@ inline float register_mean(hn::Vec<FloatTag> first) {
   return hn::GetLane(hn::SumOfLanes(df, first)) / static_cast<float>(hn::Lanes(df));
 }
 
-// Where to take a row's block sums again, from those shifted by `estimate`: nothing where the
-// estimate was close (shift_estimate_close), or where the sums are NaN or their squares
-// overflowed (the caller's float64 pass takes such rows); otherwise the row's mean, split as
-// hi + lo, to centre on.
-inline std::optional<HiLo> recentre_at(float estimate, const ShiftedSums& shifted, int64_t dim) {
-  const double count = static_cast<double>(dim);
-  const double offset = shifted.sum / count;
-  const double shifted_variance = shifted.squares / count - offset * offset;
-  if (shift_estimate_close(offset, shifted_variance) || !(shifted_variance <= 0x1p100)) {
-    return std::nullopt;
-  }
-  return split(static_cast<double>(estimate) + offset);
-}
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE
