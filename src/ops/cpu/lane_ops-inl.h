@@ -90,35 +90,52 @@ hn::Vec<D> affine(D d, hn::Vec<D> x_hat, const float* gamma, const float* beta, 
 // vectors are folded into each other (a transpose and add, log2(lanes) levels), so a group of
 // rows costs one reduction's shuffles instead of one per row, and their quotients and square
 // roots then take one vector instruction each. Each lane sees a fixed tree of additions,
-// whatever the lane's row.
+// whatever the lane's row. row_fold is the same transpose with any associative `combine`
+// (row_maxima: the backward's max |g| a row).
 #if HWY_TARGET != HWY_SCALAR
-inline hn::Vec<DoubleTag> row_totals(const hn::Vec<DoubleTag>* v) {
+template <class Combine>
+hn::Vec<DoubleTag> row_fold(const hn::Vec<DoubleTag>* v, const Combine& combine) {
   const DoubleTag dd;
   constexpr size_t kLanes = hn::MaxLanes(dd);
   static_assert(kLanes == 2 || kLanes == 4 || kLanes == 8, "x86 float64 lanes: 2, 4 or 8");
-  // Level 1, within each 128-bit block: [v0's pair sum, v1's pair sum] for each pair of rows.
+  // Level 1, within each 128-bit block: [v0's pair total, v1's pair total] for each pair of rows.
   hn::Vec<DoubleTag> pairs[kLanes / 2];
   for (size_t k = 0; k < kLanes / 2; ++k) {
-    pairs[k] = hn::Add(hn::InterleaveLower(dd, v[2 * k], v[2 * k + 1]),
+    pairs[k] = combine(hn::InterleaveLower(dd, v[2 * k], v[2 * k + 1]),
                        hn::InterleaveUpper(dd, v[2 * k], v[2 * k + 1]));
   }
   if constexpr (kLanes == 2) {
     return pairs[0];
   } else if constexpr (kLanes == 4) {
     // Level 2: the two blocks of rows (0, 1) beside those of rows (2, 3).
-    return hn::Add(hn::ConcatLowerLower(dd, pairs[1], pairs[0]),
+    return combine(hn::ConcatLowerLower(dd, pairs[1], pairs[0]),
                    hn::ConcatUpperUpper(dd, pairs[1], pairs[0]));
   } else {
     // Level 2: adjacent blocks, rows (0, 1) in even blocks and (2, 3) in odd ones; level 3:
     // the two 256-bit halves.
     auto quads = [&](hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b) HWY_ATTR {
-      return hn::Add(hn::OddEvenBlocks(b, a),
+      return combine(hn::OddEvenBlocks(b, a),
                      hn::OddEvenBlocks(hn::SwapAdjacentBlocks(b), hn::SwapAdjacentBlocks(a)));
     };
     const auto low = quads(pairs[0], pairs[1]);
     const auto high = quads(pairs[2], pairs[3]);
-    return hn::Add(hn::ConcatLowerLower(dd, high, low), hn::ConcatUpperUpper(dd, high, low));
+    return combine(hn::ConcatLowerLower(dd, high, low), hn::ConcatUpperUpper(dd, high, low));
   }
+}
+inline hn::Vec<DoubleTag> row_totals(const hn::Vec<DoubleTag>* v) {
+  return row_fold(
+      v, [](hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b) HWY_ATTR { return hn::Add(a, b); });
+}
+inline hn::Vec<DoubleTag> row_maxima(const hn::Vec<DoubleTag>* v) {
+  return row_fold(
+      v, [](hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b) HWY_ATTR { return hn::Max(a, b); });
+}
+
+// Whether a row may take a group path of short rows (one row per float64 lane: the forward's
+// short_rows, the backward's short_backward_stats): a whole number of float32 registers, and at
+// most max_dim long (each path's limits are measured, per stream type).
+inline bool is_short_row(int64_t dim, int64_t max_dim) {
+  return dim <= max_dim && dim % static_cast<int64_t>(hn::Lanes(FloatTag())) == 0;
 }
 
 // moments_from and 1 / sqrt(variance + eps) (norm_numerics.hpp) for a group of rows, one per

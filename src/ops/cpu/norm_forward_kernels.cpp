@@ -572,8 +572,7 @@ constexpr int64_t kShortHalfRowMaxDim = 64;
 
 template <class SS>
 bool takes_short_rows(int64_t dim) {
-  return dim <= (SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim) &&
-         dim % static_cast<int64_t>(hn::Lanes(FloatTag())) == 0;
+  return is_short_row(dim, SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim);
 }
 
 // The moments of a group of rows, one per float64 lane: rows first ... first + count - 1, the

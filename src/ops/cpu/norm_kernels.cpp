@@ -79,6 +79,10 @@ void add_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTRICT x,
 template <class S, class B, Affine kScale, bool kCentre>
 class BackwardSumsRun {
  public:
+  struct Accumulators {
+    hn::Vec<DoubleTag> d, d2, g, gd, max_g;
+  };
+
   BackwardSumsRun(const typename S::Elem* HWY_RESTRICT x, const typename B::Elem* HWY_RESTRICT dy,
                   const float* HWY_RESTRICT gamma, int64_t dim, double shift)
       : x_(x), dy_(dy), gamma_(gamma), dim_(dim), shift_(shift), shift_v_(hn::Set(dd_, shift)) {
@@ -94,6 +98,21 @@ class BackwardSumsRun {
     accumulate(acc_[0], i_);
     accumulate(acc_[1], i_ + lanes());
     i_ += 2 * lanes();
+  }
+
+  // A whole row of an even number of vectors from the start, its sums left in lanes (the two
+  // accumulator sets added): short_backward_stats totals a group of such rows one per lane.
+  HWY_INLINE Accumulators row_lanes() {
+    Accumulators even = acc_[0], odd = acc_[1];
+    for (int64_t i = 0; i < dim_; i += 2 * lanes()) {
+      hwy::Prefetch(x_ + i + kPrefetchFloats);
+      hwy::Prefetch(dy_ + i + kPrefetchFloats);
+      accumulate(even, i);
+      accumulate(odd, i + lanes());
+    }
+    i_ = dim_;
+    return {hn::Add(even.d, odd.d), hn::Add(even.d2, odd.d2), hn::Add(even.g, odd.g),
+            hn::Add(even.gd, odd.gd), hn::Max(even.max_g, odd.max_g)};
   }
 
   // The remaining vectors, then the elements short of one. In locals: a caller's run may live
@@ -126,9 +145,6 @@ class BackwardSumsRun {
   }
 
  private:
-  struct Accumulators {
-    hn::Vec<DoubleTag> d, d2, g, gd, max_g;
-  };
   static int64_t lanes() { return static_cast<int64_t>(hn::Lanes(DoubleTag())); }
 
   HWY_INLINE void accumulate(Accumulators& set, int64_t i) const {
@@ -484,18 +500,24 @@ ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::
                         : BackwardSumsRun<S, B, kScale, false>(x, dy, gamma, dim, shift).finish()};
 }
 
+// A row's pointers, its statistics not yet taken.
+template <class S, class B>
+BackwardRowData<S, B> backward_row_pointers(const NormBackward& a, int64_t row) {
+  using Elem = typename S::Elem;
+  const int64_t offset = row * a.dim;
+  const auto* dh_next = static_cast<const Elem*>(a.dh_next);
+  return {static_cast<const Elem*>(a.x) + offset,
+          static_cast<const typename B::Elem*>(a.dy) + offset,
+          dh_next ? dh_next + offset : nullptr,
+          static_cast<Elem*>(a.dx) + offset,
+          {}};
+}
+
 // Pass 1 of one row, and what pass 2 needs.
 template <class S, class B, Affine kScale>
 BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
-  using Elem = typename S::Elem;
   const int64_t dim = a.dim;
-  const int64_t offset = row * dim;
-  const auto* dh_next = static_cast<const Elem*>(a.dh_next);
-  BackwardRowData<S, B> data{static_cast<const Elem*>(a.x) + offset,
-                             static_cast<const typename B::Elem*>(a.dy) + offset,
-                             dh_next ? dh_next + offset : nullptr,
-                             static_cast<Elem*>(a.dx) + offset,
-                             {}};
+  BackwardRowData<S, B> data = backward_row_pointers<S, B>(a, row);
   const double count = static_cast<double>(dim);
   const bool centre = a.norm == NormKind::layer_norm;
   const auto [shift, sums] = backward_pass1<S, B, kScale>(data.x, data.dy, a.gamma, dim, centre);
@@ -514,6 +536,77 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   return data;
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// Short rows (up to these lengths, a whole number of float32 registers) take pass 1 a group at a
+// time, one row per float64 lane (short_backward_stats), as the forward's short rows take their
+// moments: a short row's fixed costs (five horizontal sums, scalar quotients, a square root and
+// two divisions on a serial chain) otherwise outweigh its own arithmetic. Measured against the
+// row-at-a-time pass 1, calls alternating in one process (LayerNorm with dgamma and dbeta, 64 MiB
+// of x from memory unless said; AMD EPYC, Zen 5):
+//  - float32 streams: 1.28-1.29x at D = 64 (1.53x in cache), 1.13-1.15x at D = 128, 1.11-1.12x
+//    at D = 256, 1.02-1.05x at D = 512-768, 1.00-1.02x at D = 1024 (1 and 2 threads); RMSNorm
+//    1.18x at D = 64;
+//  - 16-bit streams, whose row-at-a-time pass 1 sums in float32 blocks: bfloat16 1.31-1.32x at
+//    D = 64, 1.06-1.07x at D = 128, but 0.89-0.93x at D = 256-1024, where the float64 lanes'
+//    extra arithmetic per element costs more than the fixed costs saved. Short 16-bit rows are
+//    summed in float64 lanes as float32 rows are: no less accurate.
+constexpr int64_t kShortBackwardMaxDim = 1024;
+constexpr int64_t kShortHalfBackwardMaxDim = 128;
+
+// backward_row_stats for rows first ... first + count - 1 (count at most the float64 lanes) into
+// rows[0 ... count): each row's sums in float64 lanes shifted by its first element
+// (BackwardSumsRun, whatever the stream's type), then the group's totals (row_totals), quotients,
+// square roots and divisions in lanes, each rounded as the scalar ones. The lanes past count
+// repeat the last row, so a row's results never depend on its group's size, nor on how rows are
+// split over threads.
+template <class S, class B, Affine kScale, bool kCentre>
+void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
+                          BackwardRowData<S, B>* rows) {
+  const DoubleTag dd;
+  constexpr size_t kRows = hn::MaxLanes(dd);
+  hn::Vec<DoubleTag> d[kRows], d2[kRows], g[kRows], gd[kRows], max_g[kRows];
+  HWY_ALIGN double shifts[kRows], saved_rstd[kRows];
+  for (size_t k = 0; k < kRows; ++k) {
+    const int64_t row = first + std::min<int64_t>(static_cast<int64_t>(k), count - 1);
+    const BackwardRowData<S, B> data = backward_row_pointers<S, B>(a, row);
+    if (static_cast<int64_t>(k) < count) rows[k] = data;
+    shifts[k] = kCentre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
+    if (a.saved_rstd) saved_rstd[k] = static_cast<double>(a.saved_rstd[row]);
+    const auto sums =
+        BackwardSumsRun<S, B, kScale, kCentre>(data.x, data.dy, a.gamma, a.dim, shifts[k])
+            .row_lanes();
+    d[k] = sums.d;
+    d2[k] = sums.d2;
+    g[k] = sums.g;
+    gd[k] = sums.gd;
+    max_g[k] = sums.max_g;
+  }
+  const auto zero = hn::Zero(dd);
+  const auto shift = hn::Load(dd, shifts);
+  const auto g_total = kCentre ? row_totals(g) : zero;
+  const MomentLanes m =
+      moments_lanes(kCentre ? row_totals(d) : zero, row_totals(d2), shift, a.dim, kCentre);
+  const auto rstd = a.saved_rstd ? hn::Load(dd, saved_rstd) : rstd_lanes(m.variance, a.eps);
+  // As backward_row_stats: multiplied by 1 / D; x_hat's scale 0 where rstd is infinite.
+  const auto inverse_count = hn::Set(dd, 1.0 / static_cast<double>(a.dim));
+  const auto scale = hn::IfThenElse(hn::IsInf(rstd), zero, rstd);
+  const auto mean_g_xhat =
+      hn::Mul(hn::Mul(scale, hn::Sub(row_totals(gd), hn::Mul(hn::Sub(m.mean, shift), g_total))),
+              inverse_count);
+  HWY_ALIGN double means[kRows], variances[kRows], rstds[kRows], mean_gs[kRows],
+      mean_g_xhats[kRows], max_gs[kRows];
+  hn::Store(m.mean, dd, means);
+  hn::Store(m.variance, dd, variances);
+  hn::Store(rstd, dd, rstds);
+  hn::Store(hn::Mul(g_total, inverse_count), dd, mean_gs);
+  hn::Store(mean_g_xhat, dd, mean_g_xhats);
+  hn::Store(row_maxima(max_g), dd, max_gs);
+  for (int64_t k = 0; k < count; ++k) {
+    rows[k].stats = {means[k], variances[k], rstds[k], mean_gs[k], mean_g_xhats[k], max_gs[k]};
+  }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
 // Whether the float32 pass 2 can take this row: rstd and its low part are normal float32
 // numbers, x - mean cannot overflow (|mean| < 2^100), and neither can g, g - mean(g) or
 // x_hat * mean(g x_hat) (each below 2^64, with |x_hat| <= sqrt(D) <= 2^32), so a finite dx is
@@ -524,44 +617,72 @@ bool fits_float32(const BackwardRow& r) {
          std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
 
-// Rows per group: pass 1 of a group's rows, then the float32 pass 2 of them together.
+// Pass 2 of `count` rows (at most kGroupRows) whose pass 1 is done: the float32 pass 2 of them
+// together where every row fits it and the group is whole, otherwise row by row.
 template <class S, class B, Affine kScale, int kGroupRows>
-void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
-                          double* dbeta_partial) {
-  for (int64_t first = begin; first < end; first += kGroupRows) {
-    const int64_t count = std::min<int64_t>(kGroupRows, end - first);
-    BackwardRowData<S, B> rows[kGroupRows];
-    bool all_fit = true;
-    for (int64_t k = 0; k < count; ++k) {
-      rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
-      all_fit = all_fit && fits_float32(rows[k].stats);
-    }
+void backward_pass2(const NormBackward& a, const BackwardRowData<S, B>* rows, int64_t count,
+                    double* dgamma_partial, double* dbeta_partial) {
+  bool all_fit = true;
+  for (int64_t k = 0; k < count; ++k) all_fit = all_fit && fits_float32(rows[k].stats);
 #if HWY_TARGET != HWY_SCALAR
-    // Streaming needs every row of dx on a vector boundary.
-    const hn::ScalableTag<float> df;
-    bool stream = false;
-    if constexpr (!S::kHalf) {
-      stream = a.stream_outputs && aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
-               a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
-    }
-    if (all_fit && count == kGroupRows) {
-      backward_dx_float32_as<S, B, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
-                                                       dbeta_partial);
+  // Streaming needs every row of dx on a vector boundary.
+  const hn::ScalableTag<float> df;
+  bool stream = false;
+  if constexpr (!S::kHalf) {
+    stream = a.stream_outputs && aligned_start(df, rows[0].dx, a.dim, true) == 0 &&
+             a.dim % static_cast<int64_t>(hn::Lanes(df)) == 0;
+  }
+  if (all_fit && count == kGroupRows) {
+    backward_dx_float32_as<S, B, kScale, kGroupRows>(a, rows, stream, dgamma_partial,
+                                                     dbeta_partial);
+    return;
+  }
+#endif
+  // The rows one at a time (in row order, as the partial sums require).
+  for (int64_t k = 0; k < count; ++k) {
+    const BackwardRowData<S, B>& row = rows[k];
+#if HWY_TARGET != HWY_SCALAR
+    if (fits_float32(row.stats)) {
+      backward_dx_float32_as<S, B, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
       continue;
     }
 #endif
-    // The rows one at a time (in row order, as the partial sums require).
-    for (int64_t k = 0; k < count; ++k) {
-      const BackwardRowData<S, B>& row = rows[k];
+    backward_dx_float64<S, B, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
+                                      dgamma_partial, dbeta_partial);
+  }
+}
+
+// Rows per group: pass 1 of a group's rows, then pass 2 of them together. Short rows take pass 1
+// a float64 register's worth of rows at a time (short_backward_stats), then pass 2 in groups.
+template <class S, class B, Affine kScale, int kGroupRows>
+void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
+                          double* dbeta_partial) {
 #if HWY_TARGET != HWY_SCALAR
-      if (fits_float32(row.stats)) {
-        backward_dx_float32_as<S, B, kScale, 1>(a, &row, stream, dgamma_partial, dbeta_partial);
-        continue;
+  constexpr int64_t kLanes = static_cast<int64_t>(hn::MaxLanes(DoubleTag()));
+  if (is_short_row(a.dim, S::kHalf ? kShortHalfBackwardMaxDim : kShortBackwardMaxDim)) {
+    with_flag(a.norm == NormKind::layer_norm, [&](auto centre) {
+      constexpr int64_t kBlock = std::max<int64_t>(kLanes, kGroupRows);
+      for (int64_t first = begin; first < end; first += kBlock) {
+        const int64_t count = std::min<int64_t>(kBlock, end - first);
+        BackwardRowData<S, B> rows[kBlock];
+        for (int64_t k = 0; k < count; k += kLanes) {
+          short_backward_stats<S, B, kScale, centre()>(a, first + k, std::min(kLanes, count - k),
+                                                       rows + k);
+        }
+        for (int64_t k = 0; k < count; k += kGroupRows) {
+          backward_pass2<S, B, kScale, kGroupRows>(
+              a, rows + k, std::min<int64_t>(kGroupRows, count - k), dgamma_partial, dbeta_partial);
+        }
       }
+    });
+    return;
+  }
 #endif
-      backward_dx_float64<S, B, kScale>(a, row.x, row.dy, row.dh_next, row.dx, row.stats,
-                                        dgamma_partial, dbeta_partial);
-    }
+  for (int64_t first = begin; first < end; first += kGroupRows) {
+    const int64_t count = std::min<int64_t>(kGroupRows, end - first);
+    BackwardRowData<S, B> rows[kGroupRows];
+    for (int64_t k = 0; k < count; ++k) rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
+    backward_pass2<S, B, kScale, kGroupRows>(a, rows, count, dgamma_partial, dbeta_partial);
   }
 }
 

@@ -6,7 +6,8 @@
 // and RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the
 // float32 lanes cannot hold (tiny spread, huge mean) and non-finite rows among them. The backward's
 // dx likewise: its pass 2 takes rows four at a time (norm_kernels.cpp) or, where a group holds such
-// a row, one at a time, and a row's dx must not depend on which.
+// a row, one at a time, and short rows' pass 1 a group at a time; a row's dx must not depend on
+// which.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -165,7 +166,8 @@ TEST_P(InterleavedRows, BackwardWholeCallsEqualRowByRowCallsBitForBit) {
   // from its own start: 12 rows per chunk, 3 groups of 4.
   const int64_t rows = 192;
   const int saved_threads = omp_get_max_threads();
-  for (const int64_t dim : {512, 1000, 1537}) {
+  // 64, 80 and 128: short rows, whose pass 1 takes a group of rows one per float64 lane.
+  for (const int64_t dim : {64, 80, 128, 512, 1000, 1537}) {
     auto x = special_rows(rows, dim, 31);
     // Special rows in the second chunk too (its third group, rows 20-23): a tiny spread, a NaN.
     std::copy(x.begin() + 3 * dim, x.begin() + 4 * dim, x.begin() + 21 * dim);
