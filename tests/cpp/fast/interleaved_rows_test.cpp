@@ -95,7 +95,7 @@ class InterleavedRows : public ::testing::TestWithParam<int64_t> {
 TEST_P(InterleavedRows, WholeCallsEqualRowByRowCallsBitForBit) {
   const int64_t rows = 24;
   const int saved_threads = omp_get_max_threads();
-  for (const int64_t dim : {64, 208, 512, 1000, 1537, 4096}) {
+  for (const int64_t dim : {64, 128, 208, 512, 1000, 1537, 4096}) {
     const auto x = special_rows(rows, dim, 21);
     const auto r = random_floats(static_cast<size_t>(rows * dim), 22, -1.0f, 1.0f);
     const auto r_bf16 = bfloat16_bits(r);

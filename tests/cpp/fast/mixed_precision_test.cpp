@@ -460,7 +460,7 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const std::string kind :
          {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first", "near_max"}) {
-      for (const int64_t dim : {1, 7, 33, 64, 200, 1000}) {
+      for (const int64_t dim : {1, 7, 33, 64, 128, 200, 1000}) {
         for (int affine = 0; affine < 4; ++affine) {
           // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm 1+gamma.
           const bool layer = affine < 2;
@@ -523,12 +523,12 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
  }
 }
 
-// Runs body(dtype, dim, layer, with_dh) over both 16-bit types, dims 7, 64 and 200, and the
+// Runs body(dtype, dim, layer, with_dh) over both 16-bit types, dims 7, 64, 128 and 200, and the
 // four variants: LayerNorm or RMSNorm, with or without dh_next.
 template <class Body>
 void for_each_backward_variant(const Body& body) {
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const int64_t dim : {7, 64, 200}) {
+    for (const int64_t dim : {7, 64, 128, 200}) {
       for (int variant = 0; variant < 4; ++variant) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
                      " variant " + std::to_string(variant));

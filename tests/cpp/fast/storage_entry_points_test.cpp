@@ -83,7 +83,8 @@ class SixteenBitStorage : public ::testing::TestWithParam<std::tuple<DType, int6
 
 TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
   const DType dtype = storage();
-  for (const int64_t dim : {int64_t{64}, int64_t{67}, int64_t{512}}) {  // 64: short rows
+  for (const int64_t dim :
+       {int64_t{64}, int64_t{67}, int64_t{128}, int64_t{512}}) {  // 64, 128: short rows
     const int64_t rows = 9;
     const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
     const Stored x(random_floats(rows * dim, 11, -3.0f, 5.0f), dtype);
