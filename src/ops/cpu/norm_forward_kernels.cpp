@@ -251,8 +251,9 @@ RowMoments centred_block_moments(const RowPointers<SS, SB>& p, int64_t dim) {
     estimate /= static_cast<float>(dim);
   }
   const ShiftedSums sums = row_sums<SS, SB, kResidual, true, false>(p, dim, estimate, 0.0f);
-  const std::optional<HiLo> mean = recentre_at(estimate, sums.sum, sums.squares, dim);
-  if (!mean) return moments_from(sums.sum, sums.squares, estimate, dim, true);
+  const ShiftedMoments shifted = shifted_moments(sums.sum, sums.squares, dim);
+  const std::optional<HiLo> mean = recentre_at(estimate, shifted);
+  if (!mean) return moments_about(estimate, shifted);
   const ShiftedSums centred = row_sums<SS, SB, kResidual, true, true>(p, dim, mean->hi, mean->lo);
   return moments_from(centred.sum, centred.squares, mean->value(), dim, true);
 }

@@ -484,7 +484,8 @@ ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::
           centre ? backward_block_sums<S, B, kScale, true, false>(x, dy, gamma, dim, estimate, 0)
                  : backward_block_sums<S, B, kScale, false, false>(x, dy, gamma, dim, 0, 0)};
       if (const std::optional<HiLo> mean =
-              centre ? recentre_at(estimate, shifted.sums.x.sum, shifted.sums.x.squares, dim)
+              centre ? recentre_at(estimate,
+                                   shifted_moments(shifted.sums.x.sum, shifted.sums.x.squares, dim))
                      : std::nullopt) {
         shifted = {mean->value(), backward_block_sums<S, B, kScale, true, true>(
                                       x, dy, gamma, dim, mean->hi, mean->lo)};

@@ -40,12 +40,22 @@ struct RowMoments {
   double mean;
   double variance;
 };
-inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim, bool centre) {
+// The same before the shift is added back: offset = mean(x - shift), variance not yet clamped.
+struct ShiftedMoments {
+  double offset;
+  double variance;
+};
+inline ShiftedMoments shifted_moments(double sum, double squares, int64_t dim) {
   const double count = static_cast<double>(dim);
-  if (!centre) return {0.0, squares / count};  // RMSNorm: shift is 0, mean(x^2)
-  const double mean_shifted = sum / count;
-  const double variance = squares / count - mean_shifted * mean_shifted;
-  return {shift + mean_shifted, variance < 0 ? 0.0 : variance};
+  const double offset = sum / count;
+  return {offset, squares / count - offset * offset};
+}
+inline RowMoments moments_about(double shift, ShiftedMoments m) {
+  return {shift + m.offset, m.variance < 0 ? 0.0 : m.variance};
+}
+inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim, bool centre) {
+  if (!centre) return {0.0, squares / static_cast<double>(dim)};  // RMSNorm: shift 0, mean(x^2)
+  return moments_about(shift, shifted_moments(sum, squares, dim));
 }
 
 // Float32 block sums (the 16-bit streams' statistics, forward and backward): values are summed
@@ -70,20 +80,18 @@ inline bool block_sums_hold(double variance) {
   return variance >= 0x1p-100 && variance <= 0x1p100;
 }
 
-// Where to take a row's float32 block sums again, from those shifted by `estimate` (sum =
-// sum(d), squares = sum(d^2), d = v - estimate): nothing where the estimate was close
-// (shift_estimate_close) or where the shifted variance is outside block_sums_hold's range or
-// NaN (such sums fail the caller's block_sums_hold on the moments it takes from them, the same
-// expression, and the row goes to float64); otherwise the row's mean, split as hi + lo, to
+// Where to take a row's float32 block sums again, from the moments of those shifted by
+// `estimate` (shifted_moments of sum(d) and sum(d^2), d = v - estimate): nothing where the
+// estimate was close (shift_estimate_close) or where the shifted variance is outside
+// block_sums_hold's range or NaN (such sums fail the caller's block_sums_hold on the moments it
+// takes from them, and the row goes to float64); otherwise the row's mean, split as hi + lo, to
 // centre on.
-inline std::optional<HiLo> recentre_at(float estimate, double sum, double squares, int64_t dim) {
-  const double count = static_cast<double>(dim);
-  const double offset = sum / count;
-  const double shifted_variance = squares / count - offset * offset;
-  if (shift_estimate_close(offset, shifted_variance) || !block_sums_hold(shifted_variance)) {
+inline std::optional<HiLo> recentre_at(float estimate, ShiftedMoments shifted) {
+  if (shift_estimate_close(shifted.offset, shifted.variance) ||
+      !block_sums_hold(shifted.variance)) {
     return std::nullopt;
   }
-  return split(static_cast<double>(estimate) + offset);
+  return split(static_cast<double>(estimate) + shifted.offset);
 }
 
 // What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has
