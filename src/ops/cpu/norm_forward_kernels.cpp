@@ -624,8 +624,8 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
 // group's loads from memory then overlap this group's normalising pass, instead of every pass
 // waiting on the chain before it. Calls alternating in one process, 64 MiB (AMD EPYC, Zen 5):
 // float32 LayerNorm 1.15-1.23x at D = 64 (1.32x in cache), 1.09-1.12x at D = 128, but
-// 0.96-1.02x at D = 256 (two groups of longer rows crowd the L1 cache); bfloat16 1.02-1.10x at
-// D = 64. Each row's results are the same bits either way.
+// 0.96-1.02x at D = 256 (cause not established: two groups there, 16 KiB, still fit L1);
+// bfloat16 1.02-1.10x at D = 64. Each row's results are the same bits either way.
 constexpr int64_t kMomentsAheadMaxDim = 128;
 
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
