@@ -93,6 +93,9 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
     for (size_t k = 0; k < count; ++k) {
       const size_t i = (k + static_cast<size_t>(round)) % count;  // rotate who goes first
       if (round >= reps[i]) continue;
+      // One untimed call first, so that every sample starts from the cache its own
+      // implementation's last call left, never another's (see kLeadInCalls).
+      for (int call = 0; call < kLeadInCalls; ++call) runners[i].run();
       reset_peak_rss();
       const int64_t rss_before = current_rss_bytes();
       const int64_t faults_before = minor_faults();

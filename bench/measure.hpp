@@ -19,6 +19,16 @@ inline constexpr double kFaultCostS = 1e-6;
 inline constexpr double kFaultAllowanceShare = 0.01;
 double fault_allowance_per_call(double seconds_per_call);
 
+// Untimed calls of an implementation before each of its samples. Without them a sample of one
+// out-of-cache call began with the last level cache full of what the implementation before it in
+// the round had written: ordinary stores leave up to L3's size of dirty lines, whose write-back
+// then fell on the next call. An implementation that streams its outputs (leaving nothing
+// dirty) was charged the write-back of the one before it and handed a clean cache to the one
+// after: on AMD EPYC (32 MiB L3), addnorm's float32 LayerNorm forward, which streams, read
+// 0.65-0.83x oneDNN that way at D = 64-1024, 1 thread, against 1.0-1.4x when each implementation
+// follows itself (bench runs of 2026-12-03, docs/performance.md).
+inline constexpr int kLeadInCalls = 1;
+
 struct MeasureOptions {
   int max_reps = 9;            // samples for fast implementations
   int min_reps = 3;            // samples for slow ones (1 in smoke mode)

@@ -49,5 +49,33 @@ TEST(BenchMeasure, ConsistentlySlowCallsGetFewSamples) {
   EXPECT_GE(measured[0].median_s, 0.16);
 }
 
+// Each sample starts from the state the implementation's own previous call left (kLeadInCalls):
+// here a "dirtier" leaves work (as ordinary stores leave dirty lines in the last level cache)
+// that the next call, whoever's, must do first. Without the lead-in call the rotating order put
+// the "clean" implementation right after the dirtier in 5 of its 9 samples, and its median was
+// the dirtier's write-back, not its own time.
+TEST(BenchMeasure, EachSampleFollowsItsOwnImplementation) {
+  bool dirty = false;
+  auto pay_for_dirty = [&] {
+    if (dirty) std::this_thread::sleep_for(milliseconds(40));
+    dirty = false;
+  };
+  const Runner dirtier{"dirtier", "", [&] {
+                         pay_for_dirty();
+                         std::this_thread::sleep_for(milliseconds(1));
+                         dirty = true;
+                       }};
+  const Runner clean{"clean", "", [&] {
+                       pay_for_dirty();
+                       std::this_thread::sleep_for(milliseconds(1));
+                     }};
+  const std::vector<Measurement> measured = measure_interleaved({dirtier, clean}, options(2.0));
+  ASSERT_EQ(measured.size(), 2u);
+  EXPECT_EQ(measured[1].seconds_per_call.size(), 9u);
+  EXPECT_LT(measured[1].median_s, 0.015);
+  // The dirtier pays for its own leftovers, every sample.
+  EXPECT_GE(measured[0].median_s, 0.04);
+}
+
 }  // namespace
 }  // namespace addnorm::bench
