@@ -32,6 +32,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
   const size_t count = runners.size();
   std::vector<Measurement> results(count);
   std::vector<int> reps(count);
+  std::vector<int> lead_in(count, kLeadInCalls);
   std::vector<int64_t> faults(count, 0);
   std::vector<int64_t> calls(count, 0);
   // Warm-up: untimed-for-the-record calls (lazy initialisation, thread pools, the allocator
@@ -76,6 +77,9 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
     const double share = options.case_budget_s / static_cast<double>(std::max<size_t>(count, 1));
     reps[i] = std::clamp(static_cast<int>(share / per_sample), options.min_reps,
                          std::max(options.min_reps, options.max_reps));
+    // A slow implementation's calls are far from the ceiling and each stands on its own: a
+    // lead-in call would only double its share of the run.
+    lead_in[i] = typical > options.slow_call_s ? 0 : kLeadInCalls;
     if (typical > options.slow_call_s) {
       // Calls this long (the last two both) have nothing left to warm up and are far from the
       // ceiling: the last warm-up call counts as a sample, and the implementation gets only
@@ -95,7 +99,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<Runner>& runners,
       if (round >= reps[i]) continue;
       // One untimed call first, so that every sample starts from the cache its own
       // implementation's last call left, never another's (see kLeadInCalls).
-      for (int call = 0; call < kLeadInCalls; ++call) runners[i].run();
+      for (int call = 0; call < lead_in[i]; ++call) runners[i].run();
       reset_peak_rss();
       const int64_t rss_before = current_rss_bytes();
       const int64_t faults_before = minor_faults();

@@ -26,7 +26,9 @@ double fault_allowance_per_call(double seconds_per_call);
 // dirty) was charged the write-back of the one before it and handed a clean cache to the one
 // after: on AMD EPYC (32 MiB L3), addnorm's float32 LayerNorm forward, which streams, read
 // 0.65-0.83x oneDNN that way at D = 64-1024, 1 thread, against 1.0-1.4x when each implementation
-// follows itself (bench runs of 2026-12-03, docs/performance.md).
+// follows itself (bench runs of 2026-12-03, docs/performance.md). Implementations whose calls
+// take longer than slow_call_s get none: their few samples are far from the ceiling, and a
+// lead-in call would double their share of a full run.
 inline constexpr int kLeadInCalls = 1;
 
 struct MeasureOptions {

@@ -77,5 +77,18 @@ TEST(BenchMeasure, EachSampleFollowsItsOwnImplementation) {
   EXPECT_GE(measured[0].median_s, 0.04);
 }
 
+// A slow implementation gets no lead-in calls: its calls are counted, two warm-up calls and
+// one more sample, whatever the budget asks.
+TEST(BenchMeasure, SlowCallsGetNoLeadIn) {
+  int calls = 0;
+  const Runner slow{"slow", "", [&] {
+                      ++calls;
+                      std::this_thread::sleep_for(milliseconds(160));
+                    }};
+  const std::vector<Measurement> measured = measure_interleaved({slow}, options(0.2));
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_EQ(calls, 3);
+}
+
 }  // namespace
 }  // namespace addnorm::bench
