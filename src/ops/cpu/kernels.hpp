@@ -25,13 +25,14 @@ inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
 
 // Whether a norm forward (LayerNorm, RMSNorm, pre-norm; not post-norm) whose outputs (y, and h
-// with a residual) are all 16-bit streams them, per CPU family. On AMD EPYC (Zen 5) ordinary stores
-// wrote them faster, the write-allocate's extra read included: bfloat16 LayerNorm and
-// RMSNorm 1.11-1.39x on one thread and 1.07-1.37x on two (D = 64-8192, 64 MiB, calls alternating in
-// one process), the bfloat16 pre-norm 1.01-1.05x; float32 outputs gain from streaming there on two
-// threads (1.02-1.17x), so they keep it. Intel keeps streaming 16-bit outputs, as the forward was
-// tuned on Xeon (not re-measured since). The backward's 16-bit dx is never streamed (streaming it
-// measured 0.90-0.97x at D <= 1024 on AMD EPYC).
+// with a residual) are all 16-bit streams them, per CPU family. AMD EPYC (Zen 5) uses ordinary
+// stores: chosen from calls of two builds alternating (1.07-1.39x), which favours ordinary stores
+// (a streaming call pays the other's dirty lines in L3); with each sample after a call of its own
+// kind, streaming measured 0.93-1.11x for bfloat16 LayerNorm and 1.00-1.05x for the pre-norm
+// (D = 64-4096, 1 and 2 threads): a wash. Float32 outputs stream on every CPU (ordinary stores
+// 0.81-1.00x there). Intel keeps streaming 16-bit outputs, as the forward was tuned on Xeon (not
+// re-measured since). The backward's 16-bit dx is never streamed (streaming it measured
+// 0.91-1.03x at D = 64-4096 on AMD EPYC, each sample after its own call).
 bool streams_narrow_outputs();
 
 // Post-norm's input stage: the norm's input is h = x + Dropout(s) (dropout.hpp), formed in
