@@ -125,18 +125,28 @@ hn::Vec<hn::RebindToUnsigned<DF>> float16_bits(DF df, hn::Vec<DF> v) {
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// The AVX512_BF16 roundings (native_bfloat16.hpp), for whole 512-bit registers: written as
-// assembly because Highway's AVX3 target does not enable the instructions for the compiler; the
-// caller checks native_bfloat16 and that no lane is a float32 subnormal (which they flush).
+// The AVX512_BF16 roundings (native_bfloat16.hpp), for 512- and 256-bit registers of floats:
+// written as assembly because Highway's AVX3 target does not enable the instructions for the
+// compiler; the caller checks native_bfloat16 and that no lane is a float32 subnormal (which
+// they flush).
 template <class DF>
-constexpr bool kFullRegister = std::is_same_v<hn::Vec<DF>, hn::Vec512<float>>;
+constexpr bool kNativeWidth = std::is_same_v<hn::Vec<DF>, hn::Vec512<float>> ||
+                              std::is_same_v<hn::Vec<DF>, hn::Vec256<float>>;
 HWY_INLINE bool no_subnormal_lanes(hn::Vec512<float> v) {
   return _mm512_fpclass_ps_mask(v.raw, 0x20) == 0;  // 0x20: the denormal class
+}
+HWY_INLINE bool no_subnormal_lanes(hn::Vec256<float> v) {
+  return _mm256_fpclass_ps_mask(v.raw, 0x20) == 0;
 }
 HWY_INLINE hn::Vec256<uint16_t> native_bfloat16_bits(hn::Vec512<float> v) {
   __m256i out;
   asm("vcvtneps2bf16 %1, %0" : "=v"(out) : "v"(v.raw));
   return hn::Vec256<uint16_t>{out};
+}
+HWY_INLINE hn::Vec128<uint16_t> native_bfloat16_bits(hn::Vec256<float> v) {
+  __m128i out;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(out) : "v"(v.raw));
+  return hn::Vec128<uint16_t>{out};
 }
 // Lanes of `lo` in the lower half, of `hi` in the upper.
 HWY_INLINE hn::Vec512<uint16_t> native_bfloat16_pair(hn::Vec512<float> lo, hn::Vec512<float> hi) {
@@ -144,9 +154,6 @@ HWY_INLINE hn::Vec512<uint16_t> native_bfloat16_pair(hn::Vec512<float> lo, hn::V
   asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(out) : "v"(hi.raw), "v"(lo.raw));
   return hn::Vec512<uint16_t>{out};
 }
-#else
-template <class DF>
-constexpr bool kFullRegister = false;
 #endif
 
 // The bits of a 16-bit type computed in 32-bit lanes (bfloat16 always; float16 without F16C).
@@ -166,7 +173,7 @@ template <Half kType, bool kNaNs = true, class DF>
 hn::Vec<hn::Rebind<uint16_t, DF>> narrow(DF df, hn::Vec<DF> v) {
   const hn::Rebind<uint16_t, DF> du16;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (kType == Half::bfloat16 && kFullRegister<DF>) {
+  if constexpr (kType == Half::bfloat16 && kNativeWidth<DF>) {
     if (native_bfloat16 && no_subnormal_lanes(v)) return native_bfloat16_bits(v);
   }
 #endif
@@ -186,7 +193,7 @@ template <Half kType, bool kNaNs = true, class DF>
 hn::Vec<hn::Repartition<uint16_t, DF>> narrow_pair(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi) {
   const hn::Repartition<uint16_t, DF> du16;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (kType == Half::bfloat16 && kFullRegister<DF>) {
+  if constexpr (kType == Half::bfloat16 && std::is_same_v<hn::Vec<DF>, hn::Vec512<float>>) {
     if (native_bfloat16 && no_subnormal_lanes(lo) && no_subnormal_lanes(hi)) {
       return native_bfloat16_pair(lo, hi);
     }
