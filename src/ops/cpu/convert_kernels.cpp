@@ -47,6 +47,15 @@ void narrow_row(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRICT target,
   for (; i + n <= count; i += n) {
     hn::StoreU(narrow::narrow<kType>(df, hn::LoadU(df, source + i)), du16, target + i);
   }
+#if HWY_TARGET != HWY_SCALAR
+  // Half a register of what is left, then one at a time.
+  const hn::Half<FloatTag> dh;
+  if (i + n / 2 <= count) {
+    hn::StoreU(narrow::narrow<kType>(dh, hn::LoadU(dh, source + i)),
+               hn::Rebind<uint16_t, decltype(dh)>(), target + i);
+    i += n / 2;
+  }
+#endif
   for (; i < count; ++i) target[i] = narrow_one(kType, source[i]);
 }
 

@@ -5,6 +5,7 @@
 // are the emulation, and the tests check the emulation alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -47,6 +48,9 @@ std::vector<float> bfloat16_sweep() {
     for (int k = 0; k < 33; ++k) values.push_back(k == 5 ? std::bit_cast<float>(bits) : 1.5f);
   }
   for (uint32_t k = 0; k < 64; ++k) values.push_back(std::bit_cast<float>(0x00010001u * (k + 1)));
+  // A subnormal among normal values in the last 8 of a call of 24 (see below).
+  while (values.size() % 24 != 0) values.push_back(1.0f);
+  for (uint32_t k = 0; k < 48; ++k) values.push_back(k % 24 == 20 ? 1e-40f : 2.5f);
   return values;
 }
 
@@ -63,6 +67,17 @@ TEST_P(NativeBfloat16OnEveryTarget, ConversionGivesTheScalarBits) {
             << "float32 bits 0x" << std::hex << std::bit_cast<uint32_t>(values[i]) << std::dec
             << " native " << native << " stream " << stream;
       }
+    }
+    // In calls of 24 values: a whole register and half of one (on AVX3, 512 and 256 bits).
+    std::vector<uint16_t> pieces(values.size());
+    for (int64_t start = 0; start < count; start += 24) {
+      cpu::from_float32(values.data() + start, pieces.data() + start, DType::bfloat16,
+                        std::min<int64_t>(24, count - start));
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(pieces[i], to_bfloat16(values[i]).bits)
+          << "float32 bits 0x" << std::hex << std::bit_cast<uint32_t>(values[i]) << std::dec
+          << " native " << native << " in pieces of 24";
     }
   }
 }
