@@ -119,8 +119,8 @@ int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
 // normalising pass (a call per 32 elements, 11% of its samples); inlined, the bfloat16 pre-norm
 // forward measured 1.03-1.10x (D = 64-4096, one thread, 32 MiB, each sample after its own call).
 template <class S, bool kNaNs, int64_t kVectors>
-HWY_INLINE void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi, typename S::Elem* p,
-                bool stream) {
+HWY_INLINE void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi,
+                           typename S::Elem* p, bool stream) {
   if constexpr (!S::kHalf) {
     if (stream) {
       hn::Stream(lo, df, p);
