@@ -4,7 +4,7 @@
 # Installs what is missing (the benchmark alone needs libdnnl-dev and libtorch-dev), configures
 # build-bench/ with -DADDNORM_BUILD_BENCH=ON, builds, and runs. Arguments go to addnorm-bench:
 #   bash scripts/bench.sh --quick                     # about a minute on a quiet machine
-#   bash scripts/bench.sh --json bench.json --markdown bench.md    # the full run (15-30 min)
+#   bash scripts/bench.sh --json bench.json --markdown bench.md    # the full run (about 20 min)
 #   bash scripts/bench.sh --ops layer_norm_fwd --dims 768 --threads 2 --impls addnorm,onednn
 #   /usr/bin/python3 bench/targets.py bench.json      # issue 10's targets, met / not met
 # PyTorch is measured as installed and, in a child process the benchmark starts itself, with
