@@ -35,13 +35,26 @@ inline float mul_add(float a, float b, float c) {
 }
 
 #if HWY_TARGET != HWY_SCALAR
+// A register of floats as float64 lanes, its two halves promoted (exactly) and added: lane k
+// holds floats k and k + half. float64_halves_max takes their maximum instead.
+inline hn::Vec<DoubleTag> float64_halves(hn::Vec<FloatTag> v) {
+  const hn::Half<FloatTag> dfh;
+  const DoubleTag dd;
+  return hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                 hn::PromoteTo(dd, hn::UpperHalf(dfh, v)));
+}
+inline hn::Vec<DoubleTag> float64_halves_max(hn::Vec<FloatTag> v) {
+  const hn::Half<FloatTag> dfh;
+  const DoubleTag dd;
+  return hn::Max(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
+                 hn::PromoteTo(dd, hn::UpperHalf(dfh, v)));
+}
+
 // The lanes of a register of floats summed in float64 (each promoted exactly): how the float32
 // block sums flush a block into float64.
 inline double float64_sum_of_lanes(hn::Vec<FloatTag> v) {
-  const hn::Half<FloatTag> dfh;
-  const hn::Rebind<double, decltype(dfh)> dd;
-  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dfh, v)),
-                                                hn::PromoteTo(dd, hn::UpperHalf(dfh, v)))));
+  const DoubleTag dd;
+  return hn::GetLane(hn::SumOfLanes(dd, float64_halves(v)));
 }
 #endif
 

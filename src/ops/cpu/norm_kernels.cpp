@@ -402,49 +402,89 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
 // of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
 // about 1e-5 in dx: some 2e-3 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
 // in float64 where float32 lanes cannot hold it (backward_block_sums_hold). kLow: with a low
-// part (centred on the mean's hi + lo split rather than an estimate).
+// part (centred on the mean's hi + lo split rather than an estimate). BlockSumLanes holds one
+// block's float32 lanes; backward_block_sums takes a row block by block.
 template <class S, class B, Affine kScale, bool kCentre, bool kLow>
-BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
-                                 const typename B::Elem* HWY_RESTRICT dy,
-                                 const float* HWY_RESTRICT gamma, int64_t dim, float hi, float lo) {
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
-  struct Lanes {
+class BlockSumLanes {
+ public:
+  struct Sums {
     hn::Vec<FloatTag> d, d2, g, gd;
   };
-  auto max_g = hn::Zero(df);  // a maximum is exact in float32: no blocks
-  auto accumulate = [&](Lanes& set, int64_t i) HWY_ATTR {
-    auto d = hn::Sub(load<S>(df, x + i), hi_v);
-    if constexpr (kLow) d = hn::Sub(d, lo_v);
-    const auto dy_v = load<B>(df, dy + i);
-    auto g = dy_v;
-    if constexpr (kScale == Affine::gamma) g = hn::Mul(dy_v, hn::LoadU(df, gamma + i));
+
+  BlockSumLanes(const typename S::Elem* HWY_RESTRICT x, const typename B::Elem* HWY_RESTRICT dy,
+                const float* HWY_RESTRICT gamma, float hi, float lo)
+      : x_(x), dy_(dy), gamma_(gamma), hi_(hn::Set(df_, hi)), lo_(hn::Set(df_, lo)) {
+    clear();
+  }
+
+  // Adds the registers at i and i + one register, to accumulator sets even and odd.
+  HWY_INLINE void add_pair(int64_t i) {
+    hwy::Prefetch(x_ + i + kPrefetchFloats);
+    hwy::Prefetch(dy_ + i + kPrefetchFloats);
+    accumulate(even_, i);
+    accumulate(odd_, i + static_cast<int64_t>(hn::Lanes(df_)));
+  }
+  // Adds one register (a row's last, of an odd number) to the even set.
+  HWY_INLINE void add_one(int64_t i) { accumulate(even_, i); }
+
+  // The block's sums (the two sets added), the sets cleared for the next block.
+  HWY_INLINE Sums take() {
+    const Sums block{hn::Add(even_.d, odd_.d), hn::Add(even_.d2, odd_.d2), hn::Add(even_.g, odd_.g),
+                     hn::Add(even_.gd, odd_.gd)};
+    clear();
+    return block;
+  }
+  // max |g| over everything added (a maximum is exact in float32: no blocks).
+  hn::Vec<FloatTag> max_g() const { return max_g_; }
+
+ private:
+  HWY_INLINE void clear() { even_ = odd_ = Sums{zero(), zero(), zero(), zero()}; }
+  hn::Vec<FloatTag> zero() const { return hn::Zero(df_); }
+
+  HWY_INLINE void accumulate(Sums& set, int64_t i) {
+    auto d = hn::Sub(load<S>(df_, x_ + i), hi_);
+    if constexpr (kLow) d = hn::Sub(d, lo_);
+    const auto dy = load<B>(df_, dy_ + i);
+    auto g = dy;
+    if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df_, gamma_ + i));
     if constexpr (kScale == Affine::one_plus_gamma)
-      g = hn::MulAdd(dy_v, hn::LoadU(df, gamma + i), dy_v);
+      g = hn::MulAdd(dy, hn::LoadU(df_, gamma_ + i), dy);
     if constexpr (kCentre) set.d = hn::Add(set.d, d);
     set.d2 = hn::MulAdd(d, d, set.d2);
     if constexpr (kCentre) set.g = hn::Add(set.g, g);
     set.gd = hn::MulAdd(g, d, set.gd);
-    max_g = hn::Max(max_g, hn::Abs(g));
-  };
+    max_g_ = hn::Max(max_g_, hn::Abs(g));
+  }
+
+  FloatTag df_;
+  const typename S::Elem* HWY_RESTRICT x_;
+  const typename B::Elem* HWY_RESTRICT dy_;
+  const float* HWY_RESTRICT gamma_;
+  hn::Vec<FloatTag> hi_, lo_;
+  Sums even_, odd_;
+  hn::Vec<FloatTag> max_g_ = hn::Zero(df_);
+};
+
+template <class S, class B, Affine kScale, bool kCentre, bool kLow>
+BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
+                                 const typename B::Elem* HWY_RESTRICT dy,
+                                 const float* HWY_RESTRICT gamma, int64_t dim, float hi, float lo) {
+  const int64_t n = static_cast<int64_t>(hn::Lanes(FloatTag()));
+  BlockSumLanes<S, B, kScale, kCentre, kLow> lanes(x, dy, gamma, hi, lo);
   BackwardSums sums;
   int64_t i = 0;
   while (i + 2 * n <= dim) {
-    Lanes even{hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)}, odd = even;
     for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim;
          ++block, i += 2 * n) {
-      hwy::Prefetch(x + i + kPrefetchFloats);
-      hwy::Prefetch(dy + i + kPrefetchFloats);
-      accumulate(even, i);
-      accumulate(odd, i + n);
+      lanes.add_pair(i);
     }
-    if constexpr (kCentre) sums.x.sum += float64_sum_of_lanes(hn::Add(even.d, odd.d));
-    sums.x.squares += float64_sum_of_lanes(hn::Add(even.d2, odd.d2));
-    if constexpr (kCentre) sums.g += float64_sum_of_lanes(hn::Add(even.g, odd.g));
-    sums.gd += float64_sum_of_lanes(hn::Add(even.gd, odd.gd));
+    const auto block = lanes.take();
+    if constexpr (kCentre) sums.x.sum += float64_sum_of_lanes(block.d);
+    sums.x.squares += float64_sum_of_lanes(block.d2);
+    if constexpr (kCentre) sums.g += float64_sum_of_lanes(block.g);
+    sums.gd += float64_sum_of_lanes(block.gd);
   }
-  sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_g)));
+  sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(FloatTag(), lanes.max_g())));
   add_elements<S, B, kScale>(sums, x, dy, gamma, i, dim, HiLo{hi, lo}.value());
   return sums;
 }
@@ -550,32 +590,80 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
 //    at D = 256, 1.02-1.05x at D = 512-768, 1.00-1.02x at D = 1024 (1 and 2 threads); RMSNorm
 //    1.18x at D = 64;
 //  - 16-bit streams, whose row-at-a-time pass 1 sums in float32 blocks: bfloat16 1.31-1.32x at
-//    D = 64, 1.06-1.07x at D = 128, but 0.89-0.93x at D = 256-1024, where the float64 lanes'
-//    extra arithmetic per element costs more than the fixed costs saved. Short 16-bit rows are
-//    summed in float64 lanes as float32 rows are: no less accurate.
+//    D = 64, 1.06-1.07x at D = 128 with the group's sums in float64 lanes. Their short rows now
+//    sum in float32 lanes as their longer rows do (short_half_backward_stats): against the float64
+//    lanes 1.08x at D = 64 and 1.16x at D = 128 (1 and 2 threads, 32 MiB, each sample after a
+//    call of its own kind); against the row-at-a-time pass 1, 1.00x at D = 256 and 0.92-0.97x at
+//    D = 512-1024, so the group path stops at D = 128.
 constexpr int64_t kShortBackwardMaxDim = 1024;
 constexpr int64_t kShortHalfBackwardMaxDim = 128;
 
+// A group of short rows' pass-1 totals, one row per float64 lane (row_totals; max_g: row_maxima),
+// and the shifts they were taken from.
+struct GroupSums {
+  hn::Vec<DoubleTag> d, d2, g, gd, max_g, shift;
+};
+
+// backward_row_stats' formulas for a group of rows (rows[0 ... count)) from their totals: the
+// quotients, square roots and divisions in lanes, each rounded as the scalar ones. Returns the
+// rows' moments, for the caller's checks.
+template <class S, class B, bool kCentre>
+MomentLanes set_group_stats(const NormBackward& a, int64_t first, int64_t count,
+                            const GroupSums& sums, BackwardRowData<S, B>* rows) {
+  const DoubleTag dd;
+  constexpr size_t kRows = hn::MaxLanes(dd);
+  HWY_ALIGN double saved_rstd[kRows];
+  if (a.saved_rstd) {
+    for (size_t k = 0; k < kRows; ++k) {
+      saved_rstd[k] = static_cast<double>(
+          a.saved_rstd[first + std::min<int64_t>(static_cast<int64_t>(k), count - 1)]);
+    }
+  }
+  const auto zero = hn::Zero(dd);
+  const auto g_total = kCentre ? sums.g : zero;
+  const MomentLanes m = moments_lanes(kCentre ? sums.d : zero, sums.d2, sums.shift, a.dim, kCentre);
+  const auto rstd = a.saved_rstd ? hn::Load(dd, saved_rstd) : rstd_lanes(m.variance, a.eps);
+  // As backward_row_stats: multiplied by 1 / D; x_hat's scale 0 where rstd is infinite.
+  const auto inverse_count = hn::Set(dd, 1.0 / static_cast<double>(a.dim));
+  const auto scale = hn::IfThenElse(hn::IsInf(rstd), zero, rstd);
+  const auto mean_g_xhat =
+      hn::Mul(hn::Mul(scale, hn::Sub(sums.gd, hn::Mul(hn::Sub(m.mean, sums.shift), g_total))),
+              inverse_count);
+  HWY_ALIGN double means[kRows], variances[kRows], rstds[kRows], mean_gs[kRows],
+      mean_g_xhats[kRows], max_gs[kRows];
+  hn::Store(m.mean, dd, means);
+  hn::Store(m.variance, dd, variances);
+  hn::Store(rstd, dd, rstds);
+  hn::Store(hn::Mul(g_total, inverse_count), dd, mean_gs);
+  hn::Store(mean_g_xhat, dd, mean_g_xhats);
+  hn::Store(sums.max_g, dd, max_gs);
+  for (int64_t k = 0; k < count; ++k) {
+    rows[k].stats = {means[k], variances[k], rstds[k], mean_gs[k], mean_g_xhats[k], max_gs[k]};
+  }
+  return m;
+}
+
+// The row that lane k of a group of count rows stands for: lanes past count repeat the last row,
+// so a row's results never depend on its group's size, nor on how rows are split over threads.
+inline int64_t group_lane_row(size_t k, int64_t count) {
+  return std::min<int64_t>(static_cast<int64_t>(k), count - 1);
+}
+
 // backward_row_stats for rows first ... first + count - 1 (count at most the float64 lanes) into
 // rows[0 ... count): each row's sums in float64 lanes shifted by its first element
-// (BackwardSumsRun, whatever the stream's type), then the group's totals (row_totals), quotients,
-// square roots and divisions in lanes, each rounded as the scalar ones. The lanes past count
-// repeat the last row, so a row's results never depend on its group's size, nor on how rows are
-// split over threads.
+// (BackwardSumsRun, whatever the stream's type), then the group's totals (row_totals) and
+// set_group_stats.
 template <class S, class B, Affine kScale, bool kCentre>
 void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
                           BackwardRowData<S, B>* rows) {
   const DoubleTag dd;
   constexpr size_t kRows = hn::MaxLanes(dd);
   hn::Vec<DoubleTag> d[kRows], d2[kRows], g[kRows], gd[kRows], max_g[kRows];
-  HWY_ALIGN double shifts[kRows], saved_rstd[kRows];
+  HWY_ALIGN double shifts[kRows];
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
   for (size_t k = 0; k < kRows; ++k) {
-    const int64_t last = std::min<int64_t>(static_cast<int64_t>(k), count - 1);
-    const int64_t row = first + last;
-    const BackwardRowData<S, B>& data = rows[last];
+    const BackwardRowData<S, B>& data = rows[group_lane_row(k, count)];
     shifts[k] = kCentre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
-    if (a.saved_rstd) saved_rstd[k] = static_cast<double>(a.saved_rstd[row]);
     const auto sums =
         BackwardSumsRun<S, B, kScale, kCentre>(data.x, data.dy, a.gamma, a.dim, shifts[k])
             .row_lanes();
@@ -585,28 +673,80 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
     gd[k] = sums.gd;
     max_g[k] = sums.max_g;
   }
-  const auto zero = hn::Zero(dd);
-  const auto shift = hn::Load(dd, shifts);
-  const auto g_total = kCentre ? row_totals(g) : zero;
-  const MomentLanes m =
-      moments_lanes(kCentre ? row_totals(d) : zero, row_totals(d2), shift, a.dim, kCentre);
-  const auto rstd = a.saved_rstd ? hn::Load(dd, saved_rstd) : rstd_lanes(m.variance, a.eps);
-  // As backward_row_stats: multiplied by 1 / D; x_hat's scale 0 where rstd is infinite.
-  const auto inverse_count = hn::Set(dd, 1.0 / static_cast<double>(a.dim));
-  const auto scale = hn::IfThenElse(hn::IsInf(rstd), zero, rstd);
-  const auto mean_g_xhat =
-      hn::Mul(hn::Mul(scale, hn::Sub(row_totals(gd), hn::Mul(hn::Sub(m.mean, shift), g_total))),
-              inverse_count);
-  HWY_ALIGN double means[kRows], variances[kRows], rstds[kRows], mean_gs[kRows],
-      mean_g_xhats[kRows], max_gs[kRows];
-  hn::Store(m.mean, dd, means);
-  hn::Store(m.variance, dd, variances);
-  hn::Store(rstd, dd, rstds);
-  hn::Store(hn::Mul(g_total, inverse_count), dd, mean_gs);
-  hn::Store(mean_g_xhat, dd, mean_g_xhats);
-  hn::Store(row_maxima(max_g), dd, max_gs);
+  set_group_stats<S, B, kCentre>(a, first, count,
+                                 {kCentre ? row_totals(d) : hn::Zero(dd), row_totals(d2),
+                                  kCentre ? row_totals(g) : hn::Zero(dd), row_totals(gd),
+                                  row_maxima(max_g), hn::Load(dd, shifts)},
+                                 rows);
+}
+
+// short_backward_stats for a 16-bit stream's short rows, in float32 lanes as its longer rows
+// (backward_pass1): each row's sums in one block of float32 lanes (BlockSumLanes; a short row is
+// at most kFloat32BlockAdditions pairs of registers), shifted by the mean of its first register,
+// each lane's sums then promoted and added in float64 lanes (float64_halves), and the group's
+// totals taken as in short_backward_stats. A row whose estimate was poor or whose sums float32
+// lanes cannot hold (the checks of backward_pass1, in lanes) is taken again on its own
+// (backward_row_stats: recentred, or in float64).
+template <class S, class B, Affine kScale, bool kCentre>
+void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t count,
+                               BackwardRowData<S, B>* rows) {
+  const DoubleTag dd;
+  const FloatTag df;
+  const HalfFloatTag dfd;  // one float per float64 lane
+  constexpr size_t kRows = hn::MaxLanes(dd);
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
+  // Each row's shift: the mean of its first register (summed in float64, rounded to float32).
+  HWY_ALIGN float estimates[kRows] = {};
+  auto zero = hn::Zero(dd);
+  auto shift = zero;
+  if constexpr (kCentre) {
+    hn::Vec<DoubleTag> firsts[kRows];
+    for (size_t k = 0; k < kRows; ++k) {
+      firsts[k] = float64_halves(load<S>(df, rows[group_lane_row(k, count)].x));
+    }
+    const auto estimate =
+        hn::DemoteTo(dfd, hn::Div(row_totals(firsts), hn::Set(dd, static_cast<double>(n))));
+    hn::Store(estimate, dfd, estimates);
+    shift = hn::PromoteTo(dd, estimate);
+  }
+  hn::Vec<DoubleTag> d[kRows], d2[kRows], g[kRows], gd[kRows], max_g[kRows];
+  for (size_t k = 0; k < kRows; ++k) {
+    const BackwardRowData<S, B>& data = rows[group_lane_row(k, count)];
+    BlockSumLanes<S, B, kScale, kCentre, false> lanes(data.x, data.dy, a.gamma, estimates[k], 0);
+    int64_t i = 0;
+    for (; i + 2 * n <= a.dim; i += 2 * n) lanes.add_pair(i);
+    if (i < a.dim) lanes.add_one(i);
+    const auto block = lanes.take();
+    d[k] = kCentre ? float64_halves(block.d) : zero;
+    d2[k] = float64_halves(block.d2);
+    g[k] = kCentre ? float64_halves(block.g) : zero;
+    gd[k] = float64_halves(block.gd);
+    max_g[k] = float64_halves_max(lanes.max_g());
+  }
+  const GroupSums sums{kCentre ? row_totals(d) : zero,
+                       row_totals(d2),
+                       kCentre ? row_totals(g) : zero,
+                       row_totals(gd),
+                       row_maxima(max_g),
+                       shift};
+  const MomentLanes m = set_group_stats<S, B, kCentre>(a, first, count, sums, rows);
+  // backward_pass1's checks: shift_estimate_close, then backward_block_sums_hold.
+  auto holds =
+      hn::And(hn::Ge(m.variance, hn::Set(dd, 0x1p-100)), hn::Le(m.variance, hn::Set(dd, 0x1p100)));
+  if constexpr (kCentre) {
+    const auto offset = hn::Div(sums.d, hn::Set(dd, static_cast<double>(a.dim)));
+    holds = hn::And(holds, hn::Le(hn::Mul(offset, offset), hn::Mul(hn::Set(dd, 3.0), m.variance)));
+  }
+  holds = hn::And(holds, hn::And(hn::IsFinite(sums.g), hn::IsFinite(sums.gd)));
+  holds = hn::And(
+      holds, hn::And(hn::Le(sums.max_g, hn::Set(dd, 0x1p60)),
+                     hn::Or(hn::Ge(sums.max_g, hn::Set(dd, 0x1p-60)), hn::Eq(sums.max_g, zero))));
+  if (HWY_LIKELY(hn::AllTrue(dd, holds))) return;
+  HWY_ALIGN uint8_t held[(kRows + 7) / 8 + 8] = {};
+  hn::StoreMaskBits(dd, holds, held);
   for (int64_t k = 0; k < count; ++k) {
-    rows[k].stats = {means[k], variances[k], rstds[k], mean_gs[k], mean_g_xhats[k], max_gs[k]};
+    if (!((held[k / 8] >> (k % 8)) & 1)) rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
   }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -670,8 +810,13 @@ void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, dou
         const int64_t count = std::min<int64_t>(kBlock, end - first);
         BackwardRowData<S, B> rows[kBlock];
         for (int64_t k = 0; k < count; k += kLanes) {
-          short_backward_stats<S, B, kScale, centre()>(a, first + k, std::min(kLanes, count - k),
-                                                       rows + k);
+          if constexpr (S::kHalf) {
+            short_half_backward_stats<S, B, kScale, centre()>(
+                a, first + k, std::min(kLanes, count - k), rows + k);
+          } else {
+            short_backward_stats<S, B, kScale, centre()>(a, first + k, std::min(kLanes, count - k),
+                                                         rows + k);
+          }
         }
         for (int64_t k = 0; k < count; k += kGroupRows) {
           backward_pass2<S, B, kScale, kGroupRows>(

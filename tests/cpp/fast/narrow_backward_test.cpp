@@ -102,7 +102,7 @@ TEST_P(NarrowBackward, WithinOneUnitAndTheRowsBlockRounding) {
     for (const std::string kind :
          {"ordinary", "large_mean", "outliers_first", "huge_gradient", "tiny_gradient",
           "huge_values", "zero_gradient", "nan_row", "nan_gradient"}) {
-      for (const int64_t dim : {7, 64, 200, 1000, 4100}) {
+      for (const int64_t dim : {7, 64, 80, 128, 200, 1000, 4100}) {
         for (int variant = 0; variant < 3; ++variant) {  // LayerNorm, RMSNorm, RMSNorm 1 + gamma
           const bool layer = variant == 0, one_plus = variant == 2;
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " + std::to_string(dim) +
