@@ -144,6 +144,12 @@ inline hn::Vec<DoubleTag> row_maxima(const hn::Vec<DoubleTag>* v) {
       v, [](hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b) HWY_ATTR { return hn::Max(a, b); });
 }
 
+// The row that lane k of a group of count rows stands for: lanes past count repeat the last row,
+// so a row's results never depend on its group's size, nor on how rows are split over threads.
+inline int64_t group_lane_row(size_t k, int64_t count) {
+  return std::min<int64_t>(static_cast<int64_t>(k), count - 1);
+}
+
 // Whether a row may take a group path of short rows (one row per float64 lane: the forward's
 // short_rows, the backward's short_backward_stats): a whole number of float32 registers, and at
 // most max_dim long (each path's limits are measured, per stream type).
@@ -172,6 +178,34 @@ inline MomentLanes moments_lanes(hn::Vec<DoubleTag> sum, hn::Vec<DoubleTag> squa
 inline hn::Vec<DoubleTag> rstd_lanes(hn::Vec<DoubleTag> variance, double eps) {
   const DoubleTag dd;
   return hn::Div(hn::Set(dd, 1.0), hn::Sqrt(hn::Add(variance, hn::Set(dd, eps))));
+}
+
+// The float32 block sums' checks (norm_numerics.hpp) for a group of rows, one per lane, from
+// their moments and, with centre, their shifted sums: shift_estimate_close (the offset from
+// mean(d) = sum / dim against the moments' variance, which is the shifted variance clamped at 0:
+// a negative one fails block_sums_hold either way) and block_sums_hold. NaN fails.
+inline hn::Mask<DoubleTag> block_sums_hold_lanes(const MomentLanes& m, hn::Vec<DoubleTag> sum,
+                                                 int64_t dim, bool centre) {
+  const DoubleTag dd;
+  auto holds = hn::And(hn::Ge(m.variance, hn::Set(dd, kBlockSumsMinVariance)),
+                       hn::Le(m.variance, hn::Set(dd, kBlockSumsMaxVariance)));
+  if (!centre) return holds;
+  const auto offset = hn::Div(sum, hn::Set(dd, static_cast<double>(dim)));
+  return hn::And(holds, hn::Le(hn::Mul(offset, offset),
+                               hn::Mul(hn::Set(dd, kCloseEstimateSpread), m.variance)));
+}
+
+// Calls redo(k) for each of a group's first `count` lanes that `holds` does not hold: the rows
+// that a group path hands back to the row-at-a-time path.
+template <class Redo>
+void for_each_failed_lane(hn::Mask<DoubleTag> holds, int64_t count, const Redo& redo) {
+  const DoubleTag dd;
+  if (HWY_LIKELY(hn::AllTrue(dd, holds))) return;
+  HWY_ALIGN uint8_t held[8] = {};
+  hn::StoreMaskBits(dd, holds, held);
+  for (int64_t k = 0; k < count; ++k) {
+    if (!((held[k / 8] >> (k % 8)) & 1)) redo(k);
+  }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 

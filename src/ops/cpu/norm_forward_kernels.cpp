@@ -15,7 +15,8 @@
 //    short rows (up to kShortRowMaxDim) a group at a time, one row's totals per lane
 //    (short_row_moments), so that their quotients and square roots are vector instructions;
 //  - a 16-bit stream (whatever the branch), rows longer than kShortHalfRowMaxDim (shorter ones
-//    go as float32 rows do): values widen exactly to float32; sums shifted by an
+//    go as float32 rows do, but with a residual in float32 lanes, short_half_row_moments):
+//    values widen exactly to float32; sums shifted by an
 //    estimate of the mean accumulate in float32 lanes over blocks of kFloat32BlockAdditions pairs
 //    of vectors and in float64 across blocks, with a second pass over centred values for the rare
 //    row whose estimate was poor (block_moments), so cancellation never amplifies rounding more
@@ -177,47 +178,62 @@ constexpr bool kBfloat16Rows<HalfRows<narrow::Half::bfloat16>> = true;
 template <class SS, class SB, bool kResidual>
 constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidual;
 
+// The float32 lanes of one block of centred_sums: c = (v - hi) - lo (without kLow, v - hi) for
+// the pairs of registers from i on, at most kFloat32BlockAdditions of them and none past dim; i
+// is left after them.
+struct CentredLanes {
+  hn::Vec<FloatTag> sum, squares;
+};
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
+HWY_INLINE CentredLanes centred_block(const RowPointers<SS, SB>& p, int64_t& i, int64_t dim,
+                                      hn::Vec<FloatTag> hi, hn::Vec<FloatTag> lo) {
+  const FloatTag df;
+  const hn::RebindToUnsigned<FloatTag> du32;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
+  for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim; ++block, i += 2 * n) {
+    hwy::Prefetch(p.x + i + kPrefetchHalves);
+    if constexpr (kResidual) hwy::Prefetch(p.r + i + kPrefetchHalves);
+    hn::Vec<FloatTag> v0, v1;
+    if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
+      const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
+      v0 = hn::BitCast(df, even_of_pairs(pairs));
+      v1 = hn::BitCast(df, odd_of_pairs(pairs));
+    } else {
+      v0 = input<SS, SB, kResidual>(df, p, i);
+      v1 = input<SS, SB, kResidual>(df, p, i + n);
+    }
+    auto c0 = hn::Sub(v0, hi);
+    auto c1 = hn::Sub(v1, hi);
+    if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
+      c0 = hn::Sub(c0, lo);
+      c1 = hn::Sub(c1, lo);
+    }
+    if constexpr (kSum) {
+      sum0 = hn::Add(sum0, c0);
+      sum1 = hn::Add(sum1, c1);
+    }
+    sq0 = hn::MulAdd(c0, c0, sq0);
+    sq1 = hn::MulAdd(c1, c1, sq1);
+  }
+  return {hn::Add(sum0, sum1), hn::Add(sq0, sq1)};
+}
+
 // Sums over a row of c^2 and (with kSum) of c, c = (v - hi) - lo, v from the input stage, in
 // float32 lanes within blocks of kFloat32BlockAdditions pairs of vectors and in float64 across
 // blocks and for the end.
 template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
 ShiftedSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
   const FloatTag df;
-  const hn::RebindToUnsigned<FloatTag> du32;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
   ShiftedSums sums;
   int64_t i = 0;
   while (i + 2 * n <= dim) {
-    auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
-    for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim;
-         ++block, i += 2 * n) {
-      hwy::Prefetch(p.x + i + kPrefetchHalves);
-      if constexpr (kResidual) hwy::Prefetch(p.r + i + kPrefetchHalves);
-      hn::Vec<FloatTag> v0, v1;
-      if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
-        const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
-        v0 = hn::BitCast(df, even_of_pairs(pairs));
-        v1 = hn::BitCast(df, odd_of_pairs(pairs));
-      } else {
-        v0 = input<SS, SB, kResidual>(df, p, i);
-        v1 = input<SS, SB, kResidual>(df, p, i + n);
-      }
-      auto c0 = hn::Sub(v0, hi_v);
-      auto c1 = hn::Sub(v1, hi_v);
-      if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
-        c0 = hn::Sub(c0, lo_v);
-        c1 = hn::Sub(c1, lo_v);
-      }
-      if constexpr (kSum) {
-        sum0 = hn::Add(sum0, c0);
-        sum1 = hn::Add(sum1, c1);
-      }
-      sq0 = hn::MulAdd(c0, c0, sq0);
-      sq1 = hn::MulAdd(c1, c1, sq1);
-    }
-    if constexpr (kSum) sums.sum += float64_sum_of_lanes(hn::Add(sum0, sum1));
-    sums.squares += float64_sum_of_lanes(hn::Add(sq0, sq1));
+    const CentredLanes block =
+        centred_block<SS, SB, kResidual, kSum, kLow, kPairs>(p, i, dim, hi_v, lo_v);
+    if constexpr (kSum) sums.sum += float64_sum_of_lanes(block.sum);
+    sums.squares += float64_sum_of_lanes(block.squares);
   }
   const double centre = HiLo{hi, lo}.value();
   for (; i < dim; ++i) {
@@ -569,7 +585,13 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 //    costs saved; bfloat16 with the pass inlined measured 1.00x at D = 128. With the next
 //    group's moments taken ahead (kMomentsAheadMaxDim), D = 128 measured 1.09-1.13x for
 //    bfloat16 LayerNorm and RMSNorm and 1.15-1.22x for float16 (1 and 2 threads).
-// Short 16-bit rows are summed in float64 lanes as float32 rows are: no less accurate.
+// Short 16-bit rows are summed in float64 lanes as float32 rows are (no less accurate), except
+// with a residual (pre-norm), whose rows sum in float32 lanes as their longer rows do
+// (short_half_row_moments): there the input stage (h = x + r rounded to h's type) then runs once
+// per float32 register instead of once per half register. Against the float64 lanes, bfloat16
+// pre-norm measured 1.01-1.06x at D = 64, 1.09-1.11x at D = 96 and 1.15-1.18x at D = 128; the
+// plain LayerNorm 0.89-0.93x at D = 64, 0.94-0.95x at D = 96 and 1.00-1.08x at D = 128, so it
+// keeps float64 lanes (1 and 2 threads, 32 MiB, each sample after a call of its own kind).
 constexpr int64_t kShortRowMaxDim = 1024;
 constexpr int64_t kShortHalfRowMaxDim = 128;
 
@@ -592,8 +614,7 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
   hn::Vec<DoubleTag> sums[kRows], squares[kRows];
   HWY_ALIGN double shifts[kRows];
   for (size_t k = 0; k < kRows; ++k) {
-    const RowPointers<SS, SB> p =
-        row_at(first + std::min<int64_t>(static_cast<int64_t>(k), count - 1));
+    const RowPointers<SS, SB> p = row_at(first + group_lane_row(k, count));
     shifts[k] = centre ? static_cast<double>(input_one<SS, SB, kResidual>(p, 0)) : 0.0;
     const auto shift = hn::Set(dd, shifts[k]);
     auto s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
@@ -619,6 +640,55 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
   for (size_t k = 0; k < kRows; ++k) moments[k] = {means[k], variances[k]};
 }
 
+// short_row_moments for a 16-bit stream's rows, in float32 lanes as its longer rows
+// (block_moments): each row's sums in one block of float32 lanes (centred_block; a short row is
+// at most kFloat32BlockAdditions pairs of registers, and an odd last register is added in
+// float32 too), shifted by the mean of its first register (register_mean, as block_moments),
+// each lane's sums then promoted and added in float64 (float64_halves) and totalled across the
+// group at once (row_totals). A row
+// whose estimate was poor (shift_estimate_close) or whose variance the block sums cannot hold
+// (block_sums_hold) takes the long rows' path on its own (row_moments: recentred, or in float64).
+template <class SS, class SB, bool kResidual, class RowAt>
+void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_t dim,
+                            bool centre, float eps, RowMoments* moments, double* rstds) {
+  const DoubleTag dd;
+  const FloatTag df;
+  const HalfFloatTag dfd;  // one float per float64 lane
+  constexpr size_t kRows = hn::MaxLanes(dd);
+  RowPointers<SS, SB> rows[kRows];
+  for (size_t k = 0; k < kRows; ++k) rows[k] = row_at(first + group_lane_row(k, count));
+  const auto zero = hn::Zero(dd);
+  HWY_ALIGN float estimates[kRows];
+  hn::Vec<DoubleTag> sums[kRows], squares[kRows];
+  for (size_t k = 0; k < kRows; ++k) {
+    estimates[k] = centre ? register_mean(input<SS, SB, kResidual>(df, rows[k], 0)) : 0.0f;
+    const auto hi = hn::Set(df, estimates[k]);
+    int64_t i = 0;
+    CentredLanes lanes =
+        centred_block<SS, SB, kResidual, true, false, false>(rows[k], i, dim, hi, hi);
+    if (i < dim) {
+      const auto c = hn::Sub(input<SS, SB, kResidual>(df, rows[k], i), hi);
+      lanes.sum = hn::Add(lanes.sum, c);
+      lanes.squares = hn::MulAdd(c, c, lanes.squares);
+    }
+    sums[k] = centre ? float64_halves(lanes.sum) : zero;
+    squares[k] = float64_halves(lanes.squares);
+  }
+  const auto sum = centre ? row_totals(sums) : zero;
+  const MomentLanes m = moments_lanes(sum, row_totals(squares),
+                                      hn::PromoteTo(dd, hn::Load(dfd, estimates)), dim, centre);
+  HWY_ALIGN double means[kRows], variances[kRows];
+  hn::Store(m.mean, dd, means);
+  hn::Store(m.variance, dd, variances);
+  hn::StoreU(rstd_lanes(m.variance, static_cast<double>(eps)), dd, rstds);
+  for (size_t k = 0; k < kRows; ++k) moments[k] = {means[k], variances[k]};
+  // block_moments' checks, in lanes: shift_estimate_close, then block_sums_hold.
+  for_each_failed_lane(block_sums_hold_lanes(m, sum, dim, centre), count, [&](int64_t k) {
+    moments[k] = row_moments<SS, SB, kResidual>(rows[k], dim, centre);
+    rstds[k] = 1.0 / std::sqrt(moments[k].variance + static_cast<double>(eps));
+  });
+}
+
 // Rows up to this length take the next group's moments before this group's outputs: the
 // group's quotients, square roots and divisions (a serial chain of some 60 cycles) and the next
 // group's loads from memory then overlap this group's normalising pass, instead of every pass
@@ -640,8 +710,13 @@ void short_rows(const NormForward& a, int64_t begin, int64_t end, const Paramete
   RowMoments moments[2][kRows];
   double rstds[2][kRows];
   auto take_moments = [&](int64_t first, int slot) {
-    short_row_moments<SS, SB, kResidual>(row_at, first, std::min(kRows, end - first), a.dim, centre,
-                                         a.eps, moments[slot], rstds[slot]);
+    if constexpr (SS::kHalf && kResidual) {
+      short_half_row_moments<SS, SB, kResidual>(row_at, first, std::min(kRows, end - first), a.dim,
+                                                centre, a.eps, moments[slot], rstds[slot]);
+    } else {
+      short_row_moments<SS, SB, kResidual>(row_at, first, std::min(kRows, end - first), a.dim,
+                                           centre, a.eps, moments[slot], rstds[slot]);
+    }
   };
   const bool ahead = a.dim <= kMomentsAheadMaxDim;
   if (ahead && begin < end) take_moments(begin, 0);

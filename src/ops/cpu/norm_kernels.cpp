@@ -495,9 +495,11 @@ BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
 // least 2^-60, so that with the variance's bound the products g * d stay clear of float32's
 // denormal range (where rounding is absolute). Rows that fail (NaNs included) are summed in
 // float64.
+constexpr double kBlockGradientMax = 0x1p60;
+constexpr double kBlockGradientMin = 0x1p-60;
 inline bool backward_block_sums_hold(const BackwardSums& sums, double variance) {
   return block_sums_hold(variance) && std::isfinite(sums.g) && std::isfinite(sums.gd) &&
-         sums.max_g <= 0x1p60 && (sums.max_g >= 0x1p-60 || sums.max_g == 0);
+         sums.max_g <= kBlockGradientMax && (sums.max_g >= kBlockGradientMin || sums.max_g == 0);
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 
@@ -615,8 +617,7 @@ MomentLanes set_group_stats(const NormBackward& a, int64_t first, int64_t count,
   HWY_ALIGN double saved_rstd[kRows];
   if (a.saved_rstd) {
     for (size_t k = 0; k < kRows; ++k) {
-      saved_rstd[k] = static_cast<double>(
-          a.saved_rstd[first + std::min<int64_t>(static_cast<int64_t>(k), count - 1)]);
+      saved_rstd[k] = static_cast<double>(a.saved_rstd[first + group_lane_row(k, count)]);
     }
   }
   const auto zero = hn::Zero(dd);
@@ -641,12 +642,6 @@ MomentLanes set_group_stats(const NormBackward& a, int64_t first, int64_t count,
     rows[k].stats = {means[k], variances[k], rstds[k], mean_gs[k], mean_g_xhats[k], max_gs[k]};
   }
   return m;
-}
-
-// The row that lane k of a group of count rows stands for: lanes past count repeat the last row,
-// so a row's results never depend on its group's size, nor on how rows are split over threads.
-inline int64_t group_lane_row(size_t k, int64_t count) {
-  return std::min<int64_t>(static_cast<int64_t>(k), count - 1);
 }
 
 // backward_row_stats for rows first ... first + count - 1 (count at most the float64 lanes) into
@@ -682,8 +677,9 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
 
 // short_backward_stats for a 16-bit stream's short rows, in float32 lanes as its longer rows
 // (backward_pass1): each row's sums in one block of float32 lanes (BlockSumLanes; a short row is
-// at most kFloat32BlockAdditions pairs of registers), shifted by the mean of its first register,
-// each lane's sums then promoted and added in float64 lanes (float64_halves), and the group's
+// at most kFloat32BlockAdditions pairs of registers), shifted by the mean of its first register
+// (register_mean, as backward_pass1), each lane's sums then promoted and added in float64 lanes
+// (float64_halves), and the group's
 // totals taken as in short_backward_stats. A row whose estimate was poor or whose sums float32
 // lanes cannot hold (the checks of backward_pass1, in lanes) is taken again on its own
 // (backward_row_stats: recentred, or in float64).
@@ -696,23 +692,12 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
   constexpr size_t kRows = hn::MaxLanes(dd);
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
-  // Each row's shift: the mean of its first register (summed in float64, rounded to float32).
-  HWY_ALIGN float estimates[kRows] = {};
-  auto zero = hn::Zero(dd);
-  auto shift = zero;
-  if constexpr (kCentre) {
-    hn::Vec<DoubleTag> firsts[kRows];
-    for (size_t k = 0; k < kRows; ++k) {
-      firsts[k] = float64_halves(load<S>(df, rows[group_lane_row(k, count)].x));
-    }
-    const auto estimate =
-        hn::DemoteTo(dfd, hn::Div(row_totals(firsts), hn::Set(dd, static_cast<double>(n))));
-    hn::Store(estimate, dfd, estimates);
-    shift = hn::PromoteTo(dd, estimate);
-  }
+  const auto zero = hn::Zero(dd);
+  HWY_ALIGN float estimates[kRows];
   hn::Vec<DoubleTag> d[kRows], d2[kRows], g[kRows], gd[kRows], max_g[kRows];
   for (size_t k = 0; k < kRows; ++k) {
     const BackwardRowData<S, B>& data = rows[group_lane_row(k, count)];
+    estimates[k] = kCentre ? register_mean(load<S>(df, data.x)) : 0.0f;
     BlockSumLanes<S, B, kScale, kCentre, false> lanes(data.x, data.dy, a.gamma, estimates[k], 0);
     int64_t i = 0;
     for (; i + 2 * n <= a.dim; i += 2 * n) lanes.add_pair(i);
@@ -729,25 +714,16 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
                        kCentre ? row_totals(g) : zero,
                        row_totals(gd),
                        row_maxima(max_g),
-                       shift};
+                       hn::PromoteTo(dd, hn::Load(dfd, estimates))};
   const MomentLanes m = set_group_stats<S, B, kCentre>(a, first, count, sums, rows);
   // backward_pass1's checks: shift_estimate_close, then backward_block_sums_hold.
-  auto holds =
-      hn::And(hn::Ge(m.variance, hn::Set(dd, 0x1p-100)), hn::Le(m.variance, hn::Set(dd, 0x1p100)));
-  if constexpr (kCentre) {
-    const auto offset = hn::Div(sums.d, hn::Set(dd, static_cast<double>(a.dim)));
-    holds = hn::And(holds, hn::Le(hn::Mul(offset, offset), hn::Mul(hn::Set(dd, 3.0), m.variance)));
-  }
+  auto holds = block_sums_hold_lanes(m, sums.d, a.dim, kCentre);
   holds = hn::And(holds, hn::And(hn::IsFinite(sums.g), hn::IsFinite(sums.gd)));
-  holds = hn::And(
-      holds, hn::And(hn::Le(sums.max_g, hn::Set(dd, 0x1p60)),
-                     hn::Or(hn::Ge(sums.max_g, hn::Set(dd, 0x1p-60)), hn::Eq(sums.max_g, zero))));
-  if (HWY_LIKELY(hn::AllTrue(dd, holds))) return;
-  HWY_ALIGN uint8_t held[(kRows + 7) / 8 + 8] = {};
-  hn::StoreMaskBits(dd, holds, held);
-  for (int64_t k = 0; k < count; ++k) {
-    if (!((held[k / 8] >> (k % 8)) & 1)) rows[k] = backward_row_stats<S, B, kScale>(a, first + k);
-  }
+  holds = hn::And(holds, hn::And(hn::Le(sums.max_g, hn::Set(dd, kBlockGradientMax)),
+                                 hn::Or(hn::Ge(sums.max_g, hn::Set(dd, kBlockGradientMin)),
+                                        hn::Eq(sums.max_g, zero))));
+  for_each_failed_lane(
+      holds, count, [&](int64_t k) { rows[k] = backward_row_stats<S, B, kScale>(a, first + k); });
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 

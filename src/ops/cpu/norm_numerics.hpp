@@ -68,16 +68,19 @@ inline constexpr int64_t kFloat32BlockAdditions = 64;
 // it by (var + E[d]^2) / var, at most 4 when E[d]^2 <= 3 var. Otherwise (the estimate was poor:
 // outliers among the values it came from) the sums are taken again, centred on the mean. NaN
 // fails.
+inline constexpr double kCloseEstimateSpread = 3;
 inline bool shift_estimate_close(double offset, double shifted_variance) {
-  return offset * offset <= 3 * shifted_variance;
+  return offset * offset <= kCloseEstimateSpread * shifted_variance;
 }
 
 // Whether float32 block sums of squares hold a row's variance (mean square for RMSNorm): beyond
 // 2^100 a square may have overflowed float32 (values beyond ~1e19), below 2^-100 squares lose
 // precision to float32's denormal range (values below ~1e-19). Such rows (and NaN) are summed
 // again in float64.
+inline constexpr double kBlockSumsMinVariance = 0x1p-100;
+inline constexpr double kBlockSumsMaxVariance = 0x1p100;
 inline bool block_sums_hold(double variance) {
-  return variance >= 0x1p-100 && variance <= 0x1p100;
+  return variance >= kBlockSumsMinVariance && variance <= kBlockSumsMaxVariance;
 }
 
 // Where to take a row's float32 block sums again, from the moments of those shifted by

@@ -202,6 +202,62 @@ TEST_P(InterleavedRows, BackwardWholeCallsEqualRowByRowCallsBitForBit) {
   }
 }
 
+// The pre-norm forward on bfloat16 rows (x, r, h and y all 16-bit), whose short rows take their
+// sums a group at a time in float32 lanes and take a row again on its own where the group's
+// checks fail (rows 3, 6 and 9 of special_rows, and row 12, whose first register is made of
+// outliers: centred again on the mean at D = 80 and 128): whole calls on 1, 2 or 3 threads give
+// what the same rows give one call per row.
+TEST_P(InterleavedRows, SixteenBitPreNormWholeCallsEqualRowByRowCallsBitForBit) {
+  const int64_t rows = 192;
+  const int saved_threads = omp_get_max_threads();
+  for (const int64_t dim : {64, 80, 128, 512}) {
+    auto x_values = special_rows(rows, dim, 51);
+    std::fill_n(x_values.begin() + 12 * dim, std::min<int64_t>(dim, 16), 1000.0f);
+    const auto x = bfloat16_bits(x_values);
+    const auto r = bfloat16_bits(random_floats(static_cast<size_t>(rows * dim), 52, -0.5f, 0.5f));
+    const auto gamma = random_floats(static_cast<size_t>(dim), 53, 0.5f, 1.5f);
+    const auto beta = random_floats(static_cast<size_t>(dim), 54);
+    const Shape normalized{dim};
+    for (const bool layer : {true, false}) {
+      SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms"));
+      struct Outputs {
+        std::vector<uint16_t> h, y;
+        std::vector<float> mean, rstd;
+      };
+      auto fresh = [&] {
+        return Outputs{std::vector<uint16_t>(x.size()), std::vector<uint16_t>(x.size()),
+                       std::vector<float>(rows), std::vector<float>(rows)};
+      };
+      // Rows [first, first + count), written at the same rows of the outputs.
+      auto forward = [&](int64_t first, int64_t count, Outputs& out) {
+        const int64_t at = first * dim;
+        const Shape shape{count, dim};
+        const AddNormOptions options{
+            layer ? NormKind::layer_norm : NormKind::rms_norm, ConstView{gamma.data(), normalized},
+            layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
+        add_norm_pre(AnyConstView{x.data() + at, shape, DType::bfloat16},
+                     AnyConstView{r.data() + at, shape, DType::bfloat16}, normalized,
+                     AnyMutableView{out.h.data() + at, shape, DType::bfloat16},
+                     AnyMutableView{out.y.data() + at, shape, DType::bfloat16}, options,
+                     NormStats{MutableView{out.mean.data() + first, {count}},
+                               {out.rstd.data() + first, {count}}});
+      };
+      Outputs alone = fresh();
+      for (int64_t row = 0; row < rows; ++row) forward(row, 1, alone);
+      for (const int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        Outputs whole = fresh();
+        forward(0, rows, whole);
+        EXPECT_EQ(whole.y, alone.y) << threads << " threads";
+        EXPECT_EQ(whole.h, alone.h) << threads << " threads";
+        EXPECT_EQ(bits(whole.rstd), bits(alone.rstd)) << threads << " threads";
+        if (layer) EXPECT_EQ(bits(whole.mean), bits(alone.mean)) << threads << " threads";
+      }
+      omp_set_num_threads(saved_threads);
+    }
+  }
+}
+
 // The same for bfloat16 rows (x, dy, dx and dh_next all 16-bit), whose short rows' pass 1 takes a
 // group of rows in float32 lanes and takes a row again on its own where the group's checks fail
 // (rows 3, 6 and 9 above, and row 12, whose first register is made of outliers: the sums are

@@ -598,8 +598,10 @@ void expect_rows_within_unit(const std::vector<float>& y, const std::vector<doub
 TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
   const int64_t rows = 5;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const std::string kind : {"ordinary", "large_mean", "nan_row", "outliers_first"}) {
-      for (const int64_t dim : {1, 7, 64, 203, 1000}) {
+    for (const std::string kind :
+         {"ordinary", "large_mean", "nan_row", "outliers_first", "constant_row", "near_max"}) {
+      // 64, 80 and 128: short rows, a group at a time in float32 lanes (norm_forward_kernels.cpp).
+      for (const int64_t dim : {1, 7, 64, 80, 128, 203, 1000}) {
         for (const bool layer : {true, false}) {
           for (const bool in_place : {false, true}) {
             SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
