@@ -220,16 +220,16 @@ TEST_P(InterleavedRows, SixteenBitPreNormWholeCallsEqualRowByRowCallsBitForBit) 
     const Shape normalized{dim};
     for (const bool layer : {true, false}) {
       SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms"));
-      struct Outputs {
+      struct SixteenBitOutputs {
         std::vector<uint16_t> h, y;
         std::vector<float> mean, rstd;
       };
       auto fresh = [&] {
-        return Outputs{std::vector<uint16_t>(x.size()), std::vector<uint16_t>(x.size()),
-                       std::vector<float>(rows), std::vector<float>(rows)};
+        return SixteenBitOutputs{std::vector<uint16_t>(x.size()), std::vector<uint16_t>(x.size()),
+                                 std::vector<float>(rows), std::vector<float>(rows)};
       };
       // Rows [first, first + count), written at the same rows of the outputs.
-      auto forward = [&](int64_t first, int64_t count, Outputs& out) {
+      auto forward = [&](int64_t first, int64_t count, SixteenBitOutputs& out) {
         const int64_t at = first * dim;
         const Shape shape{count, dim};
         const AddNormOptions options{
@@ -242,16 +242,18 @@ TEST_P(InterleavedRows, SixteenBitPreNormWholeCallsEqualRowByRowCallsBitForBit) 
                      NormStats{MutableView{out.mean.data() + first, {count}},
                                {out.rstd.data() + first, {count}}});
       };
-      Outputs alone = fresh();
+      SixteenBitOutputs alone = fresh();
       for (int64_t row = 0; row < rows; ++row) forward(row, 1, alone);
       for (const int threads : {1, 2, 3}) {
         omp_set_num_threads(threads);
-        Outputs whole = fresh();
+        SixteenBitOutputs whole = fresh();
         forward(0, rows, whole);
         EXPECT_EQ(whole.y, alone.y) << threads << " threads";
         EXPECT_EQ(whole.h, alone.h) << threads << " threads";
         EXPECT_EQ(bits(whole.rstd), bits(alone.rstd)) << threads << " threads";
-        if (layer) EXPECT_EQ(bits(whole.mean), bits(alone.mean)) << threads << " threads";
+        if (layer) {
+          EXPECT_EQ(bits(whole.mean), bits(alone.mean)) << threads << " threads";
+        }
       }
       omp_set_num_threads(saved_threads);
     }

@@ -2,6 +2,7 @@
 // same (widened) values: each 16-bit output within one unit of its storage type, float32 outputs
 // and statistics within the float32 contract. Also the storage rules of aliasing and post-norm.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -281,6 +282,88 @@ TEST_P(SixteenBitStorage, LayerNormOfSixteenBitRowsIntoFloat32) {
   for (int64_t i = 0; i < rows * dim; ++i) {
     ASSERT_LE(std::fabs(y[i] - y64[i]), 4 * 0x1p-24 * std::fabs(y64[i]) + 8 * 0x1p-24 * 2.0 * 2.0)
         << "element " << i << ": " << y[i] << " vs " << y64[i];
+  }
+}
+
+// The fused pre-norm on a 16-bit residual stream is, bit for bit, the unfused add (h rounded to
+// its type) followed by the norm of h: calls of more rows than one block of the kernels' add
+// (norm_forward_kernels.cpp, add_then_norm_rows: 256 KiB of h) with a part block after, h
+// written over x, over r or apart, 16-bit and float32 branches, LayerNorm and RMSNorm, short rows
+// and long, on 1 and 2 threads.
+TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {
+  const DType dtype = storage();
+  const int saved_threads = omp_get_max_threads();
+  for (const int64_t dim : {64, 520}) {
+    const int64_t rows = (int64_t{600} << 10) / (2 * dim);  // 600 KiB of h: two blocks and a part
+    const Shape shape{rows, dim}, normalized{dim}, row_shape{rows};
+    const Stored x(random_floats(rows * dim, 57, -3.0f, 5.0f), dtype);
+    const std::vector<float> r_wide = random_floats(rows * dim, 58, -1.0f, 1.0f);
+    const Stored r(r_wide, dtype);
+    const std::vector<float> gamma = random_floats(dim, 59, 0.5f, 1.5f);
+    const std::vector<float> beta = random_floats(dim, 60);
+    for (const bool float32_branch : {false, true}) {
+      for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
+        const bool layer = norm == NormKind::layer_norm;
+        const AddNormOptions options{
+            norm, ConstView{gamma.data(), {dim}},
+            layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}}) : std::nullopt,
+            false, 1e-5f};
+        // The unfused ops: h = x + r rounded to h's type, then the norm of h.
+        std::vector<uint16_t> want_h(x.bits.size());
+        for (size_t i = 0; i < want_h.size(); ++i) {
+          const float sum = x.wide[i] + (float32_branch ? r_wide[i] : r.wide[i]);
+          want_h[i] = dtype == DType::bfloat16 ? to_bfloat16(sum).bits : to_float16(sum).bits;
+        }
+        std::vector<uint16_t> want_y16(x.bits.size());
+        std::vector<float> want_y32(x.bits.size()), want_mean(rows), want_rstd(rows);
+        const AnyMutableView want_y = float32_branch
+                                          ? AnyMutableView(MutableView{want_y32.data(), shape})
+                                          : AnyMutableView(want_y16.data(), shape, dtype);
+        const NormStats want_stats{{want_mean.data(), row_shape}, {want_rstd.data(), row_shape}};
+        const AnyConstView h_view(want_h.data(), shape, dtype);
+        if (layer) {
+          layer_norm(h_view, normalized, want_y,
+                     {ConstView{gamma.data(), {dim}}, ConstView{beta.data(), {dim}}, 1e-5f},
+                     want_stats);
+        } else {
+          rms_norm(h_view, normalized, want_y, {ConstView{gamma.data(), {dim}}, false, 1e-5f},
+                   MutableView{want_rstd.data(), row_shape});
+        }
+        for (const int threads : {1, 2}) {
+          for (const std::string where : {"apart", "over x", "over r"}) {
+            if (where == "over r" && float32_branch) {
+              continue;  // h and r of different types
+            }
+            SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms") +
+                         (float32_branch ? " float32 branch" : "") + " h " + where + ", " +
+                         std::to_string(threads) + " threads");
+            omp_set_num_threads(threads);
+            std::vector<uint16_t> x_bits = x.bits, r_bits = r.bits, apart(x.bits.size());
+            uint16_t* h = where == "over x"   ? x_bits.data()
+                          : where == "over r" ? r_bits.data()
+                                              : apart.data();
+            std::vector<uint16_t> y16(x.bits.size());
+            std::vector<float> y32(x.bits.size()), mean(rows), rstd(rows);
+            const AnyConstView r_view = float32_branch
+                                            ? AnyConstView(ConstView{r_wide.data(), shape})
+                                            : AnyConstView(r_bits.data(), shape, dtype);
+            const AnyMutableView y = float32_branch ? AnyMutableView(MutableView{y32.data(), shape})
+                                                    : AnyMutableView(y16.data(), shape, dtype);
+            add_norm_pre(AnyConstView(x_bits.data(), shape, dtype), r_view, normalized,
+                         AnyMutableView(h, shape, dtype), y, options,
+                         NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+            omp_set_num_threads(saved_threads);
+            EXPECT_TRUE(std::equal(want_h.begin(), want_h.end(), h));
+            EXPECT_EQ(y16, want_y16);
+            EXPECT_EQ(y32, want_y32);
+            EXPECT_EQ(rstd, want_rstd);
+            if (layer) {
+              EXPECT_EQ(mean, want_mean);
+            }
+          }
+        }
+      }
+    }
   }
 }
 
