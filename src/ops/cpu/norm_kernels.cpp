@@ -679,10 +679,9 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
 // (backward_pass1): each row's sums in one block of float32 lanes (BlockSumLanes; a short row is
 // at most kFloat32BlockAdditions pairs of registers), shifted by the mean of its first register
 // (register_mean, as backward_pass1), each lane's sums then promoted and added in float64 lanes
-// (float64_halves), and the group's
-// totals taken as in short_backward_stats. A row whose estimate was poor or whose sums float32
-// lanes cannot hold (the checks of backward_pass1, in lanes) is taken again on its own
-// (backward_row_stats: recentred, or in float64).
+// (float64_halves), and the group's totals taken as in short_backward_stats. A row whose
+// estimate was poor or whose sums float32 lanes cannot hold (the checks of backward_pass1, in
+// lanes) is taken again on its own (backward_row_stats: recentred, or in float64).
 template <class S, class B, Affine kScale, bool kCentre>
 void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t count,
                                BackwardRowData<S, B>* rows) {
