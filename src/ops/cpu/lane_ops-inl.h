@@ -150,6 +150,17 @@ inline int64_t group_lane_row(size_t k, int64_t count) {
   return std::min<int64_t>(static_cast<int64_t>(k), count - 1);
 }
 
+// Fills lane k of each array from lane k - 1 when k is a spare lane (k >= count: it repeats the
+// group's last row, group_lane_row), so a group of fewer rows sums each of its rows once: the
+// same bits as summing the last row again, without the work (one row, decoding, then costs one
+// row's sums instead of a whole group's). Returns whether lane k was spare.
+template <class... Lanes>
+HWY_INLINE bool fill_spare_lane(size_t k, int64_t count, Lanes*... lanes) {
+  if (static_cast<int64_t>(k) < count) return false;
+  ((lanes[k] = lanes[k - 1]), ...);
+  return true;
+}
+
 // Whether a row may take a group path of short rows (one row per float64 lane: the forward's
 // short_rows, the backward's short_backward_stats): a whole number of float32 registers, and at
 // most max_dim long (each path's limits are measured, per stream type).

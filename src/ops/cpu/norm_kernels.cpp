@@ -657,7 +657,8 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
   HWY_ALIGN double shifts[kRows];
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
   for (size_t k = 0; k < kRows; ++k) {
-    const BackwardRowData<S, B>& data = rows[group_lane_row(k, count)];
+    if (fill_spare_lane(k, count, shifts, d, d2, g, gd, max_g)) continue;
+    const BackwardRowData<S, B>& data = rows[k];
     shifts[k] = kCentre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
     const auto sums =
         BackwardSumsRun<S, B, kScale, kCentre>(data.x, data.dy, a.gamma, a.dim, shifts[k])
@@ -695,7 +696,8 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
   HWY_ALIGN float estimates[kRows];
   hn::Vec<DoubleTag> d[kRows], d2[kRows], g[kRows], gd[kRows], max_g[kRows];
   for (size_t k = 0; k < kRows; ++k) {
-    const BackwardRowData<S, B>& data = rows[group_lane_row(k, count)];
+    if (fill_spare_lane(k, count, estimates, d, d2, g, gd, max_g)) continue;
+    const BackwardRowData<S, B>& data = rows[k];
     estimates[k] = kCentre ? register_mean(load<S>(df, data.x)) : 0.0f;
     BlockSumLanes<S, B, kScale, kCentre, false> lanes(data.x, data.dy, a.gamma, estimates[k], 0);
     int64_t i = 0;
