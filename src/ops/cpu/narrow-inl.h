@@ -206,6 +206,28 @@ hn::Vec<hn::Repartition<uint16_t, DF>> narrow_pair(DF df, hn::Vec<DF> lo, hn::Ve
     return hn::Combine(du16, narrow<kType>(df, hi), narrow<kType>(df, lo));
   }
 }
+
+// 32-bit lanes each holding a pair of bfloat16 values, `even`'s in the low 16 bits and `odd`'s in
+// the high 16 (element pairs as they lie in memory), each rounded as bfloat16_bits<kNaNs>. With
+// AVX512_BF16 one rounding of both registers and one permutation of the 16-bit lanes into pairs
+// in place of bfloat16_bits' integer steps, twice.
+template <bool kNaNs = true, class DF>
+hn::Vec<hn::RebindToUnsigned<DF>> bfloat16_pairs(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
+  const hn::RebindToUnsigned<DF> du32;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (std::is_same_v<hn::Vec<DF>, hn::Vec512<float>>) {
+    if (native_bfloat16 && no_subnormal_lanes(even) && no_subnormal_lanes(odd)) {
+      // [even 0..15, odd 0..15] as 16-bit lanes, then lane 2k from k and 2k + 1 from 16 + k.
+      const __m512i pairs = native_bfloat16_pair(even, odd).raw;
+      const __m512i order =
+          _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                           6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+      return hn::Vec512<uint32_t>{_mm512_permutexvar_epi16(order, pairs)};
+    }
+  }
+#endif
+  return hn::Or(bfloat16_bits<kNaNs>(df, even), hn::ShiftLeft<16>(bfloat16_bits<kNaNs>(df, odd)));
+}
 #endif
 
 }  // namespace narrow

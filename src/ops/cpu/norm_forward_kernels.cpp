@@ -418,8 +418,7 @@ void normalise_row_pairs(const RowPointers<Bfloat16Rows, Bfloat16Rows>& row, HiL
     const int64_t k = i / 2;
     const auto even = normalise(hn::BitCast(df, even_of_pairs(pairs)), k);
     const auto odd = normalise(hn::BitCast(df, odd_of_pairs(pairs)), half + k);
-    const auto out = hn::Or(narrow::bfloat16_bits<kNaNs>(df, even),
-                            hn::ShiftLeft<16>(narrow::bfloat16_bits<kNaNs>(df, odd)));
+    const auto out = narrow::bfloat16_pairs<kNaNs>(df, even, odd);
     auto* target = reinterpret_cast<uint32_t*>(p.y + i);
     if constexpr (kStream) {
       hn::Stream(out, du32, target);
