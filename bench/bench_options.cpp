@@ -60,7 +60,7 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
       "kernel and the textbook loop, interleaved in one run on the same data"};
   std::string ops = "all", dims = "64,128,512,768,1024,4096,8192", threads = "1,2";
   std::string impls = join(all_impls()), dtypes = "f32,bf16";
-  std::string decode_rows = "1,4,16", decode_dims = "4096,8192";
+  std::string decode_rows = "1,4,16", decode_dims = "1024,4096,8192";
   bool quick = false, no_in_cache = false, no_decode = false, list = false;
   app.add_option("--ops", ops, "comma-separated ops, or 'all'")->capture_default_str();
   app.add_option("--dims", dims, "row lengths D; rows = tensor size / D")->capture_default_str();
