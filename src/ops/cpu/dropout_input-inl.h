@@ -105,17 +105,16 @@ void dropout_input(const DropoutStream& stream, const void* x_rows, const void* 
       hn::StoreU(dropped, df, h + at);
     }
   };
-  // kVectors vectors per step: kVectors / 2 Philox groups, independent chains the core overlaps.
-  constexpr int64_t kVectors = 4;
+  // kVectors vectors per step: a step of Philox groups, independent chains the core overlaps.
+  constexpr int kGroups = PhiloxGroups::kGroupsPerStep;
+  constexpr int64_t kVectors = 2 * kGroups;
   PhiloxV32 bits[kVectors];
-  // A local copy: the stores to h cannot reach it, so its keys stay in registers.
+  // A local copy: the stores to h cannot reach it, so its keys stay where the compiler put them.
   const PhiloxGroups groups = stream.groups;
-  auto draw = [&](int64_t at) HWY_ATTR {
+  // The bits of kDrawn groups from element `at` on, into bits[0 .. 2 kDrawn).
+  auto draw = [&](int64_t at, auto drawn) HWY_ATTR {
     if constexpr (kDrop) {
-      const uint64_t block = (first_element + static_cast<uint64_t>(at)) / 4;
-      for (int64_t g = 0; g < kVectors / 2; ++g) {
-        groups.run(block + static_cast<uint64_t>(g * n / 2), bits[2 * g], bits[2 * g + 1]);
-      }
+      groups.run<decltype(drawn)::value>((first_element + static_cast<uint64_t>(at)) / 4, bits);
     }
   };
   for (; i + kVectors * n <= count; i += kVectors * n) {
@@ -125,12 +124,12 @@ void dropout_input(const DropoutStream& stream, const void* x_rows, const void* 
         hwy::Prefetch(s + i + line + kPrefetchAhead);
       }
     }
-    draw(i);
+    draw(i, std::integral_constant<int, kGroups>());
     for (int64_t k = 0; k < kVectors; ++k) lanes(i + k * n, bits[k]);
   }
-  if (i + n <= count) {  // fewer than kVectors vectors left
-    draw(i);
-    for (int64_t k = 0; k < kVectors && i + n <= count; ++k, i += n) lanes(i, bits[k]);
+  while (i + n <= count) {  // fewer than kVectors vectors left: a group (two vectors) at a time
+    draw(i, std::integral_constant<int, 1>());
+    for (int64_t k = 0; k < 2 && i + n <= count; ++k, i += n) lanes(i, bits[k]);
   }
 #else
   (void)readable;

@@ -102,7 +102,8 @@ void apply_keep_range(const float* input, const uint8_t* keep, void* dropped, DT
 
 // Elements [0, count) of the stream keyed by seed from first_element: one(i, bits) element by
 // element up to a block boundary and after the last whole group, and group(i, first_half,
-// second_half) for each whole group of PhiloxGroups::group_elements() elements from i on.
+// second_half) for each whole group of PhiloxGroups::group_elements() elements from i on (a step
+// of groups at a time while a whole step is left).
 template <class One, class Group>
 void walk_stream(uint64_t seed, uint64_t first_element, int64_t count, const One& one,
                  const Group& group) {
@@ -113,11 +114,16 @@ void walk_stream(uint64_t seed, uint64_t first_element, int64_t count, const One
   }
 #if HWY_TARGET != HWY_SCALAR
   const PhiloxGroups philox(seed);
+  constexpr int kGroups = PhiloxGroups::kGroupsPerStep;
   const int64_t elements = PhiloxGroups::group_elements();
-  PhiloxV32 first_half, second_half;
+  PhiloxV32 bits[2 * kGroups];
+  for (; i + kGroups * elements <= count; i += kGroups * elements) {
+    philox.run<kGroups>((first_element + static_cast<uint64_t>(i)) / 4, bits);
+    for (int g = 0; g < kGroups; ++g) group(i + g * elements, bits[2 * g], bits[2 * g + 1]);
+  }
   for (; i + elements <= count; i += elements) {
-    philox.run((first_element + static_cast<uint64_t>(i)) / 4, first_half, second_half);
-    group(i, first_half, second_half);
+    philox.run<1>((first_element + static_cast<uint64_t>(i)) / 4, bits);
+    group(i, bits[0], bits[1]);
   }
 #else
   (void)group;

@@ -69,12 +69,18 @@ using PhiloxU64Tag = hn::ScalableTag<uint64_t>;
 using PhiloxU32Tag = hn::Repartition<uint32_t, PhiloxU64Tag>;
 using PhiloxV32 = hn::Vec<PhiloxU32Tag>;
 
-// Philox4x32-10 for 2 * Lanes(PhiloxU64Tag) blocks at once: the group_elements() elements from
-// block first_block on come back in element order as two vectors of 32-bit lanes (the first
-// and the second half). Lane k of the 64-bit vectors evaluates block k / 2 + (k % 2) * (lanes / 2):
-// interleaving the words per 128-bit unit then leaves the blocks in order.
+// Philox4x32-10 for 2 * Lanes(PhiloxU64Tag) blocks at once (a group): the group_elements()
+// elements from block first_block on come back in element order as two vectors of 32-bit lanes
+// (the first and the second half). Lane k of the 64-bit vectors evaluates block
+// k / 2 + (k % 2) * (lanes / 2): interleaving the words per 128-bit unit then leaves the blocks in
+// order.
 class PhiloxGroups {
  public:
+  // Groups a step evaluates side by side. Ten rounds are one chain of dependent multiplies, so
+  // one group at a time leaves the multiplier idle: four chains ran 1.36x one on AVX3 and 1.2x
+  // on AVX2 (Philox alone, in cache, AMD EPYC Zen 5).
+  static constexpr int kGroupsPerStep = 4;
+
   explicit PhiloxGroups(uint64_t seed) {
     const PhiloxU64Tag du64;
     const size_t lanes = hn::Lanes(du64);
@@ -90,50 +96,62 @@ class PhiloxGroups {
     }
   }
 
-  // Elements per run: four per block.
+  // Elements per group: four per block.
   static int64_t group_elements() { return 4 * static_cast<int64_t>(hn::Lanes(PhiloxU64Tag())); }
 
-  HWY_INLINE void run(uint64_t first_block, PhiloxV32& first_half, PhiloxV32& second_half) const {
+  // kGroups consecutive groups from block first_block on: group g's halves in bits[2 g] and
+  // bits[2 g + 1], so bits[0 .. 2 kGroups) hold the elements in order.
+  template <int kGroups>
+  HWY_INLINE void run(uint64_t first_block, PhiloxV32* HWY_RESTRICT bits) const {
     const PhiloxU64Tag du64;
     const PhiloxU32Tag du32;
     const auto multiplier0 = hn::BitCast(du32, hn::Set(du64, 0xD2511F53ull));
     const auto multiplier1 = hn::BitCast(du32, hn::Set(du64, 0xCD9E8D57ull));
-    // Only the low 32 bits of each 64-bit lane carry a word; the high halves hold leftovers
-    // that MulEven ignores and the final interleave drops.
-    const auto block = hn::Add(hn::Set(du64, first_block), lane_blocks_);
-    auto c0 = block;
-    auto c1 = hn::ShiftRight<32>(block);
-    // Round 1 with c2 = c3 = 0: product1 = 0.
-    auto product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
-    c0 = hn::Xor(c1, hn::Set(du64, keys_[0][0]));
-    c1 = hn::Zero(du64);
-    auto c2 = hn::Xor(hn::ShiftRight<32>(product0), hn::Set(du64, keys_[0][1]));
-    auto c3 = product0;
     // The high half of a product moves to the low half by swapping the 32-bit halves of each
     // lane (a shuffle, not a shift: on AVX-512 the shifts would compete with the products).
     const auto swap_halves = [du32, du64](hn::Vec<PhiloxU64Tag> v) HWY_ATTR {
       return hn::BitCast(du64, hn::Shuffle2301(hn::BitCast(du32, v)));
     };
-    for (int round = 1; round < 10; ++round) {
-      product0 = hn::MulEven(hn::BitCast(du32, c0), multiplier0);
-      const auto product1 = hn::MulEven(hn::BitCast(du32, c2), multiplier1);
-      c0 = hn::Xor3(swap_halves(product1), c1, hn::Set(du64, keys_[round][0]));
-      c1 = product1;
-      c2 = hn::Xor3(swap_halves(product0), c3, hn::Set(du64, keys_[round][1]));
-      c3 = product0;
+    // Only the low 32 bits of each 64-bit lane carry a word; the high halves hold leftovers
+    // that MulEven ignores and the final interleave drops.
+    hn::Vec<PhiloxU64Tag> c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
+    const uint64_t group_blocks = hn::Lanes(du64);
+    for (int g = 0; g < kGroups; ++g) {
+      // Round 1 with c2 = c3 = 0: product1 = 0.
+      const auto block = hn::Add(hn::Set(du64, first_block + g * group_blocks), lane_blocks_);
+      const auto product0 = hn::MulEven(hn::BitCast(du32, block), multiplier0);
+      c0[g] = hn::Xor(hn::ShiftRight<32>(block), hn::Set(du64, keys_[0][0]));
+      c1[g] = hn::Zero(du64);
+      c2[g] = hn::Xor(hn::ShiftRight<32>(product0), hn::Set(du64, keys_[0][1]));
+      c3[g] = product0;
     }
-    // Per block (64-bit lane): words 0 and 1, words 2 and 3 as 32-bit pairs.
-    const auto words01 =
-        hn::BitCast(du64, hn::OddEven(hn::BitCast(du32, swap_halves(c1)), hn::BitCast(du32, c0)));
-    const auto words23 =
-        hn::BitCast(du64, hn::OddEven(hn::BitCast(du32, swap_halves(c3)), hn::BitCast(du32, c2)));
-    first_half = hn::BitCast(du32, hn::InterleaveLower(du64, words01, words23));
-    second_half = hn::BitCast(du32, hn::InterleaveUpper(du64, words01, words23));
+    for (int round = 1; round < 10; ++round) {
+      // Keys kept as 64-bit words load as broadcasts, with no shuffle.
+      const auto key0 = hn::Set(du64, keys_[round][0]);
+      const auto key1 = hn::Set(du64, keys_[round][1]);
+      for (int g = 0; g < kGroups; ++g) {
+        const auto product0 = hn::MulEven(hn::BitCast(du32, c0[g]), multiplier0);
+        const auto product1 = hn::MulEven(hn::BitCast(du32, c2[g]), multiplier1);
+        c0[g] = hn::Xor3(swap_halves(product1), c1[g], key0);
+        c1[g] = product1;
+        c2[g] = hn::Xor3(swap_halves(product0), c3[g], key1);
+        c3[g] = product0;
+      }
+    }
+    for (int g = 0; g < kGroups; ++g) {
+      // Per block (64-bit lane): words 0 and 1, words 2 and 3 as 32-bit pairs.
+      const auto words01 = hn::BitCast(
+          du64, hn::OddEven(hn::BitCast(du32, swap_halves(c1[g])), hn::BitCast(du32, c0[g])));
+      const auto words23 = hn::BitCast(
+          du64, hn::OddEven(hn::BitCast(du32, swap_halves(c3[g])), hn::BitCast(du32, c2[g])));
+      bits[2 * g] = hn::BitCast(du32, hn::InterleaveLower(du64, words01, words23));
+      bits[2 * g + 1] = hn::BitCast(du32, hn::InterleaveUpper(du64, words01, words23));
+    }
   }
 
  private:
   hn::Vec<PhiloxU64Tag> lane_blocks_;
-  uint32_t keys_[10][2];
+  uint64_t keys_[10][2];  // 32-bit keys, widened
 };
 
 // Which lanes a dropout keeps, from their random bits.
