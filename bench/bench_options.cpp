@@ -45,7 +45,7 @@ int64_t parse_positive(const std::string& flag, const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& all_impls() {
-  static const std::vector<std::string> impls = {"addnorm", "reference",   "onednn",
+  static const std::vector<std::string> impls = {"addnorm", "addnorm-p0",  "reference", "onednn",
                                                  "torch",   "torch-tuned", "textbook"};
   return impls;
 }

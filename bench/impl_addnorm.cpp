@@ -2,6 +2,8 @@
 // dispatches to, this is what a user gets, validation included.
 #include <omp.h>
 
+#include <sstream>
+
 #include "addnorm/ops.hpp"
 #include "addnorm/simd.hpp"
 #include "runner.hpp"
@@ -27,12 +29,19 @@ LayerNormOptions layer_norm_options(const AddNormOptions& o) { return {o.gamma, 
 RmsNormOptions rms_norm_options(const AddNormOptions& o) {
   return {o.gamma, o.zero_centered_gamma, o.eps};
 }
+// The post-norm runners' note: "p = 0.1", or "p = 0 (no mask)".
+std::string dropout_note(float p) {
+  if (p == 0.0f) return "p = 0 (no mask)";
+  std::ostringstream text;
+  text << "p = " << p;
+  return text.str();
+}
 
 // bfloat16 data (x, r, dy, dh_next, y, h, dx, ds) with float32 gamma, beta and statistics,
 // through the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward
 // and backward, and the fused pre-norm and post-norm (dropout 0.1, r as s) Add&Norm forward and
 // backward. BatchNorm is float32 only.
-void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
   const AnyConstView x(ws.x_bf16, shape, bf16), r(ws.r_bf16, shape, bf16);
@@ -48,9 +57,10 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   const AddNormOptions pre = bf16_options(NormKind::layer_norm, c, ws);
   const LayerNormOptions ln = layer_norm_options(pre);
   const RmsNormOptions rms = rms_norm_options(bf16_options(NormKind::rms_norm, c, ws));
-  const DropoutOptions dropout{kDropoutP, kDropoutSeed, 0};
+  const DropoutOptions dropout{dropout_p, kDropoutSeed, 0};
   const std::string name = "addnorm";
   const std::string note = "bf16 data, f32 statistics";
+  const std::string post_note = "fused, " + dropout_note(dropout_p) + ", " + note;
   switch (c.op) {
     case Op::layer_norm_fwd:
       out.push_back({name, note, [=] { layer_norm(x, normalized, y, ln, stats); }});
@@ -92,11 +102,11 @@ void add_bf16_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
                      }});
       break;
     case Op::add_norm_post_fwd:
-      out.push_back({name, "fused, p = 0.1, " + note,
-                     [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
+      out.push_back(
+          {name, post_note, [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
       break;
     case Op::add_norm_post_bwd:
-      out.push_back({name, "fused, p = 0.1, " + note, [=] {
+      out.push_back({name, post_note, [=] {
                        add_norm_post_backward(dy, x, r, normalized, {dx, ds, dgamma, dbeta}, pre,
                                               dropout, saved);
                      }});
@@ -134,11 +144,10 @@ void prepare_bf16_saved_stats(const Case& c, Workspace& ws) {
   }
 }
 
-}  // namespace
-
-void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+// addnorm's runners, its post-norm ops with dropout probability dropout_p.
+void addnorm_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<Runner>& out) {
   if (c.dtype != DType::f32) {
-    add_bf16_runners(c, ws, out);
+    add_bf16_runners(c, ws, dropout_p, out);
     return;
   }
   const Shape shape{c.rows, c.dim};
@@ -155,8 +164,9 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
   const LayerNormOptions ln{gamma, beta, kLayerNormEps};
   const RmsNormOptions rms{gamma, false, kRmsNormEps};
   const AddNormOptions pre{NormKind::layer_norm, gamma, beta, false, kLayerNormEps};
-  const DropoutOptions dropout{kDropoutP, kDropoutSeed, 0};
+  const DropoutOptions dropout{dropout_p, kDropoutSeed, 0};
   const std::string name = "addnorm";
+  const std::string post_note = "fused, " + dropout_note(dropout_p);
   switch (c.op) {
     case Op::layer_norm_fwd:
       out.push_back({name, "", [=] { layer_norm(x, normalized, y, ln, stats); }});
@@ -196,11 +206,11 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
                      }});
       break;
     case Op::add_norm_post_fwd:
-      out.push_back({name, "fused, p = 0.1",
-                     [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
+      out.push_back(
+          {name, post_note, [=] { add_norm_post(x, r, normalized, y, pre, dropout, stats); }});
       break;
     case Op::add_norm_post_bwd:
-      out.push_back({name, "fused, p = 0.1", [=] {
+      out.push_back({name, post_note, [=] {
                        add_norm_post_backward(dy, x, r, normalized, {dx, ds, dgamma, dbeta}, pre,
                                               dropout, saved);
                      }});
@@ -213,6 +223,22 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
       out.push_back({name, "", [=] { batch_norm(x, y, bn, running, batch); }});
       break;
     }
+  }
+}
+
+}  // namespace
+
+void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+  addnorm_runners(c, ws, kDropoutP, out);
+}
+
+void add_addnorm_no_dropout_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
+  if (c.op != Op::add_norm_post_fwd && c.op != Op::add_norm_post_bwd) return;
+  std::vector<Runner> runners;
+  addnorm_runners(c, ws, 0.0f, runners);
+  for (Runner& runner : runners) {
+    runner.impl = "addnorm-p0";
+    out.push_back(std::move(runner));
   }
 }
 

@@ -241,6 +241,7 @@ int run(int argc, char** argv) {
     append_ceiling_runners(c, ws, runners);
     const size_t ceiling_count = runners.size();
     if (wants_impl(options, "addnorm")) add_addnorm_runners(c, ws, runners);
+    if (wants_impl(options, "addnorm-p0")) add_addnorm_no_dropout_runners(c, ws, runners);
     if (wants_impl(options, "reference")) add_reference_runners(c, ws, runners);
     if (wants_impl(options, "onednn")) add_onednn_runners(c, ws, runners);
     if (wants_impl(options, torch_here)) add_torch_runners(c, ws, torch_here, runners);

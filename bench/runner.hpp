@@ -12,7 +12,8 @@
 namespace addnorm::bench {
 
 struct Runner {
-  std::string impl;  // addnorm, reference, onednn, torch, torch-tuned, textbook, or a ceiling
+  std::string
+      impl;  // addnorm, addnorm-p0, reference, onednn, torch, torch-tuned, textbook, or a ceiling
   std::string note;  // what it runs when that is not obvious ("binary add + layer_normalization")
   std::function<void()> run;
 };
@@ -20,6 +21,9 @@ struct Runner {
 // Each factory appends a runner when it implements the case's op and storage type, nothing
 // otherwise. They may run the op once (or a forward) to prepare saved statistics.
 void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+// "addnorm-p0": addnorm's post-norm ops with dropout p = 0 (no mask drawn), beside the p = 0.1
+// runs, so that a run measures what the dropout mask costs (its time over this one's).
+void add_addnorm_no_dropout_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_reference_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_textbook_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);

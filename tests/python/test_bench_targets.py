@@ -84,6 +84,22 @@ def test_post_norm_target_takes_float32_records_only():
     assert row(records, "post-norm (dropout 0.1) fwd f32", "2") == ("86%", "met")
 
 
+def test_mask_cost_is_addnorms_time_over_its_time_without_dropout():
+    # addnorm-p0's record holds its median / addnorm's (p = 0.1): 0.8 means the mask costs 25%.
+    records = [record("add_norm_post_fwd", "addnorm-p0", 0.8e-3, dim=64, ratios={"addnorm": 0.8}),
+               record("add_norm_post_fwd", "addnorm-p0", 1e-3, dim=1024,
+                      ratios={"addnorm": 1 / 1.05}),
+               record("add_norm_post_fwd", "addnorm-p0", 1e-3, threads=1,
+                      ratios={"addnorm": 1 / 1.08}),
+               # The bf16 case and the backward are not this target's.
+               record("add_norm_post_fwd", "addnorm-p0", 1e-3, dtype="bf16",
+                      ratios={"addnorm": 0.5}),
+               record("add_norm_post_bwd", "addnorm-p0", 1e-3, ratios={"addnorm": 0.5})]
+    assert row(records, "post-norm fwd f32: time at dropout 0.1", "2") == (
+        "1.05x–1.25x (worst D=64: 1.25x)", "not met (1 of 2 shapes)")
+    assert row(records, "post-norm fwd f32: time at dropout 0.1", "1") == ("1.08x", "met")
+
+
 def test_decode_target_is_time_per_call_and_lower_is_better():
     fast = record("layer_norm_fwd", "addnorm", 0.85e-6, rows=1, dim=4096, threads=1,
                   in_cache=True, decode=True)
@@ -96,7 +112,7 @@ def test_decode_target_is_time_per_call_and_lower_is_better():
 
 
 def test_a_target_without_records_says_so():
-    assert row([], "post-norm", "-") == ("not measured in this run", "-")
+    assert row([], "post-norm (dropout 0.1)", "-") == ("not measured in this run", "-")
 
 
 def test_command_line_prints_the_table_and_rejects_other_json(tmp_path):
