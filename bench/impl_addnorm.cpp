@@ -39,8 +39,8 @@ std::string dropout_note(float p) {
 
 // bfloat16 data (x, r, dy, dh_next, y, h, dx, ds) with float32 gamma, beta and statistics,
 // through the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward
-// and backward, and the fused pre-norm and post-norm (dropout 0.1, r as s) Add&Norm forward and
-// backward. BatchNorm is float32 only.
+// and backward, and the fused pre-norm and post-norm (dropout dropout_p, r as s) Add&Norm
+// forward and backward. BatchNorm is float32 only.
 void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
@@ -232,6 +232,8 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
   addnorm_runners(c, ws, kDropoutP, out);
 }
 
+// The backward reads the statistics prepare_saved_stats wrote with p = 0.1: other values, the
+// same work.
 void add_addnorm_no_dropout_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
   if (c.op != Op::add_norm_post_fwd && c.op != Op::add_norm_post_bwd) return;
   std::vector<Runner> runners;

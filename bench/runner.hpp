@@ -12,8 +12,8 @@
 namespace addnorm::bench {
 
 struct Runner {
-  std::string
-      impl;  // addnorm, addnorm-p0, reference, onednn, torch, torch-tuned, textbook, or a ceiling
+  // addnorm, addnorm-p0, reference, onednn, torch, torch-tuned, textbook, or a ceiling
+  std::string impl;
   std::string note;  // what it runs when that is not obvious ("binary add + layer_normalization")
   std::function<void()> run;
 };

@@ -74,11 +74,13 @@ TEST(Dropout, ForwardScalesKeptValuesAndBackwardReusesTheMask) {
 }
 
 // The SIMD mask generator equals the scalar definition for any start and length, on every
-// compiled target.
+// compiled target. Offsets from 2^34 on put a nonzero high word in the block counter, and
+// 2^34 - 37 runs a step of blocks across 2^32 (where that word carries).
 TEST(Dropout, SimdStreamEqualsTheScalarDefinition) {
   for (int64_t target : cpu::available_targets()) {
     cpu::force_target(target);
-    for (const uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33}) {
+    for (const uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33,
+                                 (uint64_t{1} << 34) - 37, (uint64_t{1} << 40) + 3}) {
       std::vector<uint32_t> bits(1000);
       cpu::philox_bits(0x123456789ull, first, bits.data(), 1000);
       for (uint64_t i = 0; i < 1000; ++i) {
@@ -97,7 +99,8 @@ TEST(Dropout, MaskEqualsTheDefinitionOnEveryTarget) {
     cpu::force_target(target);
     for (const float p : {0.1f, 0.5f, 0.97f}) {
       const uint32_t threshold = reference::dropout_threshold(p);
-      for (const uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33}) {
+      for (const uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{1} << 33,
+                                    (uint64_t{1} << 34) - 37, (uint64_t{1} << 40) + 3}) {
         const auto mask = mask_of(1003, {p, 0x9876ull, offset});
         for (uint64_t i = 0; i < mask.size(); ++i) {
           ASSERT_EQ(mask[i], reference::dropout_keeps(0x9876ull, offset + i, threshold) ? 1 : 0)

@@ -98,6 +98,10 @@ def test_mask_cost_is_addnorms_time_over_its_time_without_dropout():
     assert row(records, "post-norm fwd f32: time at dropout 0.1", "2") == (
         "1.05x–1.25x (worst D=64: 1.25x)", "not met (1 of 2 shapes)")
     assert row(records, "post-norm fwd f32: time at dropout 0.1", "1") == ("1.08x", "met")
+    # A run of addnorm-p0 without addnorm has no ratio to report.
+    alone = [record("add_norm_post_fwd", "addnorm-p0", 1e-3, ratios={})]
+    assert row(alone, "post-norm fwd f32: time at dropout 0.1", "-") == (
+        "not measured in this run", "-")
 
 
 def test_decode_target_is_time_per_call_and_lower_is_better():

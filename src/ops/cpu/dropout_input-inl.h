@@ -11,6 +11,7 @@
 #define ADDNORM_OPS_CPU_DROPOUT_INPUT_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -87,7 +88,9 @@ void dropout_input(const DropoutStream& stream, const void* x_rows, const void* 
   const hn::ScalableTag<float> df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   constexpr int64_t kPrefetchAhead = 2048;  // elements
-  constexpr int64_t kLineElements = 64 / int64_t{sizeof(typename SX::Elem)};
+  // Elements per cache line of the wider of x and s, so that each line of both is prefetched.
+  constexpr int64_t kLineElements =
+      64 / int64_t{std::max(sizeof(typename SX::Elem), sizeof(typename SD::Elem))};
   // One vector of lanes at element `at`, with their random bits.
   auto lanes = [&](int64_t at, PhiloxV32 bits) HWY_ATTR {
     auto dropped = load<SD>(df, s + at);
@@ -109,6 +112,9 @@ void dropout_input(const DropoutStream& stream, const void* x_rows, const void* 
   constexpr int kGroups = PhiloxGroups::kGroupsPerStep;
   constexpr int64_t kVectors = 2 * kGroups;
   PhiloxV32 bits[kVectors];
+  if constexpr (!kDrop) {  // no bits are drawn; the lanes still take (and ignore) a vector
+    for (PhiloxV32& b : bits) b = hn::Zero(PhiloxU32Tag());
+  }
   // A local copy: the stores to h cannot reach it, so its keys stay where the compiler put them.
   const PhiloxGroups groups = stream.groups;
   // The bits of kDrawn groups from element `at` on, into bits[0 .. 2 kDrawn).

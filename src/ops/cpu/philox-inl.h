@@ -69,11 +69,11 @@ using PhiloxU64Tag = hn::ScalableTag<uint64_t>;
 using PhiloxU32Tag = hn::Repartition<uint32_t, PhiloxU64Tag>;
 using PhiloxV32 = hn::Vec<PhiloxU32Tag>;
 
-// Philox4x32-10 for 2 * Lanes(PhiloxU64Tag) blocks at once (a group): the group_elements()
-// elements from block first_block on come back in element order as two vectors of 32-bit lanes
-// (the first and the second half). Lane k of the 64-bit vectors evaluates block
-// k / 2 + (k % 2) * (lanes / 2): interleaving the words per 128-bit unit then leaves the blocks in
-// order.
+// Philox4x32-10 for Lanes(PhiloxU64Tag) blocks at once (a group, one block per 64-bit lane):
+// the group_elements() elements from block first_block on come back in element order as two
+// vectors of 32-bit lanes (the first and the second half). Lane k of the 64-bit vectors evaluates
+// block k / 2 + (k % 2) * (lanes / 2): interleaving the words per 128-bit unit then leaves the
+// blocks in order.
 class PhiloxGroups {
  public:
   // Groups a step evaluates side by side. Ten rounds are one chain of dependent multiplies, so
@@ -103,6 +103,7 @@ class PhiloxGroups {
   // bits[2 g + 1], so bits[0 .. 2 kGroups) hold the elements in order.
   template <int kGroups>
   HWY_INLINE void run(uint64_t first_block, PhiloxV32* HWY_RESTRICT bits) const {
+    static_assert(kGroups >= 1, "a run evaluates at least one group");
     const PhiloxU64Tag du64;
     const PhiloxU32Tag du32;
     const auto multiplier0 = hn::BitCast(du32, hn::Set(du64, 0xD2511F53ull));

@@ -54,7 +54,8 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
   ASSERT_EQ(cpu::current_target_name(), cpu::target_name(GetParam()));
   for (const float p : {0.1f, 0.5f, 0.9f, 1e-12f, 0.0f}) {
     for (const uint64_t first :
-         {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{6}, (uint64_t{1} << 33) + 5}) {
+         {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{6}, (uint64_t{1} << 33) + 5,
+          (uint64_t{1} << 34) - 37, (uint64_t{1} << 40) + 3}) {  // blocks' high word nonzero
       for (const int64_t count : {0, 1, 3, 7, 16, 33, 64, 100, 1000}) {
         for (const int64_t shift : {0, 1, 3}) {  // pointers off vector boundaries
           SCOPED_TRACE("p " + std::to_string(p) + " first " + std::to_string(first) + " count " +
