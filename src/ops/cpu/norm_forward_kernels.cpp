@@ -672,8 +672,8 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
   constexpr size_t kRows = hn::MaxLanes(dd);
-  RowPointers<SS, SB> rows[kRows];
-  for (size_t k = 0; k < kRows; ++k) rows[k] = row_at(first + group_lane_row(k, count));
+  RowPointers<SS, SB> rows[kRows];  // the group's rows; spare lanes copy (fill_spare_lane)
+  for (int64_t k = 0; k < count; ++k) rows[k] = row_at(first + k);
   const auto zero = hn::Zero(dd);
   HWY_ALIGN float estimates[kRows];
   hn::Vec<DoubleTag> sums[kRows], squares[kRows];
