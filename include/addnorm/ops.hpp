@@ -3,8 +3,12 @@
 // the same arguments and checks, are in addnorm/float64.hpp.
 //
 // Storage: the norms and the fused Add & Norm take each tensor and parameter as a view of any
-// storage type (AnyConstView, AnyMutableView: float32, bfloat16 or float16, addnorm/dtype.hpp),
-// each independently: a float32 residual stream beside bfloat16 activations, say. A float32 view
+// storage type (AnyConstView, AnyMutableView: float32, bfloat16 or float16, addnorm/dtype.hpp).
+// A call's tensors form two groups of one type each, any two types: the residual stream (x and
+// h; in a backward x or h, dh_next and the gradient written to them) and the branch (r and y;
+// dy): a float32 residual stream beside bfloat16 activations, say. A gradient is stored as its
+// tensor; post-norm takes x, s, y and each gradient in any type; gamma and beta may each be of
+// any type. A call outside these rules is refused (Error names the tensor). A float32 view
 // converts to them implicitly. Computation is float32 with float64 reductions whatever the
 // storage; each output is rounded once to its storage type. Statistics (mean, rstd) and the
 // parameters' gradients are float32. The residual add, BatchNorm and dropout take float32 views.

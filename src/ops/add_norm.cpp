@@ -13,113 +13,11 @@
 #include "ops/cpu/threading.hpp"
 #include "ops/dropout_detail.hpp"
 #include "ops/op_checks.hpp"
-#include "ops/staged_rows.hpp"
 #include "ops/storage.hpp"
 
 namespace addnorm {
 
 namespace {
-
-using detail::float32_data;
-float* data_or_null(const OptionalMutable& view) {
-  return view ? view->data : nullptr;
-}
-
-// The forward kernel's arguments for the chosen norm: x is normalised (after adding residual,
-// when given, into h).
-cpu::NormForward forward_args(const float* x, const float* residual, float* h, float* y,
-                              const AddNormOptions& options, const std::optional<NormStats>& stats,
-                              const detail::RowLayout& layout) {
-  cpu::NormForward args;
-  args.x = x;
-  args.residual = residual;
-  args.h = h;
-  args.gamma = float32_data(options.gamma);
-  args.beta = float32_data(options.beta);
-  args.zero_centered_gamma = options.zero_centered_gamma;
-  args.y = y;
-  args.norm = options.norm;
-  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
-  args.rstd = stats ? stats->rstd.data : nullptr;
-  args.rows = layout.rows;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  return args;
-}
-
-// dh = dh_next + Norm'(dy) at h; dh may be the same memory as h, dy or dh_next.
-void norm_backward(const float* dy, const float* h, const float* dh_next, float* dh,
-                   const OptionalMutable& dgamma, const OptionalMutable& dbeta,
-                   const AddNormOptions& options, const std::optional<SavedStats>& saved,
-                   const detail::RowLayout& layout) {
-  cpu::NormBackward args;
-  args.dy = dy;
-  args.x = h;
-  args.gamma = float32_data(options.gamma);
-  args.zero_centered_gamma = options.zero_centered_gamma;
-  args.saved_rstd = saved ? saved->rstd.data : nullptr;
-  args.dh_next = dh_next;
-  args.dx = dh;
-  args.dgamma = data_or_null(dgamma);
-  args.dbeta = data_or_null(dbeta);
-  args.norm = options.norm;
-  args.rows = layout.rows;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  cpu::norm_backward(args);
-}
-
-using detail::block_rows;
-
-}  // namespace
-
-void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
-                  AnyMutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
-  const detail::RowLayout layout =
-      detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
-  if (!detail::stores_float32({x, r, h, y}, {options.gamma, options.beta})) {
-    add_norm_pre_mixed(x, r, normalized_shape, h, y, detail::storage_options(options), stats);
-    return;
-  }
-  // One pass: each row's h = x + r is written, then normalised while it is still in cache.
-  cpu::norm_forward(forward_args(float32_data(x), float32_data(r), float32_data(h), float32_data(y),
-                                 options, stats, layout));
-}
-
-void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
-                           const Shape& normalized_shape, const AddNormPreGrads& grads,
-                           const AddNormOptions& options, std::optional<SavedStats> saved) {
-  const detail::RowLayout layout =
-      detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
-  if (!detail::stores_float32({dy, h, grads.dh, dh_next.value_or(dy)},
-                              {options.gamma, options.beta})) {
-    norm_backward_mixed(dy, h, normalized_shape, {grads.dh, grads.dgamma, grads.dbeta},
-                        detail::storage_options(options), dh_next,
-                        saved ? OptionalConst(saved->rstd) : std::nullopt);
-    return;
-  }
-  norm_backward(float32_data(dy), float32_data(h), float32_data(dh_next), float32_data(grads.dh),
-                grads.dgamma, grads.dbeta, options, saved, layout);
-}
-
-namespace {
-
-// The norm's settings with gamma and beta as float32 (widened once per call into `scratch`
-// when stored narrower).
-cpu::NormForward post_forward_args(const AddNormOptions& options,
-                                   const std::optional<NormStats>& stats,
-                                   const detail::RowLayout& layout, cpu::Scratch& scratch) {
-  cpu::NormForward args;
-  args.gamma = detail::parameter_as_float32(options.gamma, scratch);
-  args.beta = detail::parameter_as_float32(options.beta, scratch);
-  args.zero_centered_gamma = options.zero_centered_gamma;
-  args.norm = options.norm;
-  args.mean = stats && args.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
-  args.rstd = stats ? stats->rstd.data : nullptr;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  return args;
-}
 
 // Where element `element` of a tensor of any storage type starts.
 const uint8_t* bytes_at(const AnyConstView& view, int64_t element) {
@@ -131,6 +29,24 @@ uint8_t* bytes_at(const AnyMutableView& view, int64_t element) {
 
 }  // namespace
 
+void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
+                  AnyMutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
+  // One pass: each row's h = x + r is written, then normalised while it is still in cache.
+  detail::run_norm_forward(x, r, h, y, detail::norm_settings(options), stats, layout);
+}
+
+void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
+                           const Shape& normalized_shape, const AddNormPreGrads& grads,
+                           const AddNormOptions& options, std::optional<SavedStats> saved) {
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
+  detail::run_norm_backward(dy, h, dh_next, grads.dh, grads.dgamma, grads.dbeta,
+                            detail::norm_settings(options),
+                            saved ? OptionalConst(saved->rstd) : std::nullopt, layout);
+}
+
 void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape, AnyMutableView y,
                    const AddNormOptions& options, const DropoutOptions& dropout,
                    std::optional<NormStats> stats) {
@@ -140,7 +56,8 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
   // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
   // and written to y in y's type, with streaming stores when y is too large to stay in cache.
   cpu::Scratch scratch;
-  cpu::NormForward args = post_forward_args(options, stats, layout, scratch);
+  cpu::NormForward args =
+      detail::forward_args(x, y, detail::norm_settings(options), stats, layout, scratch);
   cpu::DropoutInput stage;
   stage.s = s.data;
   stage.s_storage = s.dtype;
@@ -148,11 +65,6 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
   stage.p = dropout.p;
   stage.first_element = dropout.offset;
   args.dropout = &stage;
-  args.x = x.data;
-  args.storage = x.dtype;
-  args.y = y.data;
-  args.branch_storage = y.dtype;
-  args.rows = layout.rows;
   cpu::norm_forward(args);
 }
 
@@ -171,16 +83,12 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   // the tensors are too large to stay in cache. dx may be dy or x, ds may be s: their block has
   // been read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::Scratch scratch;
-  cpu::NormBackward args;
-  args.gamma = detail::parameter_as_float32(options.gamma, scratch);
-  args.zero_centered_gamma = options.zero_centered_gamma;
-  args.norm = options.norm;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  args.dy_storage = dy.dtype;
+  // The norm's settings; each block below sets its own rows (x and dx: the block of h).
+  const cpu::NormBackward args =
+      detail::backward_args(dy, x, grads.dx, detail::norm_settings(options), layout, scratch);
   const bool stream = cpu::streams_output(count * dtype_size(grads.dx.dtype));
   const bool with_keep = dropout.p != 0.0f;
-  const int64_t rows_per_block = block_rows(layout.dim);
+  const int64_t rows_per_block = detail::block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
@@ -201,6 +109,7 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
           block.dy = bytes_at(dy, at);
           block.x = h;
           block.dx = h;
+          block.storage = DType::float32;
           block.saved_rstd = saved ? saved->rstd.data + first : nullptr;
           block.rows = last - first;
           cpu::norm_backward_range(block, 0, block.rows, partials.dgamma(chunk),

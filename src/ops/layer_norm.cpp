@@ -1,7 +1,6 @@
 // LayerNorm's public entry points: validate every argument, then run the kernel.
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
-#include "ops/cpu/kernels.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/storage.hpp"
 
@@ -22,21 +21,8 @@ void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
                 const LayerNormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_layer_norm(x, normalized_shape, y, options, stats);
-  if (!detail::stores_float32({x, y}, {options.gamma, options.beta})) {
-    norm_forward_mixed(x, normalized_shape, y, detail::storage_options(options), stats);
-    return;
-  }
-  cpu::NormForward args;
-  args.x = detail::float32_data(x);
-  args.gamma = detail::float32_data(options.gamma);
-  args.beta = detail::float32_data(options.beta);
-  args.y = detail::float32_data(y);
-  args.mean = stats ? stats->mean.data : nullptr;
-  args.rstd = stats ? stats->rstd.data : nullptr;
-  args.rows = layout.rows;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  cpu::norm_forward(args);
+  detail::run_norm_forward(x, std::nullopt, std::nullopt, y, detail::norm_settings(options), stats,
+                           layout);
 }
 
 void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
@@ -44,24 +30,9 @@ void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalize
                          std::optional<SavedStats> saved) {
   const detail::RowLayout layout =
       detail::check_layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
-  if (!detail::stores_float32({dy, x, grads.dx}, {options.gamma, options.beta})) {
-    norm_backward_mixed(dy, x, normalized_shape, {grads.dx, grads.dgamma, grads.dbeta},
-                        detail::storage_options(options), std::nullopt,
-                        saved ? OptionalConst(saved->rstd) : std::nullopt);
-    return;
-  }
-  cpu::NormBackward args;
-  args.dy = detail::float32_data(dy);
-  args.x = detail::float32_data(x);
-  args.gamma = detail::float32_data(options.gamma);
-  args.saved_rstd = saved ? saved->rstd.data : nullptr;
-  args.dx = detail::float32_data(grads.dx);
-  args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
-  args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
-  args.rows = layout.rows;
-  args.dim = layout.dim;
-  args.eps = options.eps;
-  cpu::norm_backward(args);
+  detail::run_norm_backward(dy, x, std::nullopt, grads.dx, grads.dgamma, grads.dbeta,
+                            detail::norm_settings(options),
+                            saved ? OptionalConst(saved->rstd) : std::nullopt, layout);
 }
 
 }  // namespace addnorm

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
@@ -93,6 +94,9 @@ RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("dy", dy, x.shape);
   check_shape("dx", dx, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("dx", dx, "x", x, "a gradient is stored as its tensor");
+  }
   check_affine(gamma, beta, normalized_shape);
   check_eps(eps);
   check_parameter_grad("dgamma", dgamma, "gamma", gamma, normalized_shape);
@@ -276,6 +280,10 @@ RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r, const
   const RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
   check_shape("h", h, x.shape);
   check_shape("y", y, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("h", h, "x", x, "x and h are the residual stream: one storage type");
+    check_same_storage("y", y, "r", r, "r and y are the branch: one storage type");
+  }
   check_add_norm_stats(stats, options, layout.rows);
   check_disjoint({region("h", h), region("y", y), region("mean", norm_mean(stats, options)),
                   region("rstd", stats ? &stats->rstd : nullptr)},
@@ -294,6 +302,11 @@ RowLayout check_add_norm_pre_backward(const NormConst<T>& dy, const std::optiona
   const RowLayout layout = check_add_norm("h", h, "dy", dy, normalized_shape, options);
   if (dh_next) check_shape("dh_next", *dh_next, h.shape);
   check_shape("dh", grads.dh, h.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    const char* group = "h, dh_next and dh are the residual stream: one storage type";
+    if (dh_next) check_same_storage("dh_next", *dh_next, "h", h, group);
+    check_same_storage("dh", grads.dh, "h", h, group);
+  }
   check_add_norm_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
   check_add_norm_stats(saved, options, layout.rows);
   check_disjoint(

@@ -1,49 +1,63 @@
-// How the public norms reach their kernels by storage type: when every row tensor and parameter
-// of a call stores float32, the float32 kernels run on the memory in place; otherwise the call
-// goes to the storage-generic path (mixed_precision.cpp), which hands the engine the tensors in
-// their own types (and stages through float32 blocks only the exotic combinations it names).
-// The arguments are checked before either is called (op_checks.hpp).
+// How the public norms reach the engine (src/ops/cpu/): every call, whatever its storage types,
+// hands the kernels the tensors in their own types. A call's row tensors form two groups of one
+// type each (op_checks.hpp refuses any other call): the residual stream, x and h (in a backward
+// x, dh_next and dx), and the branch, r and y (dy); the two types may be any of float32,
+// bfloat16 and float16. gamma and beta are read as float32, widened once per call when stored
+// narrower. The arguments are checked before any of this runs.
 #pragma once
 
-#include <initializer_list>
+#include <cstdint>
 #include <optional>
 
 #include "addnorm/dtype.hpp"
 #include "addnorm/ops.hpp"
-#include "ops/mixed_precision.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "ops/cpu/scratch.hpp"
+#include "ops/validate.hpp"
 
 namespace addnorm::detail {
 
-inline bool stores_float32(std::initializer_list<AnyConstView> rows,
-                           std::initializer_list<std::optional<AnyConstView>> parameters = {}) {
-  for (const AnyConstView& view : rows) {
-    if (view.dtype != DType::float32) return false;
-  }
-  for (const std::optional<AnyConstView>& view : parameters) {
-    if (view && view->dtype != DType::float32) return false;
-  }
-  return true;
-}
+// The norm's settings, whichever public option set they came in.
+struct NormSettings {
+  NormKind norm = NormKind::layer_norm;
+  std::optional<AnyConstView> gamma;
+  std::optional<AnyConstView> beta;  // LayerNorm only
+  bool zero_centered_gamma = false;  // RMSNorm only
+  float eps = 1e-5f;
+};
+NormSettings norm_settings(const LayerNormOptions& options);
+NormSettings norm_settings(const RmsNormOptions& options);
+NormSettings norm_settings(const AddNormOptions& options);
 
-// The data of a view known to store float32 (nullptr for an absent optional one).
-inline const float* float32_data(const AnyConstView& view) {
-  return static_cast<const float*>(view.data);
-}
-inline float* float32_data(const AnyMutableView& view) { return static_cast<float*>(view.data); }
-inline const float* float32_data(const std::optional<AnyConstView>& view) {
-  return view ? float32_data(*view) : nullptr;
-}
+// The engine's arguments for y = Norm(x) over the rows of `layout`, gamma and beta as float32
+// (widened into `scratch` when stored narrower): for the callers that add an input stage.
+cpu::NormForward forward_args(const AnyConstView& x, const AnyMutableView& y,
+                              const NormSettings& settings, const std::optional<NormStats>& stats,
+                              const RowLayout& layout, cpu::Scratch& scratch);
+// The same for dx = Norm'(dy) at x, without the parameters' gradients.
+cpu::NormBackward backward_args(const AnyConstView& dy, const AnyConstView& x,
+                                const AnyMutableView& dx, const NormSettings& settings,
+                                const RowLayout& layout, cpu::Scratch& scratch);
 
-// The storage-generic path's settings for each public option set.
-inline MixedNormOptions storage_options(const LayerNormOptions& options) {
-  return {NormKind::layer_norm, options.gamma, options.beta, false, options.eps};
-}
-inline MixedNormOptions storage_options(const RmsNormOptions& options) {
-  return {NormKind::rms_norm, options.gamma, std::nullopt, options.zero_centered_gamma,
-          options.eps};
-}
-inline MixedNormOptions storage_options(const AddNormOptions& options) {
-  return {options.norm, options.gamma, options.beta, options.zero_centered_gamma, options.eps};
-}
+// y = Norm(x), or with a residual r: h = x + r (rounded to h's type) and y = Norm(h). `stats`
+// receives the mean (LayerNorm) and rstd per row when given.
+void run_norm_forward(const AnyConstView& x, const std::optional<AnyConstView>& r,
+                      const std::optional<AnyMutableView>& h, const AnyMutableView& y,
+                      const NormSettings& settings, const std::optional<NormStats>& stats,
+                      const RowLayout& layout);
+
+// dx = Norm'(dy) at x, plus dh_next when given; dgamma and dbeta (float32) when asked for.
+void run_norm_backward(const AnyConstView& dy, const AnyConstView& x,
+                       const std::optional<AnyConstView>& dh_next, const AnyMutableView& dx,
+                       const OptionalMutable& dgamma, const OptionalMutable& dbeta,
+                       const NormSettings& settings, const OptionalConst& saved_rstd,
+                       const RowLayout& layout);
+
+// A parameter (gamma or beta: one row) as float32 for a whole call: in place when it stores
+// float32, else widened into `scratch`; nullptr when absent.
+const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch);
+
+// Rows per block of the post-norm backward's in-cache h: about 16 Ki elements, at least one row.
+int64_t block_rows(int64_t dim);
 
 }  // namespace addnorm::detail

@@ -69,6 +69,13 @@ void check_shape(const char* name, const AnyConstView& view, const Shape& expect
   check_shape(name, TensorView<const void>{view.data, view.shape}, expected);
 }
 
+void check_same_storage(const char* name, const AnyConstView& view, const char* other_name,
+                        const AnyConstView& other, const char* group) {
+  if (view.dtype == other.dtype) return;
+  throw Error(std::string(name) + " is stored as " + dtype_name(view.dtype) + ", expected " +
+              dtype_name(other.dtype) + " like " + other_name + " (" + group + ")");
+}
+
 RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name) {
   if (normalized_shape.rank() == 0) {
     throw Error("normalized_shape is empty, expected at least one dimension");

@@ -31,6 +31,12 @@ void check_shape(const char* name, const TensorView<T>& view, const Shape& expec
 int64_t check_tensor(const char* name, const AnyConstView& view);
 void check_shape(const char* name, const AnyConstView& view, const Shape& expected);
 
+// Checks that `view` stores `other`'s type: two tensors of one group of a call (the residual
+// stream x and h, the branch r and y, a tensor and its gradient). `group` says which, for the
+// message.
+void check_same_storage(const char* name, const AnyConstView& view, const char* other_name,
+                        const AnyConstView& other, const char* group);
+
 // Checks that `view` holds exactly `count` elements (used for per-row statistics).
 template <class T>
 void check_count(const char* name, const TensorView<T>& view, int64_t count, const char* per);

@@ -50,8 +50,8 @@ struct DropoutInput {
 // normalised as stored, instead of x. With `dropout` (post-norm), x + Dropout(s) is normalised
 // instead; x may then be of any storage type and y of any other.
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
-// float32, or the bits (uint16_t) of a 16-bit type, a pair that norm_pair_supported; gamma,
-// beta, mean and rstd are float32 either way.
+// float32, or the bits (uint16_t) of a 16-bit type, in any of the nine pairings; gamma, beta,
+// mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
   const void* residual = nullptr;  // nullable
@@ -74,19 +74,11 @@ struct NormForward {
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
-// Whether the kernels (on every SIMD target) take x and h (backward: x, dh_next, dx) stored as
-// `stream` with residual and y (backward: dy) stored as `branch`: the same type, or either of
-// them float32. The two 16-bit types together (bfloat16 with float16) are not compiled: two
-// more pairs beside these seven (some 30% more kernel instances) for a pairing no model uses.
-constexpr bool norm_pair_supported(DType stream, DType branch) {
-  return stream == branch || stream == DType::float32 || branch == DType::float32;
-}
-
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
 // x, dh_next and dx are rows of `storage`, dy rows of `dy_storage`: float32, or the bits
-// (uint16_t) of a 16-bit type, a pair that norm_pair_supported(storage, dy_storage); gamma,
+// (uint16_t) of a 16-bit type, in any pairing; gamma,
 // rstd and the gradients of the parameters are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
@@ -109,7 +101,7 @@ struct NormBackward {
 };
 void norm_backward(const NormBackward& args);
 // The same on rows [begin, end) only, on the calling thread: for callers that split the work
-// themselves (post-norm builds each block's h in a buffer; mixed-storage calls stage blocks).
+// themselves (post-norm's backward builds each block's h in a buffer).
 // norm_backward_range adds into the given float64 partials (nullable) instead of dgamma/dbeta.
 void norm_forward_range(const NormForward& args, int64_t begin, int64_t end);
 void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,

@@ -3,9 +3,8 @@
 // rounded to h's type and stored) and an output stage (y, and the row's mean and rstd).
 // Two storage policies per call: SS for the residual stream (x and h), SB for the branch (the
 // residual r added to it and the normalised y handed on), so that a float32 residual stream with
-// 16-bit activations (or a 16-bit stream with float32 activations) runs without staging. The
-// pairs compiled are SS = SB (any type) and float32 on either side with any type on the other
-// (norm_pair_supported), on every target, the scalar one included.
+// 16-bit activations (or a 16-bit stream with float32 activations, or bfloat16 with float16)
+// runs without staging: all nine pairs are compiled, on every target, the scalar one included.
 // Highway compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the
 // best target for this CPU and spreads rows over OpenMP threads.
 //
@@ -1014,11 +1013,6 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   if (a.stream_outputs) hwy::FlushStream();
 }
 
-// The pairs of storage types compiled: SS = SB, or float32 on either side with any type on the
-// other (norm_pair_supported).
-template <class SS, class SB>
-constexpr bool kCompiledPair = std::is_same_v<SS, SB> || !SS::kHalf || !SB::kHalf;
-
 // h = x + r rounded to h's type and stored, for rows begin ... end - 1 (contiguous).
 template <class SS, class SB>
 void add_rows(const NormForward& a, int64_t begin, int64_t end) {
@@ -1075,16 +1069,14 @@ void norm_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
     using SS = decltype(stream_storage);
     with_storage(a.branch_storage, [&](auto branch_storage) {
       using SB = decltype(branch_storage);
-      if constexpr (kCompiledPair<SS, SB>) {
-        if constexpr (SS::kHalf) {
-          if (a.residual && !a.stream_outputs) {
-            add_then_norm_rows<SS, SB>(a, begin, end);
-            return;
-          }
+      if constexpr (SS::kHalf) {
+        if (a.residual && !a.stream_outputs) {
+          add_then_norm_rows<SS, SB>(a, begin, end);
+          return;
         }
-        with_flag(a.residual != nullptr,
-                  [&](auto residual) { norm_forward_rows_as<SS, SB, residual()>(a, begin, end); });
       }
+      with_flag(a.residual != nullptr,
+                [&](auto residual) { norm_forward_rows_as<SS, SB, residual()>(a, begin, end); });
     });
   });
 }

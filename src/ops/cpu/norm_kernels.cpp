@@ -841,17 +841,15 @@ void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
   });
 }
 
-// The pairs compiled: one type throughout, or float32 on one side (x, dh_next, dx; or dy) with
-// any type on the other, as for the forward (norm_pair_supported).
+// Every pair of storage types is compiled (x, dh_next and dx of one; dy of any), as for the
+// forward.
 void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
                         double* dbeta_partial) {
   with_storage(a.storage, [&](auto stream_storage) {
     using S = decltype(stream_storage);
     with_storage(a.dy_storage, [&](auto branch_storage) {
       using B = decltype(branch_storage);
-      if constexpr (std::is_same_v<S, B> || !S::kHalf || !B::kHalf) {
-        norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
-      }
+      norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
     });
   });
   if (a.stream_outputs) hwy::FlushStream();

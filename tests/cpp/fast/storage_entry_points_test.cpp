@@ -1,6 +1,7 @@
 // The public norms (addnorm/ops.hpp) on 16-bit and mixed storage, against the float64 ops on the
 // same (widened) values: each 16-bit output within one unit of its storage type, float32 outputs
-// and statistics within the float32 contract. Also the storage rules of aliasing and post-norm.
+// and statistics within the float32 contract. Also the storage rules (one type per group of
+// tensors, aliasing) and post-norm.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -376,41 +377,142 @@ INSTANTIATE_TEST_SUITE_P(
              cpu::target_name(std::get<1>(param_info.param));
     });
 
-// The combinations the engine has no pair for, staged through float32 blocks
-// (mixed_precision.cpp): a stream and branch of the two different 16-bit types, and groups whose
-// tensors differ (h not of x's type, y not of r's, dx not of x's). Each 16-bit output within one
-// unit of its type, float32 ones within a few float32 roundings, of the float64 op.
-TEST(StorageRules, StagedCombinationsMatchFloat64) {
-  const int64_t rows = 7, dim = 150;
-  const Shape shape{rows, dim}, normalized{dim};
-  const Stored x(random_floats(rows * dim, 81, -3.0f, 5.0f), DType::bfloat16);
-  const Stored r(random_floats(rows * dim, 82), DType::float16);
-  const Stored dy(random_floats(rows * dim, 83), DType::float16);
-  const auto x64 = as_double(x.wide), r64 = as_double(r.wide), dy64 = as_double(dy.wide);
-  // LayerNorm: bfloat16 x into float16 y, and its backward with float16 dy into float32 dx.
-  std::vector<uint16_t> y(rows * dim);
-  std::vector<float> dx(rows * dim);
-  layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, DType::float16));
-  layer_norm_backward(dy.view(shape), x.view(shape), normalized,
-                      {MutableView{dx.data(), shape}, std::nullopt, std::nullopt});
-  std::vector<double> y64(rows * dim), dx64(rows * dim);
-  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape});
-  float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
-                               {{dx64.data(), shape}, std::nullopt, std::nullopt});
-  expect_within_unit(widen_bits(y, DType::float16), y64, DType::float16);
-  for (int64_t i = 0; i < rows * dim; ++i) {
-    ASSERT_NEAR(dx[i], dx64[i], 1e-6 * max_abs(dx64)) << i;
+// The two 16-bit types together: a residual stream of one (x and h; in the backward x or h,
+// dh_next and dx) with a branch of the other (r and y; dy), run by the kernels directly on every
+// target (all nine pairs are compiled). Against the float64 ops: h is x + r rounded once to the
+// stream's type, bit for bit; each 16-bit output within one unit of its type (gradients: plus a
+// few float32 roundings of their scale); LayerNorm and RMSNorm, short rows and long.
+TEST_P(SixteenBitStorage, StreamOfOneSixteenBitTypeWithBranchOfTheOther) {
+  const DType stream = storage();
+  const DType branch = stream == DType::bfloat16 ? DType::float16 : DType::bfloat16;
+  for (const int64_t dim : {int64_t{64}, int64_t{150}}) {
+    for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const bool layer = norm == NormKind::layer_norm;
+      SCOPED_TRACE("dim " + std::to_string(dim) + (layer ? " layer" : " rms"));
+      const int64_t rows = 7;
+      const Shape shape{rows, dim}, normalized{dim}, param{dim};
+      const Stored x(random_floats(rows * dim, 81, -3.0f, 5.0f), stream);
+      const Stored r(random_floats(rows * dim, 82), branch);
+      const Stored dy(random_floats(rows * dim, 83), branch);
+      const Stored dh_next(random_floats(rows * dim, 84), stream);
+      const std::vector<float> gamma = random_floats(dim, 85, 0.5f, 1.5f);
+      const AddNormOptions options{norm, ConstView{gamma.data(), param}, std::nullopt, false,
+                                   1e-5f};
+      const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide), g64 = as_double(gamma);
+      const float64::AddNormOptions options64{norm, float64::ConstView{g64.data(), param},
+                                              std::nullopt, false, 1e-5};
+      std::vector<double> zero(rows * dim, 0.0), scratch64(rows * dim);
+
+      // The plain norm: x of the stream's type into y of the branch's, and its backward.
+      std::vector<uint16_t> y(rows * dim), dx(rows * dim);
+      std::vector<float> dgamma(dim);
+      if (layer) {
+        layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, branch),
+                   {ConstView{gamma.data(), param}, std::nullopt, 1e-5f});
+        layer_norm_backward(dy.view(shape), x.view(shape), normalized,
+                            {AnyMutableView(dx.data(), shape, stream),
+                             MutableView{dgamma.data(), param}, std::nullopt},
+                            {ConstView{gamma.data(), param}, std::nullopt, 1e-5f});
+      } else {
+        rms_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, branch),
+                 {ConstView{gamma.data(), param}, false, 1e-5f});
+        rms_norm_backward(
+            dy.view(shape), x.view(shape), normalized,
+            {AnyMutableView(dx.data(), shape, stream), MutableView{dgamma.data(), param}},
+            {ConstView{gamma.data(), param}, false, 1e-5f});
+      }
+      std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim);
+      float64::add_norm_pre({x64.data(), shape}, {zero.data(), shape}, normalized,
+                            {scratch64.data(), shape}, {y64.data(), shape}, options64);
+      float64::add_norm_pre_backward(
+          {dy64.data(), shape}, std::nullopt, {x64.data(), shape}, normalized,
+          {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), param}, std::nullopt},
+          options64);
+      expect_within_unit(widen_bits(y, branch), y64, branch);
+      expect_within_unit(widen_bits(dx, stream), dx64, stream, 1e-5 * max_abs(dx64));
+      for (int64_t i = 0; i < dim; ++i) {
+        EXPECT_NEAR(dgamma[i], dgamma64[i], 1e-5 * max_abs(dgamma64));
+      }
+
+      // The pre-norm: x, h (stream) and r, y (branch); its backward with dh_next (stream).
+      std::vector<uint16_t> h(rows * dim), y_pre(rows * dim), dh(rows * dim);
+      add_norm_pre(x.view(shape), r.view(shape), normalized,
+                   AnyMutableView(h.data(), shape, stream),
+                   AnyMutableView(y_pre.data(), shape, branch), options);
+      for (int64_t i = 0; i < rows * dim; ++i) {
+        const float sum = x.wide[i] + r.wide[i];
+        ASSERT_EQ(h[i], stream == DType::bfloat16 ? to_bfloat16(sum).bits : to_float16(sum).bits)
+            << i;
+      }
+      add_norm_pre_backward(dy.view(shape), dh_next.view(shape),
+                            AnyConstView(h.data(), shape, stream), normalized,
+                            {AnyMutableView(dh.data(), shape, stream),
+                             MutableView{dgamma.data(), param}, std::nullopt},
+                            options);
+      const auto h64 = as_double(widen_bits(h, stream)), dh_next64 = as_double(dh_next.wide);
+      float64::add_norm_pre({h64.data(), shape}, {zero.data(), shape}, normalized,
+                            {scratch64.data(), shape}, {y64.data(), shape}, options64);
+      float64::add_norm_pre_backward(
+          {dy64.data(), shape}, float64::ConstView{dh_next64.data(), shape}, {h64.data(), shape},
+          normalized,
+          {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), param}, std::nullopt},
+          options64);
+      expect_within_unit(widen_bits(y_pre, branch), y64, branch);
+      expect_within_unit(widen_bits(dh, stream), dx64, stream, 1e-5 * max_abs(dx64));
+      for (int64_t i = 0; i < dim; ++i) {
+        EXPECT_NEAR(dgamma[i], dgamma64[i], 1e-5 * max_abs(dgamma64));
+      }
+    }
   }
-  // Pre-norm: bfloat16 x with float16 r into float32 h and bfloat16 y.
-  std::vector<float> h(rows * dim);
-  std::vector<uint16_t> y_pre(rows * dim);
-  add_norm_pre(x.view(shape), r.view(shape), normalized, MutableView{h.data(), shape},
-               AnyMutableView(y_pre.data(), shape, DType::bfloat16));
-  for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x.wide[i] + r.wide[i]) << i;
-  const auto h64 = as_double(h);
-  std::vector<double> y_pre64(rows * dim);
-  float64::layer_norm({h64.data(), shape}, normalized, {y_pre64.data(), shape});
-  expect_within_unit(widen_bits(y_pre, DType::bfloat16), y_pre64, DType::bfloat16);
+}
+
+// A call's row tensors form two groups of one storage type each: the residual stream (x and h;
+// in a backward the input, dh_next and the gradient) and the branch (r and y). Any other call is
+// refused by name, before anything is written.
+TEST(StorageRules, EachGroupOfTensorsSharesOneType) {
+  const Shape shape{2, 8}, normalized{8};
+  const Stored x(random_floats(16, 91), DType::bfloat16);
+  const Stored r(random_floats(16, 92), DType::float16);
+  std::vector<float> wide(16, 7.0f), dgamma(8, 7.0f);
+  std::vector<uint16_t> narrow(16, 0x1234), other(16, 0x1234);
+  auto expect_refused = [&](const std::string& message, const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << "expected an error: " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(wide, std::vector<float>(16, 7.0f)) << message;
+    EXPECT_EQ(dgamma, std::vector<float>(8, 7.0f)) << message;
+    EXPECT_EQ(narrow, std::vector<uint16_t>(16, 0x1234)) << message;
+    EXPECT_EQ(other, std::vector<uint16_t>(16, 0x1234)) << message;
+  };
+  const AnyMutableView narrow_bf16(narrow.data(), shape, DType::bfloat16);
+  const AnyMutableView narrow_f16(other.data(), shape, DType::float16);
+  const MutableView float32{wide.data(), shape};
+  expect_refused("h is stored as float32, expected bfloat16 like x", [&] {
+    add_norm_pre(x.view(shape), r.view(shape), normalized, float32, narrow_f16);
+  });
+  expect_refused("y is stored as bfloat16, expected float16 like r", [&] {
+    add_norm_pre(x.view(shape), r.view(shape), normalized, narrow_bf16, narrow_bf16);
+  });
+  expect_refused("dx is stored as float32, expected bfloat16 like x", [&] {
+    layer_norm_backward(r.view(shape), x.view(shape), normalized,
+                        {float32, std::nullopt, std::nullopt});
+  });
+  expect_refused("dx is stored as float16, expected bfloat16 like x", [&] {
+    rms_norm_backward(r.view(shape), x.view(shape), normalized, {narrow_f16, std::nullopt});
+  });
+  expect_refused("dh_next is stored as float16, expected bfloat16 like h", [&] {
+    add_norm_pre_backward(
+        r.view(shape), r.view(shape), x.view(shape), normalized,
+        {narrow_bf16, MutableView{dgamma.data(), normalized}, std::nullopt},
+        {NormKind::layer_norm, ConstView{wide.data(), normalized}, std::nullopt, false, 1e-5f});
+  });
+  expect_refused("dh is stored as float32, expected bfloat16 like h", [&] {
+    add_norm_pre_backward(r.view(shape), std::nullopt, x.view(shape), normalized,
+                          {float32, std::nullopt, std::nullopt});
+  });
 }
 
 // An output may replace an input only when both store the same type.
