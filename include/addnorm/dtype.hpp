@@ -1,7 +1,8 @@
 // Storage types: float32, bfloat16 and float16. Ops compute in float32 (and float64 for
 // reductions) whatever the storage; narrow types are widened on load and rounded to nearest-even
-// once on store. Views carrying their dtype let each tensor of a call be stored differently:
-// a float32 residual stream beside bfloat16 activations, as large-model training keeps them.
+// once on store. Views carrying their dtype let the tensors of a call be stored differently
+// (ops.hpp says which may differ): a float32 residual stream beside bfloat16 activations, as
+// large-model training keeps them.
 #pragma once
 
 #include <cstdint>
