@@ -93,7 +93,15 @@ def test_layer_norm_forward_and_backward(case):
     if weight is None:
         assert dweight is None
     else:
-        assert_close(dweight, torch_dw, dtype, loose=10)
+        # dweight = sum over rows of dy * (x - mean) * rstd: in float64, PyTorch's own rounding
+        # of x - mean (a row with a large mean) is amplified by rstd, so against PyTorch it is
+        # held to the size of those terms; against the float64 reference, to the usual bound.
+        torch_terms = 0.0
+        if dtype == np.float64:
+            rows_axes = tuple(range(x.ndim - len(dims)))
+            per_row_rstd = np.broadcast_to(np.reshape(rstd, rstd.shape + (1,) * len(dims)), x.shape)
+            torch_terms = float((np.abs(dy) * np.abs(x) * per_row_rstd).sum(rows_axes).max())
+        assert_close(dweight, torch_dw, dtype, loose=10, terms=torch_terms)
         assert_close(dweight, ref_dw, dtype, loose=10)
     if bias is None:
         assert dbias is None
