@@ -3,15 +3,11 @@
 // normalising it, exactly as the unfused add -> norm sequence does, so fused and unfused agree.
 #include <algorithm>
 #include <cstdint>
-#include <string>
-#include <vector>
 
-#include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/dropout.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
-#include "ops/dropout_detail.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/storage.hpp"
 
@@ -25,6 +21,11 @@ const uint8_t* bytes_at(const AnyConstView& view, int64_t element) {
 }
 uint8_t* bytes_at(const AnyMutableView& view, int64_t element) {
   return static_cast<uint8_t*>(view.data) + element * dtype_size(view.dtype);
+}
+
+// Rows per block of the backward's in-cache h: about 16 Ki elements, at least one row.
+int64_t block_rows(int64_t dim) {
+  return std::max<int64_t>(1, (int64_t{1} << 14) / dim);
 }
 
 }  // namespace
@@ -88,7 +89,7 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
       detail::backward_args(dy, x, grads.dx, detail::norm_settings(options), layout, scratch);
   const bool stream = cpu::streams_output(count * dtype_size(grads.dx.dtype));
   const bool with_keep = dropout.p != 0.0f;
-  const int64_t rows_per_block = detail::block_rows(layout.dim);
+  const int64_t rows_per_block = block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
   const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),

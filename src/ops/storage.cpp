@@ -1,7 +1,5 @@
 #include "ops/storage.hpp"
 
-#include <algorithm>
-
 #include "ops/cpu/convert.hpp"
 
 namespace addnorm::detail {
@@ -24,10 +22,6 @@ const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::
   float* wide = scratch.take<float>(count);
   cpu::to_float32(view->data, view->dtype, wide, count);
   return wide;
-}
-
-int64_t block_rows(int64_t dim) {
-  return std::max<int64_t>(1, (int64_t{1} << 14) / dim);
 }
 
 namespace {

@@ -57,7 +57,4 @@ void run_norm_backward(const AnyConstView& dy, const AnyConstView& x,
 // float32, else widened into `scratch`; nullptr when absent.
 const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch);
 
-// Rows per block of the post-norm backward's in-cache h: about 16 Ki elements, at least one row.
-int64_t block_rows(int64_t dim);
-
 }  // namespace addnorm::detail

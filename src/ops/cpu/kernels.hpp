@@ -78,8 +78,8 @@ void norm_forward(const NormForward& args);
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.
 // x, dh_next and dx are rows of `storage`, dy rows of `dy_storage`: float32, or the bits
-// (uint16_t) of a 16-bit type, in any pairing; gamma,
-// rstd and the gradients of the parameters are float32 either way.
+// (uint16_t) of a 16-bit type, in any pairing; gamma, rstd and the gradients of the parameters
+// are float32 either way.
 struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
