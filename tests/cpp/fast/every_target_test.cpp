@@ -141,30 +141,49 @@ TEST(FastKernels, CompilesSeveralTargets) {
   EXPECT_GE(cpu::available_targets().size(), 2u) << cpu::current_target_name();
 }
 
-// dx, dgamma and dbeta are bitwise identical for 1, 2 and 3 threads.
+// dx, dgamma and dbeta are bitwise identical for 1, 2 and 3 threads: float32 rows, and bfloat16
+// rows (whose pass 2 sums each whole group of rows in float32 first) short and long, 1000 rows so
+// that the reduction chunks end in partial groups, taken row by row.
 TEST(FastKernels, BackwardIsBitwiseIdenticalForAnyThreadCount) {
-  const int64_t rows = 1000, dim = 96;
-  const Shape shape{rows, dim}, normalized{dim};
-  const auto x = random_floats(rows * dim, 11, -3.0f, 3.0f);
-  const auto dy = random_floats(rows * dim, 12);
-  const auto gamma = random_floats(dim, 13, 0.5f, 1.5f);
-  const auto beta = random_floats(dim, 14);
-  const int saved_threads = omp_get_max_threads();
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    std::vector<float> dx(x.size()), dg(dim), db(dim);
-    layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
-                        {{dx.data(), shape}, MutableView{dg.data(), normalized},
-                         MutableView{db.data(), normalized}},
-                        {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}});
-    dx.insert(dx.end(), dg.begin(), dg.end());
-    dx.insert(dx.end(), db.begin(), db.end());
-    results.push_back(std::move(dx));
+  for (const auto& [dtype, dim] :
+       {std::pair{DType::float32, int64_t{96}}, std::pair{DType::bfloat16, int64_t{96}},
+        std::pair{DType::bfloat16, int64_t{1000}}}) {
+    const int64_t rows = 1000;
+    const Shape shape{rows, dim}, normalized{dim};
+    const auto x = random_floats(rows * dim, 11, -3.0f, 3.0f);
+    const auto dy = random_floats(rows * dim, 12);
+    const auto gamma = random_floats(dim, 13, 0.5f, 1.5f);
+    const auto beta = random_floats(dim, 14);
+    std::vector<bfloat16> x16, dy16;
+    for (size_t i = 0; i < x.size(); ++i) {
+      x16.push_back(to_bfloat16(x[i]));
+      dy16.push_back(to_bfloat16(dy[i]));
+    }
+    const bool narrow = dtype == DType::bfloat16;
+    const AnyConstView x_view = narrow ? AnyConstView(TensorView<const bfloat16>{x16.data(), shape})
+                                       : AnyConstView(ConstView{x.data(), shape});
+    const AnyConstView dy_view = narrow
+                                     ? AnyConstView(TensorView<const bfloat16>{dy16.data(), shape})
+                                     : AnyConstView(ConstView{dy.data(), shape});
+    const int saved_threads = omp_get_max_threads();
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<float> dx(x.size()), dg(dim), db(dim);  // a bfloat16 dx fills half of dx
+      const AnyMutableView dx_view = narrow ? AnyMutableView(dx.data(), shape, DType::bfloat16)
+                                            : AnyMutableView(MutableView{dx.data(), shape});
+      layer_norm_backward(
+          dy_view, x_view, normalized,
+          {dx_view, MutableView{dg.data(), normalized}, MutableView{db.data(), normalized}},
+          {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}});
+      dx.insert(dx.end(), dg.begin(), dg.end());
+      dx.insert(dx.end(), db.begin(), db.end());
+      results.push_back(std::move(dx));
+    }
+    omp_set_num_threads(saved_threads);
+    EXPECT_EQ(results[0], results[1]) << "dim " << dim;
+    EXPECT_EQ(results[0], results[2]) << "dim " << dim;
   }
-  omp_set_num_threads(saved_threads);
-  EXPECT_EQ(results[0], results[1]);
-  EXPECT_EQ(results[0], results[2]);
 }
 
 // BatchNorm's training backward and running statistics are bitwise identical for 1, 2 and 3
