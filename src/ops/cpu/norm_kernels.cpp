@@ -266,34 +266,21 @@ Float32Row float32_row(const BackwardRow& r) {
   return c;
 }
 
-// Whether pass 2 sums a group's dgamma and dbeta terms in float32 before adding them to the
-// float64 partials: for 16-bit streams, 1.02-1.13x for the bfloat16 LayerNorm backward (D =
-// 64-4096, 1 and 2 threads, 32 MiB, the two builds alternating in separate processes, best of 6,
-// AMD EPYC Zen 5). Float32 streams keep the float64 sums: there the same change measured
-// 0.98-1.03x (in cache) and 0.99-1.07x (64 MiB), so it would cost accuracy for nothing; their
-// pass 2 waits on memory and on the partials' loads and stores, not on the float64 arithmetic.
-template <class S>
-constexpr bool kGroupSumsInFloat32 = S::kHalf;
-
 // Pass 2 in float32 lanes, for kRows consecutive rows at once. x_hat is formed as in the
 // forward (hi + lo mean and rstd, so it carries a couple of float32 roundings), g = dy * scale
 // is rounded once, and
 //   dx = fma(fma(x_hat, -mean(g x_hat), g - mean(g)), rstd, dh_next)
 // adds a few more: dx is within a few float32 ulp of the larger of its terms (docs/numerics.md).
-// dgamma and dbeta accumulate in float64, where dy * x_hat is exact, row after row in row order;
-// doing kRows rows per column block keeps the partials in registers across those rows, which
-// divides their load/store traffic (the bottleneck of a one-row pass) by kRows. A 16-bit stream's
-// group of rows (kGroupSumsInFloat32) first sums its dy * x_hat and dy in float32 lanes (fused
-// multiply-adds, row order) and adds that to the partials once: kRows float32 roundings of the
-// group's terms, each no larger than the sum of their magnitudes, as the 16-bit pass 1 already
-// costs in the row's magnitude.
+// dgamma and dbeta still accumulate in float64 (dy * x_hat is exact there, and long sums keep
+// their small terms), row after row in row order; doing kRows rows per column block keeps the
+// partials in registers across those rows, which divides their load/store traffic (the
+// bottleneck of a one-row pass) by kRows without changing a single rounding.
 // With `stream` (every dx row then starts on a vector boundary), dx is written with
 // non-temporal stores.
 template <class S, class B, Affine kScale, bool kDhNext, bool kDgamma, bool kDbeta, int kRows>
 void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RESTRICT gamma,
                          const int64_t dim, bool stream, double* HWY_RESTRICT dgamma_partial,
                          double* HWY_RESTRICT dbeta_partial) {
-  constexpr bool kGroupSums = kGroupSumsInFloat32<S> && kRows > 1;
   const hn::ScalableTag<float> df;
   const hn::Half<decltype(df)> dh;
   const hn::Repartition<double, decltype(df)> dd;
@@ -302,19 +289,20 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
   Float32Row c[kRows];
   for (int k = 0; k < kRows; ++k) c[k] = float32_row(rows[k].stats);
 
-  // Element i of row k, in scalar code (the ends of rows): writes dx, returns dy and x_hat.
-  auto one = [&](int k, int64_t i, float& x_hat) {
+  // Element i of row k, in scalar code (the ends of rows).
+  auto one = [&](int k, int64_t i) {
     const BackwardRowData<S, B>& row = rows[k];
-    x_hat = x_hat_one(load_one<S>(row.x, i), c[k].mean, c[k].rstd);
+    const float x_hat = x_hat_one(load_one<S>(row.x, i), c[k].mean, c[k].rstd);
     const float dy = load_one<B>(row.dy, i);
     float g = dy;
     if constexpr (kScale == Affine::gamma) g = dy * gamma[i];
     if constexpr (kScale == Affine::one_plus_gamma) g = mul_add(dy, gamma[i], dy);
     const float t = mul_add(x_hat, c[k].neg_mean_g_xhat, g - c[k].mean_g);
+    if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
+    if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
     store_one<S>(
         row.dx, i,
         kDhNext ? mul_add(t, c[k].rstd.hi, load_one<S>(row.dh_next, i)) : t * c[k].rstd.hi);
-    return dy;
   };
   auto widen_lo = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::LowerHalf(dh, v)); };
   auto widen_hi = [&](auto v) HWY_ATTR { return hn::PromoteTo(dd, hn::UpperHalf(dh, v)); };
@@ -331,7 +319,6 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
       dbeta_lo = hn::LoadU(dd, dbeta_partial + i);
       dbeta_hi = hn::LoadU(dd, dbeta_partial + i + half);
     }
-    auto dgamma_group = hn::Zero(df), dbeta_group = hn::Zero(df);
     for (int k = 0; k < kRows; ++k) {
       const BackwardRowData<S, B>& row = rows[k];
       // dx may alias x, dy or dh_next: every input element is loaded before dx's is stored.
@@ -349,18 +336,13 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
       const auto rstd = hn::Set(df, c[k].rstd.hi);
       const auto out =
           kDhNext ? hn::MulAdd(t, rstd, load<S>(df, row.dh_next + i)) : hn::Mul(t, rstd);
-      if constexpr (kGroupSums) {
-        if constexpr (kDgamma) dgamma_group = hn::MulAdd(dy, x_hat, dgamma_group);
-        if constexpr (kDbeta) dbeta_group = hn::Add(dbeta_group, dy);
-      } else {
-        if constexpr (kDgamma) {
-          dgamma_lo = hn::MulAdd(widen_lo(dy), widen_lo(x_hat), dgamma_lo);
-          dgamma_hi = hn::MulAdd(widen_hi(dy), widen_hi(x_hat), dgamma_hi);
-        }
-        if constexpr (kDbeta) {
-          dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
-          dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
-        }
+      if constexpr (kDgamma) {
+        dgamma_lo = hn::MulAdd(widen_lo(dy), widen_lo(x_hat), dgamma_lo);
+        dgamma_hi = hn::MulAdd(widen_hi(dy), widen_hi(x_hat), dgamma_hi);
+      }
+      if constexpr (kDbeta) {
+        dbeta_lo = hn::Add(dbeta_lo, widen_lo(dy));
+        dbeta_hi = hn::Add(dbeta_hi, widen_hi(dy));
       }
       if constexpr (!S::kHalf) {
         if (stream) {
@@ -372,14 +354,6 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
         store<S>(df, out, row.dx + i);
       }
     }
-    if constexpr (kGroupSums && kDgamma) {
-      dgamma_lo = hn::Add(dgamma_lo, widen_lo(dgamma_group));
-      dgamma_hi = hn::Add(dgamma_hi, widen_hi(dgamma_group));
-    }
-    if constexpr (kGroupSums && kDbeta) {
-      dbeta_lo = hn::Add(dbeta_lo, widen_lo(dbeta_group));
-      dbeta_hi = hn::Add(dbeta_hi, widen_hi(dbeta_group));
-    }
     if constexpr (kDgamma) {
       hn::StoreU(dgamma_lo, dd, dgamma_partial + i);
       hn::StoreU(dgamma_hi, dd, dgamma_partial + i + half);
@@ -389,22 +363,8 @@ void backward_dx_float32(const BackwardRowData<S, B>* rows, const float* HWY_RES
       hn::StoreU(dbeta_hi, dd, dbeta_partial + i + half);
     }
   }
-  // The ends of rows: the same sums, one lane at a time.
   for (; i < dim; ++i) {
-    float dgamma_group = 0.0f, dbeta_group = 0.0f;
-    for (int k = 0; k < kRows; ++k) {
-      float x_hat;
-      const float dy = one(k, i, x_hat);
-      if constexpr (kGroupSums) {
-        dgamma_group = mul_add(dy, x_hat, dgamma_group);
-        dbeta_group += dy;
-      } else {
-        if constexpr (kDgamma) dgamma_partial[i] += static_cast<double>(dy) * x_hat;
-        if constexpr (kDbeta) dbeta_partial[i] += static_cast<double>(dy);
-      }
-    }
-    if constexpr (kGroupSums && kDgamma) dgamma_partial[i] += dgamma_group;
-    if constexpr (kGroupSums && kDbeta) dbeta_partial[i] += dbeta_group;
+    for (int k = 0; k < kRows; ++k) one(k, i);
   }
 }
 

@@ -5,6 +5,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "addnorm/ops.hpp"
@@ -142,8 +144,9 @@ TEST(FastKernels, CompilesSeveralTargets) {
 }
 
 // dx, dgamma and dbeta are bitwise identical for 1, 2 and 3 threads: float32 rows, and bfloat16
-// rows (whose pass 2 sums each whole group of rows in float32 first) short and long, 1000 rows so
-// that the reduction chunks end in partial groups, taken row by row.
+// rows short and long (their pass 1 sums in float32 lanes and blocks), 1000 rows so that the
+// reduction chunks end in partial groups, taken row by row. Compared as bits: a bfloat16 dx fills
+// the float buffer in pairs.
 TEST(FastKernels, BackwardIsBitwiseIdenticalForAnyThreadCount) {
   for (const auto& [dtype, dim] :
        {std::pair{DType::float32, int64_t{96}}, std::pair{DType::bfloat16, int64_t{96}},
@@ -166,7 +169,7 @@ TEST(FastKernels, BackwardIsBitwiseIdenticalForAnyThreadCount) {
                                      ? AnyConstView(TensorView<const bfloat16>{dy16.data(), shape})
                                      : AnyConstView(ConstView{dy.data(), shape});
     const int saved_threads = omp_get_max_threads();
-    std::vector<std::vector<float>> results;
+    std::vector<std::vector<uint32_t>> results;
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       std::vector<float> dx(x.size()), dg(dim), db(dim);  // a bfloat16 dx fills half of dx
@@ -178,7 +181,9 @@ TEST(FastKernels, BackwardIsBitwiseIdenticalForAnyThreadCount) {
           {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}});
       dx.insert(dx.end(), dg.begin(), dg.end());
       dx.insert(dx.end(), db.begin(), db.end());
-      results.push_back(std::move(dx));
+      std::vector<uint32_t> bits(dx.size());
+      std::memcpy(bits.data(), dx.data(), dx.size() * sizeof(float));
+      results.push_back(std::move(bits));
     }
     omp_set_num_threads(saved_threads);
     EXPECT_EQ(results[0], results[1]) << "dim " << dim;
