@@ -25,9 +25,11 @@ AddNormOptions bf16_options(NormKind norm, const Case& c, const Workspace& ws) {
   options.eps = norm == NormKind::layer_norm ? kLayerNormEps : kRmsNormEps;
   return options;
 }
-LayerNormOptions layer_norm_options(const AddNormOptions& o) { return {o.gamma, o.beta, o.eps}; }
+LayerNormOptions layer_norm_options(const AddNormOptions& o) {
+  return {o.gamma, o.beta, eps_of(o)};
+}
 RmsNormOptions rms_norm_options(const AddNormOptions& o) {
-  return {o.gamma, o.zero_centered_gamma, o.eps};
+  return {o.gamma, o.zero_centered_gamma, eps_of(o)};
 }
 // The post-norm runners' note: "p = 0.1", or "p = 0 (no mask)".
 std::string dropout_note(float p) {

@@ -29,6 +29,8 @@ using LayerNormOptions = BasicLayerNormOptions<double>;
 using LayerNormGrads = BasicLayerNormGrads<double>;
 using RmsNormOptions = BasicRmsNormOptions<double>;
 using RmsNormGrads = BasicRmsNormGrads<double>;
+using GroupNormOptions = BasicGroupNormOptions<double>;
+using GroupNormGrads = BasicGroupNormGrads<double>;
 using BatchNormOptions = BasicBatchNormOptions<double>;
 using RunningStats = BasicRunningStats<double>;
 using BatchNormGrads = BasicBatchNormGrads<double>;
@@ -50,6 +52,11 @@ void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
                        const RmsNormGrads& grads, const RmsNormOptions& options = {},
                        OptionalConst saved_rstd = {});
+
+void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
+                std::optional<NormStats> stats = {});
+void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
+                         const GroupNormOptions& options, std::optional<SavedStats> saved = {});
 
 void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options = {},
                 std::optional<RunningStats> running = {},

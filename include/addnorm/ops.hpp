@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "addnorm/dtype.hpp"
 #include "addnorm/error.hpp"
@@ -56,6 +57,29 @@ using NormMutable = typename NormViews<T>::Mutable;
 void add(ConstView x, ConstView r, MutableView out);
 
 // ---------------------------------------------------------------------------------------------
+// The row norms the engine runs, and what each kind is, decided in one place: norm_traits is the
+// one switch over NormKind (a kind it does not name is a compiler warning), and every option
+// struct's default eps and every face's default come from it.
+enum class NormKind { layer_norm, rms_norm };
+struct NormTraits {
+  const char* name;    // as the faces spell it: "layer_norm", "rms_norm"
+  bool centres;        // subtracts the row's mean (and so saves a mean for the backward)
+  bool has_shift;      // takes beta
+  double default_eps;  // the plain op's default, which the fused ops share
+};
+constexpr NormTraits norm_traits(NormKind kind) {
+  switch (kind) {
+    case NormKind::layer_norm:
+      return {"layer_norm", true, true, 1e-5};  // PyTorch's and ONNX's default
+    case NormKind::rms_norm:
+      return {"rms_norm", false, false, 1e-6};  // the seed page's RMSNorm default
+  }
+  return {"", false, false, 0.0};
+}
+// The kind a face's name spells, or nullopt.
+std::optional<NormKind> norm_kind_named(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
 // Per-row statistics saved by a forward for its backward: shape = the leading (row) dims of x.
 // Each argument struct below is a template over the element type T, so that the float64 ops
 // (addnorm/float64.hpp) take the same fields; the names without "Basic" are the float32 ones.
@@ -78,7 +102,8 @@ template <class T>
 struct BasicLayerNormOptions {
   std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
   std::optional<NormConst<T>> beta;   // shape normalized_shape, or absent (shift 0)
-  T eps = T(1e-5);  // >= 0 and finite; added to the variance inside the square root
+  // >= 0 and finite; added to the variance inside the square root
+  T eps = T(norm_traits(NormKind::layer_norm).default_eps);
 };
 using LayerNormOptions = BasicLayerNormOptions<float>;
 void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
@@ -108,7 +133,7 @@ template <class T>
 struct BasicRmsNormOptions {
   std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
   bool zero_centered_gamma = false;  // scale by (1 + gamma), so gamma = 0 is the identity
-  T eps = T(1e-6);                   // the seed page's RMSNorm default
+  T eps = T(norm_traits(NormKind::rms_norm).default_eps);
 };
 using RmsNormOptions = BasicRmsNormOptions<float>;
 void rms_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
@@ -125,7 +150,39 @@ void rms_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_
                        OptionalConst saved_rstd = {});
 
 // ---------------------------------------------------------------------------------------------
-// BatchNorm over channel axis 1 of x shaped (N, C) or (N, C, L).
+// GroupNorm over x shaped (N, C, *) (PyTorch's nn.GroupNorm; ONNX GroupNormalization-21): the C
+// channels form num_groups groups of C / num_groups consecutive channels, and each sample's group
+// is normalised over its channels and all their positions, as a LayerNorm row would be; gamma
+// and beta then scale and shift each channel. InstanceNorm is num_groups = C.
+// y = (x - mean_ng) / sqrt(var_ng + eps) * gamma_c + beta_c, population variance.
+template <class T>
+struct BasicGroupNormOptions {
+  int64_t num_groups = 1;                                    // >= 1, dividing C
+  std::optional<NormConst<T>> gamma = std::nullopt;          // shape [C], or absent (scale 1)
+  std::optional<NormConst<T>> beta = std::nullopt;           // shape [C], or absent (shift 0)
+  T eps = T(norm_traits(NormKind::layer_norm).default_eps);  // its statistics are LayerNorm's
+};
+using GroupNormOptions = BasicGroupNormOptions<float>;
+// `stats`, when given, receives the mean and rstd of each (sample, group): shape [N, num_groups].
+void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& options,
+                std::optional<NormStats> stats = {});
+
+template <class T>
+struct BasicGroupNormGrads {
+  NormMutable<T> dx;
+  std::optional<TensorView<T>> dgamma;  // shape [C]
+  std::optional<TensorView<T>> dbeta;   // shape [C]
+};
+using GroupNormGrads = BasicGroupNormGrads<float>;
+// The statistics are recomputed from x (exactly, as the forward did); `saved`, when given, is
+// checked for shape [N, num_groups] and otherwise not needed. dgamma/dbeta are summed over
+// samples in a fixed order: bitwise identical for any thread count.
+void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& grads,
+                         const GroupNormOptions& options, std::optional<SavedStats> saved = {});
+
+// ---------------------------------------------------------------------------------------------
+// BatchNorm over the channels of x shaped (N, C, *), rank 2 to 5: channel axis 1, PyTorch's
+// layout, or with channels_last the last axis, (N, *, C), as a channels-last tensor is stored.
 enum class MomentumConvention {
   // PyTorch: running = (1 - momentum) * running + momentum * batch; running_var is unbiased.
   pytorch,
@@ -141,6 +198,7 @@ struct BasicBatchNormOptions {
   T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
   T eps = T(1e-5);
+  bool channels_last = false;  // channels on x's last axis instead of axis 1
 };
 using BatchNormOptions = BasicBatchNormOptions<float>;
 // Running statistics (shape [C]). In training mode they are optional and updated in place; in
@@ -189,7 +247,6 @@ void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Fused Add & Norm.
-enum class NormKind { layer_norm, rms_norm };
 
 template <class T>
 struct BasicAddNormOptions {
@@ -197,9 +254,14 @@ struct BasicAddNormOptions {
   std::optional<NormConst<T>> gamma;
   std::optional<NormConst<T>> beta;  // LayerNorm only
   bool zero_centered_gamma = false;         // RMSNorm only
-  T eps = T(1e-5);
+  std::optional<T> eps = std::nullopt;      // absent: the kind's default_eps, the plain op's
 };
 using AddNormOptions = BasicAddNormOptions<float>;
+// The eps a fused op runs with: the one given, or the kind's default.
+template <class T>
+T eps_of(const BasicAddNormOptions<T>& options) {
+  return options.eps ? *options.eps : T(norm_traits(options.norm).default_eps);
+}
 
 // Pre-norm (GPT-2): h = x + r and y = Norm(h) in one pass. h is what the next residual adds to;
 // y is what the next sub-layer reads. h may be x or r.

@@ -1,10 +1,11 @@
 """addnorm: the transformer's Add & Norm box (residual add, LayerNorm, RMSNorm, BatchNorm,
-dropout, fused pre-/post-norm Add & Norm), forward and backward, within a few ulp of float64.
+GroupNorm, dropout, fused pre-/post-norm Add & Norm), forward and backward, within a few ulp of
+float64.
 
 Functions take NumPy arrays and mirror torch.nn.functional's names and arguments:
 
     layer_norm, layer_norm_backward, rms_norm, rms_norm_backward, batch_norm,
-    batch_norm_backward, add, dropout, dropout_backward, dropout_mask, add_norm_pre,
+    batch_norm_backward, group_norm, group_norm_backward, instance_norm, add, dropout, dropout_backward, dropout_mask, add_norm_pre,
     add_norm_pre_backward, add_norm_post, add_norm_post_backward
 
 Arrays: float32 (addnorm's kernels) or float64 (its reference kernels, e.g. for gradient
@@ -25,6 +26,7 @@ CPU supports, best first); `python -m addnorm` prints it with the version and wh
 """
 from ._addnorm import __version__, simd_target, simd_targets  # noqa: F401 (__version__)
 from ._batch_norm import batch_norm, batch_norm_backward
+from ._group_norm import group_norm, group_norm_backward, instance_norm
 from ._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from ._residual import (add, add_norm_post, add_norm_post_backward, add_norm_pre,
                         add_norm_pre_backward, dropout, dropout_backward, dropout_mask)
@@ -32,6 +34,7 @@ from ._residual import (add, add_norm_post, add_norm_post_backward, add_norm_pre
 __all__ = [
     "add", "add_norm_post", "add_norm_post_backward", "add_norm_pre", "add_norm_pre_backward",
     "batch_norm", "batch_norm_backward", "dropout", "dropout_backward", "dropout_mask",
+    "group_norm", "group_norm_backward", "instance_norm",
     "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "simd_target",
     "simd_targets",
 ]

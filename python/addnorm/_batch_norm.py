@@ -10,9 +10,9 @@ CONVENTIONS = ("pytorch", "onnx")
 def _check(x, running_mean, running_var, weight, bias, training, eps):
     """The checks the forward and the backward share; returns the arrays, checked."""
     x = check.tensor("x", x)
-    if x.ndim not in (2, 3):
-        raise ValueError(f"x has shape {check.format_shape(x.shape)}, expected (N, C) or "
-                         "(N, C, L) with channels on axis 1")
+    if not 2 <= x.ndim <= 5:
+        raise ValueError(f"x has shape {check.format_shape(x.shape)}, expected rank 2 to 5: "
+                         "(N, C, *) with channels on axis 1")
     channels = (x.shape[1],)
     running_mean = check.optional_tensor("running_mean", running_mean, x)
     running_var = check.optional_tensor("running_var", running_var, x)
@@ -36,7 +36,7 @@ def _check(x, running_mean, running_var, weight, bias, training, eps):
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5, convention="pytorch", return_stats=False):
-    """BatchNorm over channel axis 1 of x shaped (N, C) or (N, C, L), like
+    """BatchNorm over channel axis 1 of x shaped (N, C, *), rank 2 to 5, like
     torch.nn.functional.batch_norm.
 
     training=True normalises each channel with its batch mean and biased variance and, when

@@ -100,7 +100,12 @@ def _real(name, value):
     return float(value)
 
 
-def eps(value):
+def eps(value, norm="layer_norm"):
+    """eps as a float; None is the norm kind's default, defined once in the C++ library
+    (norm_traits in addnorm/ops.hpp) for every face and every entry point of that kind."""
+    if value is None:
+        from . import _addnorm
+        return _addnorm.default_eps(norm)
     value = _real("eps", value)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"eps is {value!r}, expected a finite value >= 0")

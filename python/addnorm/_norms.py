@@ -5,7 +5,7 @@ from . import _addnorm
 from . import _checks as check
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, return_stats=False):
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=None, return_stats=False):
     """LayerNorm over the trailing dims named by normalized_shape, like
     torch.nn.functional.layer_norm.
 
@@ -47,7 +47,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, return_sta
     return (y, mean, rstd) if return_stats else y
 
 
-def layer_norm_backward(dy, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm_backward(dy, x, normalized_shape, weight=None, bias=None, eps=None):
     """Gradients of layer_norm: returns (dx, dweight, dbias).
 
     dy is the gradient of the loss with respect to layer_norm's output y; x, normalized_shape,
@@ -81,14 +81,16 @@ def layer_norm_backward(dy, x, normalized_shape, weight=None, bias=None, eps=1e-
     return dx, dweight, dbias
 
 
-def rms_norm(x, normalized_shape, weight=None, eps=1e-6, zero_centered_weight=False,
+def rms_norm(x, normalized_shape, weight=None, eps=None, zero_centered_weight=False,
              return_stats=False):
     """RMSNorm over the trailing dims named by normalized_shape (torch.nn.functional.rms_norm's
     argument order, PyTorch >= 2.4).
 
     y = x / sqrt(mean(x**2) + eps) * weight, or * (1 + weight) with zero_centered_weight (so a
-    zero weight is the identity). No mean is subtracted and there is no bias. Default eps is
-    1e-6 (PyTorch's eps=None, meaning the dtype's machine epsilon, is not accepted: pass it).
+    zero weight is the identity). No mean is subtracted and there is no bias. eps=None is
+    RMSNorm's default, 1e-6, the same for every RMSNorm of this module (rms_norm,
+    add_norm_pre and add_norm_post with norm="rms_norm"); addnorm.torch follows PyTorch instead
+    (the dtype's machine epsilon).
 
     Returns y, or (y, rstd) with return_stats=True; rstd = 1 / sqrt(mean(x**2) + eps) has shape
     x.shape[:-len(normalized_shape)]. Dtypes, layout and errors as for layer_norm.
@@ -103,14 +105,14 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, zero_centered_weight=Fa
     rows = check.trailing(x, dims)
     weight = check.optional_tensor("weight", weight, x)
     check.same_shape("weight", weight, dims)
-    eps = check.eps(eps)
+    eps = check.eps(eps, "rms_norm")
     y = np.empty_like(x)
     rstd = np.empty(rows, x.dtype) if return_stats else None
     _addnorm.rms_norm(x, list(dims), weight, bool(zero_centered_weight), y, rstd, eps)
     return (y, rstd) if return_stats else y
 
 
-def rms_norm_backward(dy, x, normalized_shape, weight=None, eps=1e-6,
+def rms_norm_backward(dy, x, normalized_shape, weight=None, eps=None,
                       zero_centered_weight=False):
     """Gradients of rms_norm: returns (dx, dweight); dweight is None when weight is None.
 
@@ -130,7 +132,7 @@ def rms_norm_backward(dy, x, normalized_shape, weight=None, eps=1e-6,
     check.trailing(x, dims)
     weight = check.optional_tensor("weight", weight, x)
     check.same_shape("weight", weight, dims)
-    eps = check.eps(eps)
+    eps = check.eps(eps, "rms_norm")
     dx = np.empty_like(x)
     dweight = None if weight is None else np.empty_like(weight)
     _addnorm.rms_norm_backward(dy, x, list(dims), weight, bool(zero_centered_weight), dx,

@@ -75,7 +75,7 @@ def _norm_args(x, normalized_shape, weight, bias, eps, norm, zero_centered_weigh
     bias = check.optional_tensor("bias", bias, x)
     check.same_shape("weight", weight, dims)
     check.same_shape("bias", bias, dims)
-    return dims, rows, rms, weight, bias, check.eps(eps)
+    return dims, rows, rms, weight, bias, check.eps(eps, norm)
 
 
 def _stats(rows, rms, dtype, wanted):
@@ -84,7 +84,7 @@ def _stats(rows, rms, dtype, wanted):
     return (None if rms else np.empty(rows, dtype)), np.empty(rows, dtype)
 
 
-def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=1e-5, norm="layer_norm",
+def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
                  zero_centered_weight=False, return_stats=False):
     """Pre-norm Add & Norm (GPT-2) in one pass: h = x + r and y = Norm(h).
 
@@ -113,7 +113,7 @@ def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=1e-5, norm=
     return (h, y, mean, rstd) if return_stats else (h, y)
 
 
-def add_norm_pre_backward(dy, dh_next, h, normalized_shape, weight=None, bias=None, eps=1e-5,
+def add_norm_pre_backward(dy, dh_next, h, normalized_shape, weight=None, bias=None, eps=None,
                           norm="layer_norm", zero_centered_weight=False):
     """Gradients of add_norm_pre: returns (dh, dweight, dbias).
 
@@ -142,7 +142,7 @@ def add_norm_pre_backward(dy, dh_next, h, normalized_shape, weight=None, bias=No
     return dh, dweight, dbias
 
 
-def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=1e-5, norm="layer_norm",
+def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
                   zero_centered_weight=False, p=0.0, seed=0, offset=0, return_stats=False):
     """Post-norm Add & Norm (the 2017 paper): y = Norm(x + Dropout(s)).
 
@@ -170,7 +170,7 @@ def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=1e-5, norm
     return (y, mean, rstd) if return_stats else y
 
 
-def add_norm_post_backward(dy, x, s, normalized_shape, weight=None, bias=None, eps=1e-5,
+def add_norm_post_backward(dy, x, s, normalized_shape, weight=None, bias=None, eps=None,
                            norm="layer_norm", zero_centered_weight=False, p=0.0, seed=0,
                            offset=0):
     """Gradients of add_norm_post: returns (dx, ds, dweight, dbias).

@@ -7,6 +7,8 @@ copy) first, as PyTorch's own ops do.
 The functions only adapt Python arguments (an int normalized_shape, seed=None); scripted code
 calls torch.ops.addnorm.* directly with the same arguments.
 """
+from typing import List, Optional
+
 import torch
 
 from . import _torch_library  # noqa: F401  (loads the operators)
@@ -30,11 +32,48 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                                         float(eps))
 
 
+def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
+    """torch.nn.functional.group_norm computed by addnorm: (N, C, *) input, num_groups groups
+    of consecutive channels, weight and bias per channel."""
+    return torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
+
+
+def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = None,
+                  running_var: Optional[torch.Tensor] = None,
+                  weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                  use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> torch.Tensor:
+    """torch.nn.functional.instance_norm computed by addnorm. With the input's statistics and
+    no running statistics it is GroupNorm with one channel per group; otherwise, as PyTorch
+    does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
+    and the running statistics updated are the average over the samples."""
+    if use_input_stats and running_mean is None and running_var is None:
+        return torch.ops.addnorm.group_norm(input, input.size(1), weight, bias, eps)
+    n, c = input.size(0), input.size(1)
+    shape: List[int] = [1, n * c] + list(input.shape[2:])
+    mean = running_mean.repeat(n) if running_mean is not None else None
+    var = running_var.repeat(n) if running_var is not None else None
+    y = torch.ops.addnorm.batch_norm(input.reshape(shape),
+                                     weight.repeat(n) if weight is not None else None,
+                                     bias.repeat(n) if bias is not None else None,
+                                     mean, var, use_input_stats, momentum, eps)
+    if use_input_stats and running_mean is not None and mean is not None:
+        running_mean.copy_(mean.view(n, c).mean(0))
+    if use_input_stats and running_var is not None and var is not None:
+        running_var.copy_(var.view(n, c).mean(0))
+    return y.view(input.shape)
+
+
+def _eps(eps):
+    return None if eps is None else float(eps)
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None, zero_centered_weight=False):
     """torch.nn.functional.rms_norm (PyTorch >= 2.4), computed by addnorm. eps=None means the
     input dtype's machine epsilon, as in PyTorch."""
     return torch.ops.addnorm.rms_norm(input, _shape(normalized_shape), weight,
-                                      None if eps is None else float(eps),
+                                      _eps(eps),
                                       bool(zero_centered_weight))
 
 
@@ -55,14 +94,15 @@ def dropout(input, p=0.5, training=True, seed=None, offset=0):
                                      offset)
 
 
-def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=1e-5, norm="layer_norm",
+def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
                  zero_centered_weight=False):
-    """Pre-norm Add & Norm: returns (h, y) with h = x + r and y = Norm(h)."""
+    """Pre-norm Add & Norm: returns (h, y) with h = x + r and y = Norm(h). eps=None is the
+    plain function's default for the norm (layer_norm's 1e-5, rms_norm's machine epsilon)."""
     return torch.ops.addnorm.add_norm_pre(x, r, _shape(normalized_shape), weight, bias,
-                                          float(eps), norm, bool(zero_centered_weight))
+                                          _eps(eps), norm, bool(zero_centered_weight))
 
 
-def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=1e-5, norm="layer_norm",
+def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
                   zero_centered_weight=False, p=0.0, seed=None, offset=0):
     """Post-norm Add & Norm: Norm(x + Dropout(s)). seed=None draws one from torch's generator
     when p > 0; the backward regenerates the same mask from it. 16-bit tensors run in the
@@ -70,5 +110,5 @@ def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=1e-5, norm
     if seed is None:
         seed = fresh_seed() if p > 0 else 0
     return torch.ops.addnorm.add_norm_post(x, s, _shape(normalized_shape), weight, bias,
-                                           float(eps), norm, bool(zero_centered_weight),
+                                           _eps(eps), norm, bool(zero_centered_weight),
                                            float(p), seed, offset)

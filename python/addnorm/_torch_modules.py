@@ -20,10 +20,9 @@ class LayerNorm(torch.nn.LayerNorm):
                                             self.bias, self.eps)
 
 
-class BatchNorm1d(torch.nn.BatchNorm1d):
-    """torch.nn.BatchNorm1d computed by addnorm: same arguments, parameters (weight, bias),
-    buffers (running_mean, running_var, num_batches_tracked) and state_dict; momentum=None
-    (cumulative average) and track_running_stats=False behave as in PyTorch."""
+class _BatchNorm:
+    """The forward of addnorm's BatchNorm modules, over torch.nn's BatchNorm bookkeeping:
+    momentum=None (cumulative average) and track_running_stats=False behave as in PyTorch."""
 
     def forward(self, input):
         self._check_input_dim(input)
@@ -39,6 +38,45 @@ class BatchNorm1d(torch.nn.BatchNorm1d):
                                             self.running_mean if keep_running else None,
                                             self.running_var if keep_running else None,
                                             use_batch_stats, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm, torch.nn.BatchNorm1d):
+    """torch.nn.BatchNorm1d computed by addnorm: same arguments, parameters (weight, bias),
+    buffers (running_mean, running_var, num_batches_tracked) and state_dict."""
+
+
+class BatchNorm3d(_BatchNorm, torch.nn.BatchNorm3d):
+    """torch.nn.BatchNorm3d computed by addnorm, (N, C, D, H, W) input; as BatchNorm1d."""
+
+
+class GroupNorm(torch.nn.GroupNorm):
+    """torch.nn.GroupNorm computed by addnorm; same arguments, parameters and state_dict."""
+
+    def forward(self, input):
+        return torch.ops.addnorm.group_norm(input, self.num_groups, self.weight, self.bias,
+                                            self.eps)
+
+
+class _InstanceNorm:
+    """addnorm's instance norm under torch.nn's InstanceNorm modules, which keep their own
+    argument checks and unbatched-input handling."""
+
+    def _apply_instance_norm(self, input):
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
+                               self.bias, self.training or not self.track_running_stats,
+                               self.momentum, self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm, torch.nn.InstanceNorm1d):
+    """torch.nn.InstanceNorm1d computed by addnorm."""
+
+
+class InstanceNorm2d(_InstanceNorm, torch.nn.InstanceNorm2d):
+    """torch.nn.InstanceNorm2d computed by addnorm."""
+
+
+class InstanceNorm3d(_InstanceNorm, torch.nn.InstanceNorm3d):
+    """torch.nn.InstanceNorm3d computed by addnorm."""
 
 
 def _normalized_shape(normalized_shape):
@@ -97,7 +135,7 @@ class AddNorm(torch.nn.Module):
     to k * (elements per row) and then drops exactly what one process would on the whole batch.
     """
 
-    def __init__(self, normalized_shape, mode="post", norm="layer_norm", dropout=0.1, eps=1e-5,
+    def __init__(self, normalized_shape, mode="post", norm="layer_norm", dropout=0.1, eps=None,
                  elementwise_affine=True, device=None, dtype=None):
         super().__init__()
         if mode not in ("pre", "post"):

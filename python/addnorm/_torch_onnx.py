@@ -19,6 +19,8 @@ _DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float1
            "BFloat16": torch.bfloat16}
 # torch.finfo(dtype).eps: RMSNorm's eps=None.
 _MACHINE_EPS = {dtype: torch.finfo(dtype).eps for dtype in _DTYPES.values()}
+# F.layer_norm's default eps.
+_LAYER_NORM_EPS = 1e-5
 
 
 def _dtype(value):
@@ -71,6 +73,14 @@ def _norm(g, h, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
     return _layer_norm(g, h, len(normalized_shape), weight, bias, eps, opset)
 
 
+def _eps(eps, norm, x):
+    """The operators' eps=None, as kernels.cpp's eps_or_default resolves it: layer_norm's
+    1e-5 (F.layer_norm), rms_norm's machine epsilon of x's dtype (F.rms_norm)."""
+    if not symbolic_helper._is_none(eps):
+        return symbolic_helper._get_const(eps, "f", "eps")
+    return _MACHINE_EPS[_dtype(x)] if norm == "rms_norm" else _LAYER_NORM_EPS
+
+
 def _no_active_dropout(p):
     if p > 0:
         raise RuntimeError(f"addnorm dropout with p={p} cannot be exported to ONNX, expected "
@@ -86,20 +96,21 @@ def _symbolics(opset):
 
     @symbolic_helper.parse_args("v", "is", "v", "v", "b")
     def rms_norm(g, input, normalized_shape, weight, eps, zero_centered_weight):
-        eps = (_MACHINE_EPS[_dtype(input)] if symbolic_helper._is_none(eps)
-               else symbolic_helper._get_const(eps, "f", "eps"))
+        eps = _eps(eps, "rms_norm", input)
         return _rms_norm(g, input, len(normalized_shape), weight, eps, zero_centered_weight)
 
-    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "f", "s", "b")
+    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "v", "s", "b")
     def add_norm_pre(g, x, r, normalized_shape, weight, bias, eps, norm, zero_centered_weight):
+        eps = _eps(eps, norm, x)
         h = g.op("Add", x, r)
         return h, _norm(g, h, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
                         opset)
 
-    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "f", "s", "b", "f", "i", "i")
+    @symbolic_helper.parse_args("v", "v", "is", "v", "v", "v", "s", "b", "f", "i", "i")
     def add_norm_post(g, x, s, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
                       p, seed, offset):
         _no_active_dropout(p)
+        eps = _eps(eps, norm, x)
         return _norm(g, g.op("Add", x, s), normalized_shape, weight, bias, eps, norm,
                      zero_centered_weight, opset)
 

@@ -61,13 +61,29 @@ def _rms_norm_like(module):
     return weight, eps
 
 
+# torch.nn's module -> addnorm's, for the kinds that take the same constructor arguments.
+_BATCH_NORMS = {torch.nn.BatchNorm1d: modules.BatchNorm1d, torch.nn.BatchNorm2d: BatchNorm2d,
+                torch.nn.BatchNorm3d: modules.BatchNorm3d}
+_INSTANCE_NORMS = {torch.nn.InstanceNorm1d: modules.InstanceNorm1d,
+                   torch.nn.InstanceNorm2d: modules.InstanceNorm2d,
+                   torch.nn.InstanceNorm3d: modules.InstanceNorm3d}
+
+
 def _kind(module, rms_norm, batch_norm):
-    """Which addnorm module module would become: 'layer_norm', 'batch_norm', 'rms_norm' or
-    None. Exact types only: a subclass of torch's module may compute something else."""
+    """Which addnorm module module would become: 'layer_norm', 'group_norm', 'instance_norm',
+    'batch_norm', 'rms_norm' or None. Exact types only: a subclass of torch's module may compute
+    something else."""
     if type(module) is torch.nn.LayerNorm:
         return "layer_norm"
-    if batch_norm and type(module) in (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d):
+    if type(module) is torch.nn.GroupNorm:
+        return "group_norm"
+    if type(module) in _INSTANCE_NORMS:
+        return "instance_norm"
+    if batch_norm and type(module) in _BATCH_NORMS:
         return "batch_norm"
+    if batch_norm and type(module) is torch.nn.SyncBatchNorm:
+        warnings.warn(f"{type(module).__name__} is left to PyTorch: addnorm does not synchronise "
+                      "batch statistics across processes", stacklevel=4)
     if rms_norm and _rms_norm_like(module) is not None:
         return "rms_norm"
     return None
@@ -145,8 +161,10 @@ def _replacement(old, kind):
     """(addnorm's module for old, None) or (None, why old is left alone)."""
     if kind == "layer_norm":
         new = modules.LayerNorm(old.normalized_shape, old.eps, old.elementwise_affine)
-    elif kind == "batch_norm":
-        cls = BatchNorm2d if isinstance(old, torch.nn.BatchNorm2d) else modules.BatchNorm1d
+    elif kind == "group_norm":
+        new = modules.GroupNorm(old.num_groups, old.num_channels, old.eps, old.affine)
+    elif kind in ("batch_norm", "instance_norm"):
+        cls = (_BATCH_NORMS if kind == "batch_norm" else _INSTANCE_NORMS)[type(old)]
         new = cls(old.num_features, old.eps, old.momentum, old.affine, old.track_running_stats)
     else:
         new, why_not = _probed_rms_norm(old, *_rms_norm_like(old))
@@ -221,8 +239,9 @@ def _warn_fast_path(layers):
 
 
 def patch(model, rms_norm=True, batch_norm=False):
-    """Swap, in place, every torch.nn.LayerNorm in model (and every RMSNorm-like module when
-    rms_norm=True, every torch.nn.BatchNorm1d and BatchNorm2d when batch_norm=True) for
+    """Swap, in place, every torch.nn.LayerNorm, GroupNorm and InstanceNorm1d/2d/3d in model
+    (and every RMSNorm-like module when rms_norm=True, every torch.nn.BatchNorm1d, BatchNorm2d
+    and BatchNorm3d when batch_norm=True; a SyncBatchNorm is left to PyTorch with a warning) for
     addnorm's module, keeping the very same parameters and buffers. Returns the model (or its
     replacement, when model itself is such a layer). unpatch(model) undoes it.
 
@@ -286,7 +305,8 @@ def _restored(module):
 
 def unpatch(model):
     """Undo patch: every addnorm module patch swapped in goes back to the module it replaced
-    (torch's LayerNorm, BatchNorm1d/2d, or the model's own RMSNorm class), holding the addnorm
+    (torch's LayerNorm, GroupNorm, InstanceNorm1d/2d/3d, BatchNorm1d/2d/3d, or the model's own
+    RMSNorm class), holding the addnorm
     module's current parameter objects and buffers, so state_dict, outputs and optimizers carry
     on. Returns the model (or the restored module, when model itself was swapped). Modules made
     directly (addnorm.torch.LayerNorm(...)) are left as they are.

@@ -12,19 +12,23 @@ bfloat16, float16 and float64, with autograd (a clear error on a double backward
 (bfloat16 activations in and out, float32 statistics), torch.jit.script/trace/save/load and
 torch.onnx.export (standard ONNX ops).
 
-Modules: LayerNorm, BatchNorm1d, BatchNorm2d (subclasses of torch.nn's, so the same constructor
-arguments, parameters, buffers and state_dict keys), RMSNorm (torch.nn.RMSNorm's interface),
-AddNorm (fused residual add + norm, pre-norm or post-norm, with dropout). Functions: layer_norm,
-rms_norm, batch_norm, dropout, add_norm_pre, add_norm_post (differentiable,
-torch.nn.functional's arguments).
+Modules: LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d/2d/3d
+(subclasses of torch.nn's, so the same constructor arguments, parameters, buffers and
+state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused residual add + norm,
+pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm, batch_norm, group_norm,
+instance_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
+arguments).
 """
-from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, layer_norm,
-                               rms_norm)
+from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, group_norm,
+                               instance_norm, layer_norm, rms_norm)
 from ._torch_batch_norm2d import BatchNorm2d
-from ._torch_modules import AddNorm, BatchNorm1d, LayerNorm, RMSNorm
+from ._torch_modules import (AddNorm, BatchNorm1d, BatchNorm3d, GroupNorm, InstanceNorm1d,
+                             InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
 from ._torch_patch import patch, unpatch
 
 __all__ = [
-    "AddNorm", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm", "add_norm_post",
-    "add_norm_pre", "batch_norm", "dropout", "layer_norm", "patch", "rms_norm", "unpatch",
+    "AddNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
+    "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm", "add_norm_post", "add_norm_pre",
+    "batch_norm", "dropout", "group_norm", "instance_norm", "layer_norm", "patch", "rms_norm",
+    "unpatch",
 ]

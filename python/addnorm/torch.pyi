@@ -16,13 +16,19 @@ def rms_norm(input: Tensor, normalized_shape: Shape, weight: Tensor | None = ...
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = ..., bias: Tensor | None = ..., training: bool = ...,
                momentum: float = ..., eps: float = ...) -> Tensor: ...
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = ...,
+               bias: Tensor | None = ..., eps: float = ...) -> Tensor: ...
+def instance_norm(input: Tensor, running_mean: Tensor | None = ...,
+                  running_var: Tensor | None = ..., weight: Tensor | None = ...,
+                  bias: Tensor | None = ..., use_input_stats: bool = ..., momentum: float = ...,
+                  eps: float = ...) -> Tensor: ...
 def dropout(input: Tensor, p: float = ..., training: bool = ..., seed: int | None = ...,
             offset: int = ...) -> Tensor: ...
 def add_norm_pre(x: Tensor, r: Tensor, normalized_shape: Shape, weight: Tensor | None = ...,
-                 bias: Tensor | None = ..., eps: float = ..., norm: Norm = ...,
+                 bias: Tensor | None = ..., eps: float | None = ..., norm: Norm = ...,
                  zero_centered_weight: bool = ...) -> tuple[Tensor, Tensor]: ...
 def add_norm_post(x: Tensor, s: Tensor, normalized_shape: Shape, weight: Tensor | None = ...,
-                  bias: Tensor | None = ..., eps: float = ..., norm: Norm = ...,
+                  bias: Tensor | None = ..., eps: float | None = ..., norm: Norm = ...,
                   zero_centered_weight: bool = ..., p: float = ..., seed: int | None = ...,
                   offset: int = ...) -> Tensor: ...
 
@@ -34,6 +40,18 @@ class BatchNorm1d(torch.nn.BatchNorm1d):
 
 class BatchNorm2d(torch.nn.BatchNorm2d):
     def forward(self, input: Tensor) -> Tensor: ...
+
+class BatchNorm3d(torch.nn.BatchNorm3d):
+    def forward(self, input: Tensor) -> Tensor: ...
+
+class GroupNorm(torch.nn.GroupNorm):
+    def forward(self, input: Tensor) -> Tensor: ...
+
+class InstanceNorm1d(torch.nn.InstanceNorm1d): ...
+
+class InstanceNorm2d(torch.nn.InstanceNorm2d): ...
+
+class InstanceNorm3d(torch.nn.InstanceNorm3d): ...
 
 class RMSNorm(torch.nn.Module):
     normalized_shape: tuple[int, ...]
@@ -52,13 +70,13 @@ class AddNorm(torch.nn.Module):
     mode: Literal["pre", "post"]
     norm: Norm
     dropout: float
-    eps: float
+    eps: float | None
     elementwise_affine: bool
     dropout_offset: int
     weight: torch.nn.Parameter | None
     bias: torch.nn.Parameter | None
     def __init__(self, normalized_shape: Shape, mode: Literal["pre", "post"] = ...,
-                 norm: Norm = ..., dropout: float = ..., eps: float = ...,
+                 norm: Norm = ..., dropout: float = ..., eps: float | None = ...,
                  elementwise_affine: bool = ..., device: torch.device | str | None = ...,
                  dtype: torch.dtype | None = ...) -> None: ...
     def forward(self, x: Tensor, sublayer_output: Tensor) -> Tensor | tuple[Tensor, Tensor]: ...

@@ -91,9 +91,46 @@ void rms_norm_backward(const py::object& dy, const py::object& x, const Dims& no
   });
 }
 
+void group_norm(const py::object& x, int64_t num_groups, const py::object& gamma,
+                const py::object& beta, const py::object& y, const py::object& mean,
+                const py::object& rstd, double eps) {
+  with_element_type("x", x, [&](auto zero) {
+    using T = decltype(zero);
+    const TensorView<const T> x_view = view_of<const T>("x", x);
+    const TensorView<T> y_view = view_of<T>("y", y);
+    const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
+                                           optional_view_of<const T>("bias", beta),
+                                           static_cast<T>(eps)};
+    const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
+    py::gil_scoped_release release;
+    library::group_norm(x_view, y_view, options, stats);
+  });
+}
+
+void group_norm_backward(const py::object& dy, const py::object& x, int64_t num_groups,
+                         const py::object& gamma, const py::object& beta, const py::object& dx,
+                         const py::object& dgamma, const py::object& dbeta, double eps) {
+  with_element_type("x", x, [&](auto zero) {
+    using T = decltype(zero);
+    const TensorView<const T> dy_view = view_of<const T>("dy", dy);
+    const TensorView<const T> x_view = view_of<const T>("x", x);
+    const BasicGroupNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
+                                       optional_view_of<T>("dbias", dbeta)};
+    const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
+                                           optional_view_of<const T>("bias", beta),
+                                           static_cast<T>(eps)};
+    py::gil_scoped_release release;
+    library::group_norm_backward(dy_view, x_view, grads, options);
+  });
+}
+
 }  // namespace
 
 void register_norms(py::module_& module) {
+  module.def("group_norm", &group_norm, arg("x"), arg("num_groups"), arg("weight"), arg("bias"),
+             arg("y"), arg("mean"), arg("rstd"), arg("eps"));
+  module.def("group_norm_backward", &group_norm_backward, arg("dy"), arg("x"), arg("num_groups"),
+             arg("weight"), arg("bias"), arg("dx"), arg("dweight"), arg("dbias"), arg("eps"));
   module.def("layer_norm", &layer_norm, arg("x"), arg("normalized_shape"), arg("weight"),
              arg("bias"), arg("y"), arg("mean"), arg("rstd"), arg("eps"));
   module.def("layer_norm_backward", &layer_norm_backward, arg("dy"), arg("x"),

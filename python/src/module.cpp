@@ -4,7 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <string>
+
 #include "addnorm/error.hpp"
+#include "addnorm/ops.hpp"
 #include "addnorm/simd.hpp"
 #include "bindings.hpp"
 
@@ -24,6 +27,16 @@ PYBIND11_MODULE(_addnorm, module) {
   addnorm::python::register_norms(module);
   addnorm::python::register_batch_norm(module);
   addnorm::python::register_residual(module);
+  module.def(
+      "default_eps",
+      [](const std::string& norm) {
+        const auto kind = addnorm::norm_kind_named(norm);
+        if (!kind) {
+          throw addnorm::Error("norm is '" + norm + "', expected 'layer_norm' or 'rms_norm'");
+        }
+        return addnorm::norm_traits(*kind).default_eps;
+      },
+      pybind11::arg("norm"), "The default eps of a norm kind (addnorm/ops.hpp's norm_traits).");
   module.def("simd_target", &addnorm::simd_target,
              "The SIMD target addnorm's kernels dispatch to on this CPU (Highway's name).");
   module.def("simd_targets", &addnorm::simd_targets,

@@ -191,6 +191,28 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
   }
 };
 
+struct GroupNormFunction : torch::autograd::Function<GroupNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const OptionalTensor& weight, const OptionalTensor& bias,
+                            const GroupNormSpec& spec) {
+    at::Tensor y = group_norm_forward(input, weight, bias, spec, false).y;
+    ctx->save_for_backward({input, value(weight), value(bias)});
+    ctx->saved_data["num_groups"] = spec.num_groups;
+    ctx->saved_data["eps"] = spec.eps;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op =
+        handle<decltype(ops::group_norm_backward)>("addnorm::group_norm_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    auto [dx, dweight, dbias] =
+        op.call(grads[0], saved[0], ctx->saved_data["num_groups"].toInt(), optional(saved[1]),
+                optional(saved[2]), ctx->saved_data["eps"].toDouble());
+    return {dx, dweight, dbias, at::Tensor()};
+  }
+};
+
 struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
                             const DropoutSpec& spec) {
@@ -221,16 +243,18 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
                              const OptionalTensor& weight, c10::optional<double> eps,
                              bool zero_centered_weight) {
   const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(),
-                      eps.has_value() ? *eps : default_rms_eps(input), zero_centered_weight};
+                      eps_or_default(eps, NormKind::rms_norm, input), zero_centered_weight};
   if (!records_graph(input, weight)) return norm_forward(input, weight, {}, spec, false).y;
   return NormFunction::apply(input, weight, OptionalTensor(), spec);
 }
 
 ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, double eps, c10::string_view norm,
-                                  bool zero_centered_weight) {
-  const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+                                  const OptionalTensor& bias, c10::optional<double> eps,
+                                  c10::string_view norm, bool zero_centered_weight) {
+  const NormKind kind = norm_kind(norm);
+  const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
+                      zero_centered_weight};
   if (!records_graph(x, r, weight, bias)) {
     PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, false);
     return {out.h, out.y};
@@ -241,10 +265,12 @@ ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
 
 at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, double eps, c10::string_view norm,
-                                  bool zero_centered_weight, double p, int64_t seed,
-                                  int64_t offset) {
-  const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+                                  const OptionalTensor& bias, c10::optional<double> eps,
+                                  c10::string_view norm, bool zero_centered_weight, double p,
+                                  int64_t seed, int64_t offset) {
+  const NormKind kind = norm_kind(norm);
+  const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
+                      zero_centered_weight};
   const DropoutSpec dropout{p, seed, offset};
   if (!records_graph(x, s, weight, bias)) {
     return add_norm_post_forward(x, s, weight, bias, spec, dropout, false).y;
@@ -261,6 +287,16 @@ at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& we
     return batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
   }
   return BatchNormFunction::apply(input, weight, bias, running_mean, running_var, spec);
+}
+
+at::Tensor group_norm_autograd(const at::Tensor& input, int64_t num_groups,
+                               const OptionalTensor& weight, const OptionalTensor& bias,
+                               double eps) {
+  const GroupNormSpec spec{num_groups, eps};
+  if (!records_graph(input, weight, bias)) {
+    return group_norm_forward(input, weight, bias, spec, false).y;
+  }
+  return GroupNormFunction::apply(input, weight, bias, spec);
 }
 
 at::Tensor dropout_autograd(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
@@ -295,8 +331,8 @@ at::Tensor rms_norm_autocast(const at::Tensor& input, at::IntArrayRef normalized
 
 ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, double eps, c10::string_view norm,
-                                  bool zero_centered_weight) {
+                                  const OptionalTensor& bias, c10::optional<double> eps,
+                                  c10::string_view norm, bool zero_centered_weight) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_pre)>("addnorm::add_norm_pre");
   return op.call(lower_precision(x), lower_precision(r), normalized_shape, weight, bias, eps, norm,
@@ -305,9 +341,9 @@ ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
 
 at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, double eps, c10::string_view norm,
-                                  bool zero_centered_weight, double p, int64_t seed,
-                                  int64_t offset) {
+                                  const OptionalTensor& bias, c10::optional<double> eps,
+                                  c10::string_view norm, bool zero_centered_weight, double p,
+                                  int64_t seed, int64_t offset) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_post)>("addnorm::add_norm_post");
   return op.call(lower_precision(x), lower_precision(s), normalized_shape, weight, bias, eps, norm,
@@ -325,9 +361,11 @@ TORCH_LIBRARY_IMPL(addnorm, Autograd, m) {
   m.impl("add_norm_pre", torch_ops::add_norm_pre_autograd);
   m.impl("add_norm_post", torch_ops::add_norm_post_autograd);
   m.impl("batch_norm", torch_ops::batch_norm_autograd);
+  m.impl("group_norm", torch_ops::group_norm_autograd);
   m.impl("dropout", torch_ops::dropout_autograd);
-  for (const char* backward : {"layer_norm_backward", "rms_norm_backward", "add_norm_pre_backward",
-                               "add_norm_post_backward", "batch_norm_backward"}) {
+  for (const char* backward :
+       {"layer_norm_backward", "rms_norm_backward", "add_norm_pre_backward",
+        "add_norm_post_backward", "batch_norm_backward", "group_norm_backward"}) {
     m.impl(backward, torch::autograd::autogradNotImplementedFallback());
   }
 }

@@ -10,6 +10,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "addnorm/ops.hpp"
 #include "library.hpp"
@@ -256,11 +257,11 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
     return run_library([&] {
       if (spec.kind == NormKind::rms_norm) {
         rms_norm(any_view(x), shape, any_mutable(y),
-                 {options.gamma, options.zero_centered_gamma, options.eps},
+                 {options.gamma, options.zero_centered_gamma, eps_of(options)},
                  optional_mutable<float>(t.rstd));
       } else {
-        layer_norm(any_view(x), shape, any_mutable(y), {options.gamma, options.beta, options.eps},
-                   stats_out<float>(t));
+        layer_norm(any_view(x), shape, any_mutable(y),
+                   {options.gamma, options.beta, eps_of(options)}, stats_out<float>(t));
       }
     });
   }
@@ -295,6 +296,12 @@ at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& para
   return gradient.to(parameter->scalar_type());
 }
 
+// An empty batch's parameter gradients: sums of nothing.
+void zero_parameter_grads(NormGrads& grads) {
+  if (grads.dweight.defined()) grads.dweight.zero_();
+  if (grads.dbias.defined()) grads.dbias.zero_();
+}
+
 NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
   const auto wide = x.options().dtype(compute_type(x));
   NormGrads grads;
@@ -309,13 +316,16 @@ NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
 // ---------------------------------------------------------------------------------------------
 
 NormKind norm_kind(c10::string_view norm) {
-  if (norm == "layer_norm") return NormKind::layer_norm;
-  TORCH_CHECK_VALUE(norm == "rms_norm", "norm is '", std::string(norm),
+  const std::optional<NormKind> kind = norm_kind_named(std::string_view(norm.data(), norm.size()));
+  TORCH_CHECK_VALUE(kind.has_value(), "norm is '", std::string(norm),
                     "', expected 'layer_norm' or 'rms_norm'");
-  return NormKind::rms_norm;
+  return *kind;
 }
 
-double default_rms_eps(const at::Tensor& input) {
+namespace {
+
+// torch.finfo(dtype).eps of the input's dtype.
+double machine_eps(const at::Tensor& input) {
   switch (input.scalar_type()) {
     case at::kDouble:
       return std::numeric_limits<double>::epsilon();
@@ -326,6 +336,19 @@ double default_rms_eps(const at::Tensor& input) {
     default:
       return std::numeric_limits<float>::epsilon();
   }
+}
+
+}  // namespace
+
+double eps_or_default(c10::optional<double> eps, NormKind kind, const at::Tensor& input) {
+  if (eps.has_value()) return *eps;
+  switch (kind) {
+    case NormKind::layer_norm:
+      return norm_traits(kind).default_eps;  // F.layer_norm's 1e-5
+    case NormKind::rms_norm:
+      return machine_eps(input);  // F.rms_norm's eps=None
+  }
+  return norm_traits(kind).default_eps;
 }
 
 NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
@@ -352,8 +375,7 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   keep_usable_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   if (x.numel() == 0) {
-    if (grads.dweight.defined()) grads.dweight.zero_();
-    if (grads.dbias.defined()) grads.dbias.zero_();
+    zero_parameter_grads(grads);
   } else if (is_16_bit(x.scalar_type())) {
     run_library([&] {
       add_norm_pre_backward(any_view(dy), optional_any(dh_next), any_view(x),
@@ -489,8 +511,8 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
                       const OptionalTensor& bias, const OptionalTensor& running_mean,
                       const OptionalTensor& running_var, const BatchNormSpec& spec) {
   check_tensor("input", input);
-  TORCH_CHECK_VALUE(input.dim() == 2 || input.dim() == 3, "input has shape ",
-                    shape_text(input.sizes()), ", expected (N, C) or (N, C, L)");
+  TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 5, "input has shape ",
+                    shape_text(input.sizes()), ", expected rank 2 to 5: (N, C, *)");
   const std::vector<int64_t> channels{input.size(1)};
   check_parameter("weight", weight, input, channels);
   check_parameter("bias", bias, input, channels);
@@ -590,8 +612,7 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
       spec.training ? RunningBuffers{} : running_for(running_mean, running_var, x.scalar_type());
   NormGrads grads = empty_grads(x, {w, b, {}, {}});
   if (x.numel() == 0) {
-    if (grads.dweight.defined()) grads.dweight.zero_();
-    if (grads.dbias.defined()) grads.dbias.zero_();
+    zero_parameter_grads(grads);
   } else {
     with_element_type(x, [&](auto element) {
       using T = decltype(element);
@@ -605,6 +626,93 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   }
   return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
           like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// GroupNorm.
+
+namespace {
+
+void check_group_norm(const at::Tensor& input, const OptionalTensor& weight,
+                      const OptionalTensor& bias, const GroupNormSpec& spec) {
+  check_tensor("input", input);
+  TORCH_CHECK_VALUE(input.dim() >= 2, "input has shape ", shape_text(input.sizes()),
+                    ", expected (N, C, *) with channels on axis 1");
+  TORCH_CHECK_VALUE(spec.num_groups >= 1 && input.size(1) % spec.num_groups == 0, "num_groups is ",
+                    spec.num_groups, ", expected a divisor of the ", input.size(1),
+                    " channels of input");
+  const std::vector<int64_t> channels{input.size(1)};
+  check_parameter("weight", weight, input, channels);
+  check_parameter("bias", bias, input, channels);
+  check_eps(spec.eps);
+}
+
+}  // namespace
+
+NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                               const OptionalTensor& bias, const GroupNormSpec& spec,
+                               bool save_stats) {
+  check_group_norm(input, weight, bias, spec);
+  const at::Tensor x = input.contiguous(), w = contiguous(weight), b = contiguous(bias);
+  const at::Tensor y = at::empty(x.sizes(), x.options());
+  NormOutputs out{y, {}, {}};
+  if (save_stats) {
+    const auto options = x.options().dtype(compute_type(x));
+    out.mean = at::empty({x.size(0), spec.num_groups}, options);
+    out.rstd = at::empty({x.size(0), spec.num_groups}, options);
+  }
+  if (x.numel() == 0) return out;
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
+    std::optional<BasicNormStats<T>> stats;
+    if (save_stats) stats = BasicNormStats<T>{mutable_view<T>(out.mean), mutable_view<T>(out.rstd)};
+    run_library([&] {
+      if constexpr (std::is_same_v<T, double>) {
+        library::group_norm(const_view<T>(x), mutable_view<T>(y),
+                            {spec.num_groups, optional_view<T>(w), optional_view<T>(b), spec.eps},
+                            stats);
+      } else {
+        group_norm(
+            any_view(x), any_mutable(y),
+            {spec.num_groups, optional_any(w), optional_any(b), static_cast<float>(spec.eps)},
+            stats);
+      }
+    });
+  });
+  return out;
+}
+
+NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
+                              const OptionalTensor& weight, const OptionalTensor& bias,
+                              const GroupNormSpec& spec) {
+  check_group_norm(input, weight, bias, spec);
+  check_like("grad_y", grad_y, input);
+  const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
+  const NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
+  NormGrads grads = empty_grads(x, t);
+  if (x.numel() == 0) {
+    zero_parameter_grads(grads);
+  } else {
+    with_element_type(x, [&](auto element) {
+      using T = decltype(element);
+      run_library([&] {
+        if constexpr (std::is_same_v<T, double>) {
+          library::group_norm_backward(
+              const_view<T>(dy), const_view<T>(x),
+              {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+               optional_mutable<T>(grads.dbias)},
+              {spec.num_groups, optional_view<T>(t.weight), optional_view<T>(t.bias), spec.eps});
+        } else {
+          group_norm_backward(any_view(dy), any_view(x),
+                              {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
+                               optional_mutable<float>(grads.dbias)},
+                              {spec.num_groups, optional_any(t.weight), optional_any(t.bias),
+                               static_cast<float>(spec.eps)});
+        }
+      });
+    });
+  }
+  return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
 at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {

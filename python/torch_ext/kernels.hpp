@@ -47,8 +47,10 @@ struct NormGrads {
 
 // "layer_norm" or "rms_norm", as the operators' `norm` argument spells it.
 NormKind norm_kind(c10::string_view norm);
-// eps=None for RMSNorm: the input dtype's machine epsilon, as torch.nn.functional.rms_norm.
-double default_rms_eps(const at::Tensor& input);
+// The eps a torch operator runs with: the one given, or PyTorch's default for the kind:
+// F.layer_norm's 1e-5, and for RMSNorm the input dtype's machine epsilon (F.rms_norm's
+// eps=None). Every operator of the face, plain or fused, resolves eps=None here.
+double eps_or_default(c10::optional<double> eps, NormKind kind, const at::Tensor& input);
 
 NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
                          const OptionalTensor& bias, const NormSpec& spec, bool save_stats);
@@ -80,7 +82,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
                                      const DropoutSpec& dropout, const OptionalTensor& mean,
                                      const OptionalTensor& rstd);
 
-// BatchNorm over channel axis 1 of (N, C) or (N, C, L); training updates the running
+// BatchNorm over channel axis 1 of (N, C, *), rank 2 to 5; training updates the running
 // statistics in place (PyTorch's convention).
 struct BatchNormSpec {
   bool training = true;
@@ -94,6 +96,20 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
                               const OptionalTensor& running_mean, const OptionalTensor& running_var,
                               const BatchNormSpec& spec);
+
+// GroupNorm over channel axis 1 of (N, C, *): each sample's num_groups groups of channels
+// normalised, weight and bias per channel (torch.nn.functional.group_norm). The statistics are
+// shaped (N, num_groups), in the compute dtype.
+struct GroupNormSpec {
+  int64_t num_groups = 1;
+  double eps = 1e-5;
+};
+NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
+                               const OptionalTensor& bias, const GroupNormSpec& spec,
+                               bool save_stats);
+NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
+                              const OptionalTensor& weight, const OptionalTensor& bias,
+                              const GroupNormSpec& spec);
 
 // Dropout with addnorm's counter-based mask; linear, so its backward is itself.
 at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec);

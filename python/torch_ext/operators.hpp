@@ -32,8 +32,8 @@ Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                          bool zero_centered_weight, const OptionalTensor& rstd);
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
-                    const OptionalTensor& weight, const OptionalTensor& bias, double eps,
-                    c10::string_view norm, bool zero_centered_weight);
+                    const OptionalTensor& weight, const OptionalTensor& bias,
+                    c10::optional<double> eps, c10::string_view norm, bool zero_centered_weight);
 Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
                              const at::Tensor& h, at::IntArrayRef normalized_shape,
                              const OptionalTensor& weight, const OptionalTensor& bias, double eps,
@@ -41,9 +41,9 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
                              const OptionalTensor& mean, const OptionalTensor& rstd);
 
 at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
-                         const OptionalTensor& weight, const OptionalTensor& bias, double eps,
-                         c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
-                         int64_t offset);
+                         const OptionalTensor& weight, const OptionalTensor& bias,
+                         c10::optional<double> eps, c10::string_view norm,
+                         bool zero_centered_weight, double p, int64_t seed, int64_t offset);
 Grads4 add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& s,
                               at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                               const OptionalTensor& bias, double eps, c10::string_view norm,
@@ -58,6 +58,11 @@ Grads3 batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                            const OptionalTensor& weight, const OptionalTensor& bias,
                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
                            bool training, double eps);
+
+at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const OptionalTensor& weight,
+                      const OptionalTensor& bias, double eps);
+Grads3 group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input, int64_t num_groups,
+                           const OptionalTensor& weight, const OptionalTensor& bias, double eps);
 
 at::Tensor dropout(const at::Tensor& input, double p, int64_t seed, int64_t offset);
 

@@ -35,7 +35,7 @@ Grads3 layer_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
 at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, c10::optional<double> eps,
                     bool zero_centered_weight) {
-  const double resolved = eps.has_value() ? *eps : default_rms_eps(input);
+  const double resolved = eps_or_default(eps, NormKind::rms_norm, input);
   return norm_forward(input, weight, {},
                       spec_of(NormKind::rms_norm, normalized_shape, resolved, zero_centered_weight),
                       false)
@@ -52,11 +52,12 @@ Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
 }
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
-                    const OptionalTensor& weight, const OptionalTensor& bias, double eps,
-                    c10::string_view norm, bool zero_centered_weight) {
+                    const OptionalTensor& weight, const OptionalTensor& bias,
+                    c10::optional<double> eps, c10::string_view norm, bool zero_centered_weight) {
+  const NormKind kind = norm_kind(norm);
   PreNormOutputs out = add_norm_pre_forward(
-      x, r, weight, bias, spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight),
-      false);
+      x, r, weight, bias,
+      spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight), false);
   return {out.h, out.y};
 }
 
@@ -72,12 +73,13 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
 }
 
 at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
-                         const OptionalTensor& weight, const OptionalTensor& bias, double eps,
-                         c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
-                         int64_t offset) {
+                         const OptionalTensor& weight, const OptionalTensor& bias,
+                         c10::optional<double> eps, c10::string_view norm,
+                         bool zero_centered_weight, double p, int64_t seed, int64_t offset) {
+  const NormKind kind = norm_kind(norm);
   return add_norm_post_forward(
              x, s, weight, bias,
-             spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight),
+             spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight),
              {p, seed, offset}, false)
       .y;
 }
@@ -111,6 +113,17 @@ Grads3 batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   return {grads.dx, grads.dweight, grads.dbias};
 }
 
+at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const OptionalTensor& weight,
+                      const OptionalTensor& bias, double eps) {
+  return group_norm_forward(input, weight, bias, {num_groups, eps}, false).y;
+}
+
+Grads3 group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input, int64_t num_groups,
+                           const OptionalTensor& weight, const OptionalTensor& bias, double eps) {
+  NormGrads grads = torch_ops::group_norm_backward(grad_y, input, weight, bias, {num_groups, eps});
+  return {grads.dx, grads.dweight, grads.dbias};
+}
+
 at::Tensor dropout(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
   return dropout_forward(input, {p, seed, offset});
 }
@@ -134,7 +147,7 @@ TORCH_LIBRARY(addnorm, m) {
       "float eps, bool zero_centered_weight=False, Tensor? rstd=None) -> (Tensor, Tensor)");
   m.def(
       "add_norm_pre(Tensor x, Tensor r, int[] normalized_shape, Tensor? weight=None, "
-      "Tensor? bias=None, float eps=1e-05, str norm=\"layer_norm\", "
+      "Tensor? bias=None, float? eps=None, str norm=\"layer_norm\", "
       "bool zero_centered_weight=False) -> (Tensor, Tensor)");
   m.def(
       "add_norm_pre_backward(Tensor grad_y, Tensor? grad_h, Tensor h, int[] normalized_shape, "
@@ -143,7 +156,7 @@ TORCH_LIBRARY(addnorm, m) {
       "-> (Tensor, Tensor, Tensor)");
   m.def(
       "add_norm_post(Tensor x, Tensor s, int[] normalized_shape, Tensor? weight=None, "
-      "Tensor? bias=None, float eps=1e-05, str norm=\"layer_norm\", "
+      "Tensor? bias=None, float? eps=None, str norm=\"layer_norm\", "
       "bool zero_centered_weight=False, float p=0.0, int seed=0, int offset=0) -> Tensor");
   m.def(
       "add_norm_post_backward(Tensor grad_y, Tensor x, Tensor s, int[] normalized_shape, "
@@ -157,6 +170,12 @@ TORCH_LIBRARY(addnorm, m) {
       "batch_norm_backward(Tensor grad_y, Tensor input, Tensor? weight, Tensor? bias, "
       "Tensor? running_mean, Tensor? running_var, bool training, float eps=1e-05) "
       "-> (Tensor, Tensor, Tensor)");
+  m.def(
+      "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor");
+  m.def(
+      "group_norm_backward(Tensor grad_y, Tensor input, int num_groups, Tensor? weight, "
+      "Tensor? bias, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
   m.def("dropout(Tensor input, float p, int seed, int offset=0) -> Tensor");
 }
 
@@ -172,5 +191,7 @@ TORCH_LIBRARY_IMPL(addnorm, CPU, m) {
   m.impl("add_norm_post_backward", ops::add_norm_post_backward);
   m.impl("batch_norm", ops::batch_norm);
   m.impl("batch_norm_backward", ops::batch_norm_backward);
+  m.impl("group_norm", ops::group_norm);
+  m.impl("group_norm_backward", ops::group_norm_backward);
   m.impl("dropout", ops::dropout);
 }

@@ -35,6 +35,7 @@ struct OpState {
   RunSettings settings;
   CLI::Option* axis = nullptr;
   CLI::Option* momentum = nullptr;
+  CLI::Option* eps = nullptr;
 };
 
 // Declares one op's subcommand option by option.
@@ -54,6 +55,7 @@ class OpCommand {
       RunSettings given = state->settings;
       given.axis_given = state->axis != nullptr && state->axis->count() > 0;
       given.momentum_given = state->momentum != nullptr && state->momentum->count() > 0;
+      given.eps_given = state->eps != nullptr && state->eps->count() > 0;
       InputSet inputs;
       OutputSet outputs;
       runner(given, inputs, outputs);
@@ -95,10 +97,21 @@ class OpCommand {
 
   OpCommand& eps(float default_eps) {
     state_->settings.eps = default_eps;
-    app_->add_option("--eps", state_->settings.eps, "Added to the variance inside the square root")
-        ->check(exact_float32())
-        ->capture_default_str()
-        ->group(kParameters);
+    state_->eps = app_->add_option("--eps", state_->settings.eps,
+                                   "Added to the variance inside the square root")
+                      ->check(exact_float32())
+                      ->capture_default_str()
+                      ->group(kParameters);
+    return *this;
+  }
+
+  // The fused ops' --eps: absent, the --norm kind's default (the plain op's).
+  OpCommand& kind_eps() {
+    state_->eps = app_->add_option("--eps", state_->settings.eps,
+                                   "Added to the variance inside the square root (default: the "
+                                   "norm's own, 1e-05 layer_norm, 1e-06 rms_norm)")
+                      ->check(exact_float32())
+                      ->group(kParameters);
     return *this;
   }
 
@@ -244,7 +257,7 @@ void add_fused_ops(CLI::App& run) {
                       "Gradient of h from the next residual (with --backward; default 0)")
       .normalized_shape()
       .norm_kind()
-      .eps(AddNormOptions{}.eps)
+      .kind_eps()
       .writes(
           "Writes h.npy, y.npy, rstd.npy and (layer_norm) mean.npy; with --backward dh.npy, "
           "the gradient of both x and residual, and dweight.npy / dbias.npy when --weight / "
@@ -259,7 +272,7 @@ void add_fused_ops(CLI::App& run) {
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .normalized_shape()
       .norm_kind()
-      .eps(AddNormOptions{}.eps)
+      .kind_eps()
       .dropout()
       .writes(
           "Writes y.npy, rstd.npy and (layer_norm) mean.npy; with --backward dx.npy, ds.npy, "

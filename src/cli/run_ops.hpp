@@ -25,6 +25,7 @@ struct RunSettings {
   bool axis_given = false;
 
   float eps = 1e-5f;
+  bool eps_given = false;  // the fused ops: otherwise the norm kind's default
   bool zero_centered_gamma = false;
   std::string norm = "layer_norm";  // the fused ops' norm: layer_norm or rms_norm
 

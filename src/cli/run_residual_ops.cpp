@@ -18,11 +18,11 @@ DropoutOptions dropout_options(const RunSettings& settings) {
 AddNormOptions add_norm_options(const RunSettings& settings, const std::optional<Tensor>& weight,
                                 const std::optional<Tensor>& bias) {
   AddNormOptions options;
-  options.norm = settings.norm == "rms_norm" ? NormKind::rms_norm : NormKind::layer_norm;
+  options.norm = norm_kind_named(settings.norm).value_or(NormKind::layer_norm);
   options.gamma = optional_view(weight);
   options.beta = optional_view(bias);
   options.zero_centered_gamma = settings.zero_centered_gamma;
-  options.eps = settings.eps;
+  if (settings.eps_given) options.eps = settings.eps;
   return options;
 }
 

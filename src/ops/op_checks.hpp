@@ -12,6 +12,7 @@
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/reference/batch_norm.hpp"
+#include "ops/reference/group_norm.hpp"
 #include "ops/validate.hpp"
 
 namespace addnorm::detail {
@@ -148,17 +149,90 @@ RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
       std::optional<NormConst<T>>{}, options.eps, nullptr, saved_rstd ? &*saved_rstd : nullptr);
 }
 
+// ---- GroupNorm -----------------------------------------------------------------------------
+
+// x is (N, C, *) with channels on axis 1, and num_groups divides C.
+template <class View, class T>
+reference::GroupLayout group_layout(const View& x, const BasicGroupNormOptions<T>& options) {
+  check_tensor("x", x);
+  const int rank = x.shape.rank();
+  if (rank < 2) {
+    throw Error("x has shape " + x.shape.to_string() +
+                ", expected (N, C, *) with channels on axis 1");
+  }
+  const int64_t channels = x.shape[1];
+  if (options.num_groups < 1 || channels % options.num_groups != 0) {
+    throw Error("num_groups is " + std::to_string(options.num_groups) +
+                ", expected a divisor of the " + std::to_string(channels) +
+                " channels of x (axis 1 of " + x.shape.to_string() + ")");
+  }
+  return {x.shape[0], channels, options.num_groups, x.shape.product(2, rank)};
+}
+
+template <class T>
+reference::GroupLayout check_group_norm(const NormConst<T>& x, const NormMutable<T>& y,
+                                        const BasicGroupNormOptions<T>& options,
+                                        const std::optional<BasicNormStats<T>>& stats) {
+  const reference::GroupLayout layout = group_layout(x, options);
+  check_shape("y", y, x.shape);
+  check_affine(options.gamma, options.beta, Shape{layout.channels});
+  check_eps(options.eps);
+  if (stats) {
+    check_shape("mean", stats->mean, Shape{layout.batch, layout.groups});
+    check_shape("rstd", stats->rstd, Shape{layout.batch, layout.groups});
+  }
+  check_disjoint({region("y", y), region("mean", stats ? &stats->mean : nullptr),
+                  region("rstd", stats ? &stats->rstd : nullptr)},
+                 {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
+                 {{"y", "x"}});
+  return layout;
+}
+
+template <class T>
+reference::GroupLayout check_group_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
+                                                 const BasicGroupNormGrads<T>& grads,
+                                                 const BasicGroupNormOptions<T>& options,
+                                                 const std::optional<BasicSavedStats<T>>& saved) {
+  const reference::GroupLayout layout = group_layout(x, options);
+  check_shape("dy", dy, x.shape);
+  check_shape("dx", grads.dx, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("dx", grads.dx, "x", x, "a gradient is stored as its tensor");
+  }
+  const Shape channels{layout.channels};
+  check_affine(options.gamma, options.beta, channels);
+  check_eps(options.eps);
+  check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, channels);
+  check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, channels);
+  if (saved) {
+    check_shape("mean", saved->mean, Shape{layout.batch, layout.groups});
+    check_shape("rstd", saved->rstd, Shape{layout.batch, layout.groups});
+  }
+  check_disjoint(
+      {region("dx", grads.dx), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("x", x), region("gamma", options.gamma),
+       region("beta", options.beta), region("mean", saved ? &saved->mean : nullptr),
+       region("rstd", saved ? &saved->rstd : nullptr)},
+      {{"dx", "dy"}, {"dx", "x"}});
+  return layout;
+}
+
 // ---- BatchNorm -----------------------------------------------------------------------------
 
-// x is (N, C) or (N, C, L) with channels on axis 1.
+// x is (N, C, *) of rank 2 to 5 with channels on axis 1, seen as [N, C, L] with L the product of
+// the trailing dims; or, channels last, (N, *, C), seen as [N * product(*), C, 1].
+inline constexpr int kBatchNormMaxRank = 5;
 template <class T>
-reference::BatchLayout batch_layout(const Const<T>& x) {
+reference::BatchLayout batch_layout(const Const<T>& x, bool channels_last) {
   check_tensor("x", x);
-  if (x.shape.rank() != 2 && x.shape.rank() != 3) {
-    throw Error("x has shape " + x.shape.to_string() +
-                ", expected (N, C) or (N, C, L) with channels on axis 1");
+  const int rank = x.shape.rank();
+  if (rank < 2 || rank > kBatchNormMaxRank) {
+    throw Error(
+        "x has shape " + x.shape.to_string() + ", expected rank 2 to 5: " +
+        (channels_last ? "(N, *, C) with channels last" : "(N, C, *) with channels on axis 1"));
   }
-  return {x.shape[0], x.shape[1], x.shape.rank() == 3 ? x.shape[2] : 1};
+  if (channels_last) return {x.shape.product(0, rank - 1), x.shape[rank - 1], 1};
+  return {x.shape[0], x.shape[1], x.shape.product(2, rank)};
 }
 
 template <class T>
@@ -187,7 +261,7 @@ reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
                                         const BasicBatchNormOptions<T>& options,
                                         const std::optional<BasicRunningStats<T>>& running,
                                         const std::optional<BasicNormStats<T>>& batch_stats) {
-  const reference::BatchLayout layout = batch_layout(x);
+  const reference::BatchLayout layout = batch_layout(x, options.channels_last);
   check_shape("y", y, x.shape);
   check_batch_norm_options(options, layout, running);
   if (batch_stats) {
@@ -212,7 +286,7 @@ template <class T>
 reference::BatchLayout check_batch_norm_backward(
     const Const<T>& dy, const Const<T>& x, const BasicBatchNormGrads<T>& grads,
     const BasicBatchNormOptions<T>& options, const std::optional<BasicRunningStats<T>>& running) {
-  const reference::BatchLayout layout = batch_layout(x);
+  const reference::BatchLayout layout = batch_layout(x, options.channels_last);
   check_shape("dy", dy, x.shape);
   check_shape("dx", grads.dx, x.shape);
   check_batch_norm_options(options, layout, running);
@@ -239,13 +313,16 @@ RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* 
   const RowLayout layout = row_layout(x.shape, normalized_shape, x_name);
   check_shape(other_name, other, x.shape);
   check_affine(options.gamma, options.beta, normalized_shape);
-  if (options.norm == NormKind::rms_norm && options.beta) {
-    throw Error("beta was given for rms_norm, expected no beta (RMSNorm has no shift)");
+  const NormTraits kind = norm_traits(options.norm);
+  if (!kind.has_shift && options.beta) {
+    throw Error(std::string("beta was given for ") + kind.name +
+                ", expected no beta (it has no shift)");
   }
-  if (options.norm == NormKind::layer_norm && options.zero_centered_gamma) {
-    throw Error("zero_centered_gamma was set for layer_norm, expected it only with rms_norm");
+  if (kind.centres && options.zero_centered_gamma) {
+    throw Error(std::string("zero_centered_gamma was set for ") + kind.name +
+                ", expected it only with rms_norm");
   }
-  check_eps(options.eps);
+  check_eps(eps_of(options));
   return layout;
 }
 

@@ -12,7 +12,7 @@ NormSettings norm_settings(const RmsNormOptions& options) {
           options.eps};
 }
 NormSettings norm_settings(const AddNormOptions& options) {
-  return {options.norm, options.gamma, options.beta, options.zero_centered_gamma, options.eps};
+  return {options.norm, options.gamma, options.beta, options.zero_centered_gamma, eps_of(options)};
 }
 
 const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch) {

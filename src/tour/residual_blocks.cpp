@@ -47,7 +47,7 @@ ResidualBlocks residual_blocks() {
   AddNormOptions norm;
   norm.eps = static_cast<float>(blocks.eps);
   LayerNormOptions layer_options;
-  layer_options.eps = norm.eps;
+  layer_options.eps = eps_of(norm);
 
   // Pre-norm: the sub-layer reads LN(x); the skip path carries x itself.
   Tensor normed_input(shape);

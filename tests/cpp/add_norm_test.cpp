@@ -39,10 +39,10 @@ void unfused_norm(const std::vector<float>& h, std::vector<float>& y, const Shap
                   const Shape& normalized, const AddNormOptions& options) {
   if (options.norm == NormKind::layer_norm) {
     layer_norm({h.data(), shape}, normalized, {y.data(), shape},
-               {options.gamma, options.beta, options.eps});
+               {options.gamma, options.beta, eps_of(options)});
   } else {
     rms_norm({h.data(), shape}, normalized, {y.data(), shape},
-             {options.gamma, options.zero_centered_gamma, options.eps});
+             {options.gamma, options.zero_centered_gamma, eps_of(options)});
   }
 }
 

@@ -204,3 +204,67 @@ TEST(BatchNorm, NonFiniteValuePoisonsOnlyItsChannel) {
 
 }  // namespace
 }  // namespace addnorm
+
+namespace addnorm {
+namespace {
+
+// (N, C, *) of rank 4 and 5, and channels last (N, *, C): each channel normalised over all its
+// values, against the float64 statistics of the same values in (N, C, L) order; the backward's
+// dgamma/dbeta against the same sums.
+TEST(BatchNormAnyRank, RankFourFiveAndChannelsLastMatchFloat64) {
+  struct Layout {
+    Shape shape;
+    bool channels_last;
+  };
+  for (const Layout& layout : {Layout{{3, 4, 5, 6}, false}, Layout{{2, 3, 4, 2, 5}, false},
+                               Layout{{3, 5, 6, 4}, true}, Layout{{2, 4, 2, 5, 3}, true}}) {
+    const Shape& shape = layout.shape;
+    const int rank = shape.rank();
+    const int64_t batch = shape[0];
+    const int64_t channels = layout.channels_last ? shape[rank - 1] : shape[1];
+    const int64_t length = shape.numel() / (batch * channels);
+    const auto x = random_floats(static_cast<size_t>(shape.numel()), 71, -2.0f, 5.0f);
+    const auto dy = random_floats(x.size(), 72, -1.0f, 1.0f);
+    const auto gamma = random_floats(static_cast<size_t>(channels), 73, 0.5f, 2.0f);
+    const auto beta = random_floats(static_cast<size_t>(channels), 74, -1.0f, 1.0f);
+    // x and dy rearranged into (N, C, L), where the float64 helpers above read them.
+    const auto to_ncl = [&](const std::vector<float>& v) {
+      if (!layout.channels_last) return v;
+      std::vector<float> out(v.size());
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t l = 0; l < length; ++l)
+          for (int64_t c = 0; c < channels; ++c)
+            out[(n * channels + c) * length + l] = v[(n * length + l) * channels + c];
+      return out;
+    };
+    const auto x_ncl = to_ncl(x);
+    const auto dy_ncl = to_ncl(dy);
+    const Moments m = channel_moments_float64(x_ncl, batch, channels, length);
+    const auto want_ncl = normalise_float64(x_ncl, m, gamma, beta, channels, length, 1e-5);
+
+    BatchNormOptions options;
+    options.gamma = ConstView{gamma.data(), {channels}};
+    options.beta = ConstView{beta.data(), {channels}};
+    options.channels_last = layout.channels_last;
+    std::vector<float> y(x.size()), dx(x.size()), dgamma(channels), dbeta(channels);
+    batch_norm({x.data(), shape}, {y.data(), shape}, options);
+    batch_norm_backward({dy.data(), shape}, {x.data(), shape},
+                        {{dx.data(), shape},
+                         MutableView{dgamma.data(), {channels}},
+                         MutableView{dbeta.data(), {channels}}},
+                        options);
+    SCOPED_TRACE(shape.to_string() + (layout.channels_last ? " channels last" : ""));
+    EXPECT_TRUE(within_ulps(to_ncl(y), want_ncl, 3, 10.0));
+    std::vector<double> want_dgamma(channels, 0.0), want_dbeta(channels, 0.0);
+    for (size_t i = 0; i < x_ncl.size(); ++i) {
+      const int64_t c = (static_cast<int64_t>(i) / length) % channels;
+      want_dgamma[c] += dy_ncl[i] * (x_ncl[i] - m.mean[c]) / std::sqrt(m.var[c] + 1e-5);
+      want_dbeta[c] += dy_ncl[i];
+    }
+    EXPECT_TRUE(within_ulps(dgamma, want_dgamma, 4, double(batch * length)));
+    EXPECT_TRUE(within_ulps(dbeta, want_dbeta, 4, double(batch * length)));
+  }
+}
+
+}  // namespace
+}  // namespace addnorm

@@ -33,11 +33,11 @@ void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
   const auto reshaped = [reshape_x](Shape shape) {
     return [reshape_x, shape](Call& call, Arena& arena) { reshape_x(call, arena, shape); };
   };
-  for (const Shape& wrong : {Shape{60}, Shape{4, 3, 5, 1}, Shape{}}) {
+  for (const Shape& wrong : {Shape{60}, Shape{2, 3, 1, 1, 1, 10}, Shape{}}) {
     rejections.push_back({"x of rank " + std::to_string(wrong.rank()),
                           reshaped(wrong),
                           {"x has shape " + wrong.to_string() +
-                           ", expected (N, C) or (N, C, L) with channels on axis 1"}});
+                           ", expected rank 2 to 5: (N, C, *) with channels on axis 1"}});
   }
   for (const Shape& single : {Shape{1, 3}, Shape{1, 3, 1}}) {
     rejections.push_back({"training on x " + single.to_string(),

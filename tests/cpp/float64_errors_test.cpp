@@ -245,8 +245,9 @@ TEST(Float64Errors, BatchNorm) {
   rejections.insert(
       rejections.end(),
       {
-          {"x of rank 1", [](Call& c, Arena64&) { c.x.shape = {60}; },
-           {"x has shape [60], expected (N, C) or (N, C, L)"}},
+          {"x of rank 1",
+           [](Call& c, Arena64&) { c.x.shape = {60}; },
+           {"x has shape [60], expected rank 2 to 5: (N, C, *)"}},
           {"one value per channel in training",
            [](Call& c, Arena64& arena) {
              c.x = arena.input({1, 5});
@@ -269,7 +270,8 @@ TEST(Float64Errors, BatchNorm) {
              c.batch_stats.reset();
            },
            {"running_mean and running_var are absent, expected both in inference mode"}},
-          {"batch statistics in inference", [](Call& c, Arena64&) { c.options.training = false; },
+          {"batch statistics in inference",
+           [](Call& c, Arena64&) { c.options.training = false; },
            {"batch_stats was requested in inference mode"}},
       });
   expect_all_rejected(&valid_batch_norm, rejections);
@@ -393,7 +395,7 @@ TEST(Float64Errors, AddNormPre) {
   add_normalized_shape_rejections(rejections, "x");
   add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
                               {3, 7});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   rejections.insert(
       rejections.end(),
       {
@@ -437,7 +439,7 @@ TEST(Float64Errors, AddNormPreBackward) {
   std::vector<testing::Rejection<Call>> rejections;
   add_tensor_rejections<Call>(rejections, "dh_next",
                               [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 7});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   rejections.insert(
       rejections.end(),
       {
@@ -475,7 +477,7 @@ TEST(Float64Errors, AddNormPost) {
   std::vector<testing::Rejection<Call>> rejections;
   add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
                               {24});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_dropout_rejections<Call>(rejections,
                                [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
   rejections.push_back({"rstd inside y",
@@ -515,7 +517,7 @@ TEST(Float64Errors, AddNormPostBackward) {
   std::vector<testing::Rejection<Call>> rejections;
   add_tensor_rejections<Call>(rejections, "ds",
                               [](Call& c) -> MutableView& { return c.grads.ds; }, kX, {3, 9});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_dropout_rejections<Call>(rejections,
                                [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
   rejections.insert(

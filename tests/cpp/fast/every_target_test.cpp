@@ -122,10 +122,10 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
       add({x.data(), shape}, {r.data(), shape}, {h_ref.data(), shape});
       if (layer) {
         layer_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape},
-                   {fused.gamma, fused.beta, fused.eps});
+                   {fused.gamma, fused.beta, eps_of(fused)});
       } else {
         rms_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape},
-                 {fused.gamma, false, fused.eps});
+                 {fused.gamma, false, eps_of(fused)});
       }
       EXPECT_EQ(h, h_ref);
       EXPECT_EQ(y_fused, y_ref);

@@ -67,14 +67,15 @@ void check_bounds(int64_t rows, int64_t dim, float p, bool layer) {
   std::vector<double> mean(static_cast<size_t>(rows));
   if (layer) {
     reference::layer_norm_backward<double>(dy64.data(), h.data(), g64.data(), nullptr, nullptr,
-                                           want_dx.data(), nullptr, nullptr, rows, dim, 1e-5);
+                                           want_dx.data(), nullptr, nullptr, rows, dim,
+                                           eps_of(options));
     reference::layer_norm_forward<double>(h.data(), nullptr, nullptr, x_hat.data(), mean.data(),
-                                          rstd.data(), rows, dim, 1e-5);
+                                          rstd.data(), rows, dim, eps_of(options));
   } else {
-    reference::rms_norm_backward<double>(dy64.data(), h.data(), g64.data(), false, nullptr,
-                                         nullptr, want_dx.data(), nullptr, rows, dim, 1e-5);
+    reference::rms_norm_backward<double>(dy64.data(), h.data(), g64.data(), false, nullptr, nullptr,
+                                         want_dx.data(), nullptr, rows, dim, eps_of(options));
     reference::rms_norm_forward<double>(h.data(), nullptr, false, x_hat.data(), rstd.data(), rows,
-                                        dim, 1e-5);
+                                        dim, eps_of(options));
   }
   // Each dx's terms: rstd * (|g| + |mean(g)| + |x_hat| * |mean(g x_hat)|).
   std::vector<double> dx_scale(n), want_ds(n), ds_scale(n);

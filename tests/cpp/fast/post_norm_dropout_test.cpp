@@ -189,19 +189,19 @@ void check_post_norm(const PostCase& c, bool layer) {
   std::vector<float> want_dg(c.dim), want_db(c.dim);
   const NormStats want_stats{{want_mean.data(), {c.rows}}, {want_rstd.data(), {c.rows}}};
   if (layer) {
-    layer_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, b, options.eps},
+    layer_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, b, eps_of(options)},
                want_stats);
     layer_norm_backward({dy.data(), shape}, {h.data(), shape}, normalized,
                         {{want_dx.data(), shape},
                          MutableView{want_dg.data(), normalized},
                          MutableView{want_db.data(), normalized}},
-                        {g, b, options.eps});
+                        {g, b, eps_of(options)});
   } else {
-    rms_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, false, options.eps},
+    rms_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, false, eps_of(options)},
              want_stats.rstd);
     rms_norm_backward({dy.data(), shape}, {h.data(), shape}, normalized,
                       {{want_dx.data(), shape}, MutableView{want_dg.data(), normalized}},
-                      {g, false, options.eps});
+                      {g, false, eps_of(options)});
   }
   for (size_t i = 0; i < n; ++i) {
     want_ds[i] = c.p == 0.0f ? want_dx[i]

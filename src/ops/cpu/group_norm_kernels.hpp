@@ -1,0 +1,44 @@
+// GroupNorm's fast path: each sample's group is one row of the norm engine (kernels.hpp), run a
+// block of rows at a time into a float32 buffer that stays in cache, where the per-channel scale
+// and shift are applied and the result stored in y's type. The backward runs the engine's
+// LayerNorm backward on g = dy * gamma_c, and sums dgamma/dbeta per (sample, channel) in float64
+// before adding the samples in order: bitwise identical for any thread count.
+// Arguments are already validated (op_checks.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "addnorm/dtype.hpp"
+#include "ops/reference/group_norm.hpp"
+
+namespace addnorm::cpu {
+
+struct GroupNormForward {
+  const void* x = nullptr;
+  DType x_storage = DType::float32;
+  void* y = nullptr;  // may be x
+  DType y_storage = DType::float32;
+  const float* gamma = nullptr;  // nullable, one per channel
+  const float* beta = nullptr;   // nullable, one per channel
+  float* mean = nullptr;         // nullable, one per (sample, group)
+  float* rstd = nullptr;         // nullable, one per (sample, group)
+  reference::GroupLayout layout;
+  double eps = 0;
+};
+void group_norm_forward(const GroupNormForward& args);
+
+struct GroupNormBackward {
+  const void* dy = nullptr;
+  DType dy_storage = DType::float32;
+  const void* x = nullptr;
+  void* dx = nullptr;  // may be x or dy; stored as x
+  DType x_storage = DType::float32;
+  const float* gamma = nullptr;  // nullable
+  float* dgamma = nullptr;       // nullable
+  float* dbeta = nullptr;        // nullable
+  reference::GroupLayout layout;
+  double eps = 0;
+};
+void group_norm_backward(const GroupNormBackward& args);
+
+}  // namespace addnorm::cpu

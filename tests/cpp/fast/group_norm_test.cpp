@@ -1,0 +1,360 @@
+// GroupNorm (and InstanceNorm, num_groups = C) against an independent float64 definition on every
+// SIMD target: shape sweeps, adversarial rows, 16-bit storage, thread-count identity of
+// dgamma/dbeta, finite differences of the float64 op, and its argument checks.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "addnorm/float64.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::random_floats;
+using testing::within_ulps;
+using testing::within_ulps_each;
+
+struct Case {
+  Shape shape;  // (N, C, *)
+  int64_t groups;
+  std::string kind = "ordinary";
+};
+
+int64_t spatial_of(const Shape& shape) {
+  return shape.product(2, shape.rank());
+}
+
+// x's rows for a kind of content, as the LayerNorm targets test them.
+std::vector<float> make_x(const Case& c, uint32_t seed) {
+  const auto count = static_cast<size_t>(c.shape.numel());
+  auto x = random_floats(count, seed, -2.0f, 3.0f);
+  const int64_t row = count / static_cast<size_t>(c.shape[0] * c.groups);
+  if (c.kind == "large_mean") {
+    for (float& v : x) v = 1e6f + v * 1e-1f;
+  } else if (c.kind == "constant") {
+    for (float& v : x) v = 42.5f;
+  } else if (c.kind == "huge") {
+    for (float& v : x) v *= 1e37f;
+  } else if (c.kind == "nan_row") {
+    x[static_cast<size_t>(row + row / 2)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+// The float64 definition, written here from the PyTorch documentation's formula.
+struct Want {
+  std::vector<double> y, y_scale, mean, rstd, dx, dx_scale, dgamma, dgamma_scale, dbeta,
+      dbeta_scale;
+};
+Want group_norm_float64(const std::vector<float>& x, const std::vector<float>& dy,
+                        const std::vector<float>& gamma, const std::vector<float>& beta,
+                        const Case& c, double eps) {
+  const int64_t n_count = c.shape[0], channels = c.shape[1], spatial = spatial_of(c.shape);
+  const int64_t per_group = channels / c.groups, dim = per_group * spatial;
+  Want w;
+  w.y.resize(x.size());
+  w.y_scale.resize(x.size());
+  w.dx.resize(x.size());
+  w.dx_scale.resize(x.size());
+  w.dgamma.assign(channels, 0);
+  w.dgamma_scale.assign(channels, 0);
+  w.dbeta.assign(channels, 0);
+  w.dbeta_scale.assign(channels, 0);
+  for (int64_t n = 0; n < n_count; ++n) {
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const int64_t base = (n * c.groups + g) * dim;
+      const auto channel = [&](int64_t i) { return g * per_group + i / spatial; };
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += x[base + i];
+      mean /= double(dim);
+      for (int64_t i = 0; i < dim; ++i) var += (x[base + i] - mean) * (x[base + i] - mean);
+      var /= double(dim);
+      const double rstd = 1 / std::sqrt(var + eps);
+      w.mean.push_back(mean);
+      w.rstd.push_back(rstd);
+      double mean_g = 0, mean_gx = 0;
+      for (int64_t i = 0; i < dim; ++i) {
+        const int64_t ch = channel(i);
+        const double x_hat = x[base + i] == mean ? 0.0 : (x[base + i] - mean) * rstd;
+        w.y[base + i] = x_hat * gamma[ch] + beta[ch];
+        w.y_scale[base + i] = std::fabs(x_hat * gamma[ch]) + std::fabs(beta[ch]);
+        const double gi = double(dy[base + i]) * gamma[ch];
+        mean_g += gi / double(dim);
+        mean_gx += gi * x_hat / double(dim);
+        w.dgamma[ch] += double(dy[base + i]) * x_hat;
+        w.dgamma_scale[ch] += std::fabs(double(dy[base + i]) * x_hat);
+        w.dbeta[ch] += dy[base + i];
+        w.dbeta_scale[ch] += std::fabs(dy[base + i]);
+      }
+      for (int64_t i = 0; i < dim; ++i) {
+        const int64_t ch = channel(i);
+        const double x_hat = x[base + i] == mean ? 0.0 : (x[base + i] - mean) * rstd;
+        const double gi = double(dy[base + i]) * gamma[ch];
+        w.dx[base + i] = rstd * (gi - mean_g - x_hat * mean_gx);
+        w.dx_scale[base + i] =
+            rstd * (std::fabs(gi) + std::fabs(mean_g) + std::fabs(x_hat * mean_gx));
+      }
+    }
+  }
+  return w;
+}
+
+struct Got {
+  std::vector<float> y, mean, rstd, dx, dgamma, dbeta;
+};
+Got run_group_norm(const std::vector<float>& x, const std::vector<float>& dy,
+                   const std::vector<float>& gamma, const std::vector<float>& beta, const Case& c,
+                   float eps) {
+  const int64_t channels = c.shape[1];
+  const Shape stats_shape{c.shape[0], c.groups};
+  Got got{std::vector<float>(x.size()),
+          std::vector<float>(stats_shape.numel()),
+          std::vector<float>(stats_shape.numel()),
+          std::vector<float>(x.size()),
+          std::vector<float>(channels),
+          std::vector<float>(channels)};
+  GroupNormOptions options;
+  options.num_groups = c.groups;
+  options.gamma = ConstView{gamma.data(), {channels}};
+  options.beta = ConstView{beta.data(), {channels}};
+  options.eps = eps;
+  group_norm({x.data(), c.shape}, {got.y.data(), c.shape}, options,
+             NormStats{{got.mean.data(), stats_shape}, {got.rstd.data(), stats_shape}});
+  group_norm_backward({dy.data(), c.shape}, {x.data(), c.shape},
+                      {{got.dx.data(), c.shape},
+                       MutableView{got.dgamma.data(), {channels}},
+                       MutableView{got.dbeta.data(), {channels}}},
+                      options);
+  return got;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all = {
+      {{2, 4}, 2},        {{3, 6, 5}, 3},       {{2, 6, 5}, 6},       {{2, 8, 4, 4}, 4},
+      {{1, 32, 7, 9}, 8}, {{2, 3, 2, 2, 3}, 1}, {{4, 64, 17}, 32},    {{2, 16, 33, 33}, 4},
+      {{1, 4, 4100}, 2},  {{3, 12, 1}, 4},      {{2, 512, 8, 8}, 32}, {{5, 10, 3}, 5},
+  };
+  for (const char* kind : {"large_mean", "constant", "huge", "nan_row"}) {
+    all.push_back({{2, 6, 9}, 3, kind});
+    all.push_back({{3, 4, 100}, 2, kind});
+  }
+  return all;
+}
+
+class GroupNormEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
+  uint32_t seed = 11;
+  for (const Case& c : cases()) {
+    const int64_t channels = c.shape[1];
+    const auto x = make_x(c, seed++);
+    const auto dy = random_floats(x.size(), seed++, -1.0f, 1.0f);
+    const auto gamma = random_floats(static_cast<size_t>(channels), seed++, 0.5f, 2.0f);
+    const auto beta = random_floats(static_cast<size_t>(channels), seed++, -1.0f, 1.0f);
+    const double eps = c.kind == "constant" ? 0.0 : 1e-5;
+    const Got got = run_group_norm(x, dy, gamma, beta, c, static_cast<float>(eps));
+    const Want want = group_norm_float64(x, dy, gamma, beta, c, eps);
+    SCOPED_TRACE("shape " + c.shape.to_string() + " groups " + std::to_string(c.groups) + " " +
+                 c.kind + " on " + cpu::current_target_name());
+    if (c.kind == "nan_row") {
+      // Row 1 holds the NaN: its outputs are NaN, every other row is exact.
+      const int64_t dim = c.shape.numel() / (c.shape[0] * c.groups);
+      for (int64_t i = 0; i < c.shape.numel(); ++i) {
+        const bool poisoned = i / dim == 1;
+        EXPECT_EQ(std::isnan(got.y[i]), poisoned) << "y[" << i << "]";
+        EXPECT_EQ(std::isnan(got.dx[i]), poisoned) << "dx[" << i << "]";
+      }
+      continue;
+    }
+    if (c.kind == "constant") {
+      // eps = 0 and a constant row: x_hat is exactly 0, so y is exactly beta.
+      const int64_t spatial = spatial_of(c.shape);
+      for (int64_t i = 0; i < c.shape.numel(); ++i) {
+        ASSERT_EQ(got.y[i], beta[(i / spatial) % channels]) << "y[" << i << "]";
+      }
+      continue;
+    }
+    EXPECT_TRUE(within_ulps_each(got.y, want.y, 3, want.y_scale));
+    EXPECT_TRUE(within_ulps(got.mean, want.mean, 1, c.kind == "large_mean" ? 1e6 : 5.0));
+    EXPECT_TRUE(within_ulps(got.rstd, want.rstd, 2));
+    EXPECT_TRUE(within_ulps_each(got.dx, want.dx, 8, want.dx_scale));
+    EXPECT_TRUE(within_ulps_each(got.dgamma, want.dgamma, 4, want.dgamma_scale));
+    EXPECT_TRUE(within_ulps_each(got.dbeta, want.dbeta, 4, want.dbeta_scale));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, GroupNormEveryTarget,
+                         ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target) {
+                           return cpu::target_name(target.param);
+                         });
+
+// InstanceNorm is GroupNorm with one channel per group; GroupNorm with one group and no affine
+// is LayerNorm over (C, *): the engine's own rows, bit for bit.
+TEST(GroupNorm, OneGroupWithoutAffineIsLayerNormBitForBit) {
+  const Shape shape{3, 8, 5, 7};
+  const auto x = random_floats(static_cast<size_t>(shape.numel()), 5, -4.0f, 9.0f);
+  std::vector<float> got(x.size()), want(x.size());
+  group_norm({x.data(), shape}, {got.data(), shape}, {.num_groups = 1});
+  layer_norm({x.data(), shape}, Shape{8, 5, 7}, {want.data(), shape});
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+}
+
+TEST(GroupNorm, ParameterGradientsAreIdenticalForAnyThreadCount) {
+  const Shape shape{16, 32, 24, 24};
+  const auto x = random_floats(static_cast<size_t>(shape.numel()), 21, -3.0f, 3.0f);
+  const auto dy = random_floats(x.size(), 22, -1.0f, 1.0f);
+  const auto gamma = random_floats(32, 23, 0.5f, 1.5f);
+  const auto beta = random_floats(32, 24, -1.0f, 1.0f);
+  const int saved = omp_get_max_threads();
+  std::vector<Got> runs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f));
+  }
+  omp_set_num_threads(saved);
+  for (size_t r = 1; r < runs.size(); ++r) {
+    EXPECT_EQ(runs[r].dgamma, runs[0].dgamma);
+    EXPECT_EQ(runs[r].dbeta, runs[0].dbeta);
+    EXPECT_EQ(runs[r].dx, runs[0].dx);
+    EXPECT_EQ(runs[r].y, runs[0].y);
+  }
+}
+
+// 16-bit x, y, dy and dx: the float64 result on the stored inputs, rounded once.
+TEST(GroupNorm, SixteenBitStorageIsTheFloat64ResultRoundedOnce) {
+  const Case c{{2, 6, 3, 5}, 3};
+  const int64_t channels = 6;
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    const auto wide = random_floats(static_cast<size_t>(c.shape.numel()), 31, -2.0f, 2.0f);
+    const auto dy_wide = random_floats(wide.size(), 32, -1.0f, 1.0f);
+    std::vector<uint16_t> x(wide.size()), dy(wide.size()), y(wide.size()), dx(wide.size());
+    std::vector<float> x_stored, dy_stored;
+    for (size_t i = 0; i < wide.size(); ++i) {
+      x[i] = dtype == DType::bfloat16 ? to_bfloat16(wide[i]).bits : to_float16(wide[i]).bits;
+      dy[i] = dtype == DType::bfloat16 ? to_bfloat16(dy_wide[i]).bits : to_float16(dy_wide[i]).bits;
+      x_stored.push_back(dtype == DType::bfloat16 ? to_float(bfloat16{x[i]})
+                                                  : to_float(float16{x[i]}));
+      dy_stored.push_back(dtype == DType::bfloat16 ? to_float(bfloat16{dy[i]})
+                                                   : to_float(float16{dy[i]}));
+    }
+    const auto gamma = random_floats(channels, 33, 0.5f, 2.0f);
+    const auto beta = random_floats(channels, 34, -1.0f, 1.0f);
+    GroupNormOptions options;
+    options.num_groups = c.groups;
+    options.gamma = ConstView{gamma.data(), {channels}};
+    options.beta = ConstView{beta.data(), {channels}};
+    std::vector<float> dgamma(channels), dbeta(channels);
+    group_norm(AnyConstView(x.data(), c.shape, dtype), AnyMutableView(y.data(), c.shape, dtype),
+               options);
+    group_norm_backward(
+        AnyConstView(dy.data(), c.shape, dtype), AnyConstView(x.data(), c.shape, dtype),
+        {AnyMutableView(dx.data(), c.shape, dtype), MutableView{dgamma.data(), {channels}},
+         MutableView{dbeta.data(), {channels}}},
+        options);
+    const Want want = group_norm_float64(x_stored, dy_stored, gamma, beta, c, 1e-5);
+    const int bits = dtype == DType::bfloat16 ? 8 : 11;
+    for (size_t i = 0; i < wide.size(); ++i) {
+      const float got_y =
+          dtype == DType::bfloat16 ? to_float(bfloat16{y[i]}) : to_float(float16{y[i]});
+      const float got_dx =
+          dtype == DType::bfloat16 ? to_float(bfloat16{dx[i]}) : to_float(float16{dx[i]});
+      // Half a 16-bit ulp of the rounding plus float32's few ulp of the terms.
+      const double y_ulp = std::ldexp(want.y_scale[i] + 1e-30, -bits);
+      const double dx_ulp = std::ldexp(want.dx_scale[i] + 1e-30, -bits);
+      EXPECT_LE(std::fabs(got_y - want.y[i]), y_ulp) << "y[" << i << "]";
+      EXPECT_LE(std::fabs(got_dx - want.dx[i]), dx_ulp) << "dx[" << i << "]";
+    }
+    EXPECT_TRUE(within_ulps_each(dgamma, want.dgamma, 4, want.dgamma_scale));
+    EXPECT_TRUE(within_ulps_each(dbeta, want.dbeta, 4, want.dbeta_scale));
+  }
+}
+
+// The float64 op's gradients against central differences of sum(y * w).
+TEST(GroupNorm, Float64BackwardMatchesFiniteDifferences) {
+  const Shape shape{2, 4, 3};
+  const int64_t channels = 4;
+  const auto xf = random_floats(24, 41, -2.0f, 2.0f);
+  const auto wf = random_floats(24, 42, -1.0f, 1.0f);
+  const auto gf = random_floats(4, 43, 0.5f, 1.5f);
+  const auto bf = random_floats(4, 44, -0.5f, 0.5f);
+  const std::vector<double> x(xf.begin(), xf.end()), w(wf.begin(), wf.end()),
+      gamma(gf.begin(), gf.end()), beta(bf.begin(), bf.end());
+  const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& gs,
+                        const std::vector<double>& bs) {
+    std::vector<double> y(xs.size());
+    float64::GroupNormOptions options;
+    options.num_groups = 2;
+    options.gamma = float64::ConstView{gs.data(), {channels}};
+    options.beta = float64::ConstView{bs.data(), {channels}};
+    float64::group_norm({xs.data(), shape}, {y.data(), shape}, options);
+    return testing::dot(y, w);
+  };
+  std::vector<double> dx(24), dgamma(4), dbeta(4);
+  float64::GroupNormOptions options;
+  options.num_groups = 2;
+  options.gamma = float64::ConstView{gamma.data(), {channels}};
+  options.beta = float64::ConstView{beta.data(), {channels}};
+  float64::group_norm_backward({w.data(), shape}, {x.data(), shape},
+                               {{dx.data(), shape},
+                                float64::MutableView{dgamma.data(), {channels}},
+                                float64::MutableView{dbeta.data(), {channels}}},
+                               options);
+  EXPECT_TRUE(testing::matches_finite_differences(
+      [&](const std::vector<double>& p) { return loss(p, gamma, beta); }, x, dx));
+  EXPECT_TRUE(testing::matches_finite_differences(
+      [&](const std::vector<double>& p) { return loss(x, p, beta); }, gamma, dgamma));
+  EXPECT_TRUE(testing::matches_finite_differences(
+      [&](const std::vector<double>& p) { return loss(x, gamma, p); }, beta, dbeta));
+}
+
+void expect_refused(const std::string& message, const std::function<void()>& call) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted, expected: " << message;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
+
+TEST(GroupNorm, RefusesBadArgumentsAndWritesNothing) {
+  std::vector<float> x(24, 1.0f), y(24, -7.0f), gamma(6, 1.0f), stats(8, -7.0f);
+  const Shape shape{2, 6, 2};
+  expect_refused("num_groups is 4, expected a divisor of the 6 channels", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 4});
+  });
+  expect_refused("num_groups is 0", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 0});
+  });
+  expect_refused("x has shape [24], expected (N, C, *)", [&] {
+    group_norm({x.data(), Shape{24}}, {y.data(), Shape{24}}, {.num_groups = 1});
+  });
+  expect_refused("gamma has shape [5], expected [6]", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape},
+               {.num_groups = 3, .gamma = ConstView{gamma.data(), {5}}});
+  });
+  expect_refused("eps", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 3, .eps = -1.0f});
+  });
+  expect_refused("mean has shape [8], expected [2, 3]", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 3},
+               NormStats{{stats.data(), {8}}, {stats.data(), {8}}});
+  });
+  EXPECT_EQ(y, std::vector<float>(24, -7.0f));
+  EXPECT_EQ(stats, std::vector<float>(8, -7.0f));
+}
+
+}  // namespace
+}  // namespace addnorm
