@@ -4,6 +4,9 @@ exported model runs in any ONNX runtime without addnorm.
 - LayerNorm: LayerNormalization (epsilon attribute, weight and bias as its Scale and B inputs)
   from opset 17; below 17 (or without a weight) the decomposition ReduceMean, Sub, Mul,
   ReduceMean, Add(eps), Sqrt, Div, Mul(weight), Add(bias).
+- GroupNorm: Reshape to (N, G, -1), LayerNorm's decomposition over the last axis, Reshape back,
+  Mul(weight) and Add(bias) unsqueezed to (C, 1, ...). (ONNX's GroupNormalization-18 has
+  per-group scale and bias, and -21 is beyond torch 1.13's exporter.)
 - RMSNorm (no standard op before opset 23): Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(weight)
   (Mul(1 + weight) when zero-centred).
 - Fused Add & Norm: Add, then the norm (pre-norm returns both).
@@ -127,13 +130,34 @@ def _symbolics(opset):
         return g.op("BatchNormalization", input, weight, bias, running_mean, running_var,
                     epsilon_f=eps, momentum_f=1.0 - momentum)
 
+    @symbolic_helper.parse_args("v", "i", "v", "v", "f")
+    def group_norm(g, input, num_groups, weight, bias, eps):
+        # (N, C, *) as (N, G, rest): each row one group, normalised as LayerNorm over its last
+        # axis; then back to input's shape, and weight and bias broadcast per channel.
+        rank = symbolic_helper._get_tensor_rank(input)
+        if rank is None:
+            raise RuntimeError("addnorm group_norm needs the input's rank to export to ONNX")
+        groups = g.op("Constant", value_t=torch.tensor([0, num_groups, -1], dtype=torch.int64))
+        rows = g.op("Reshape", input, groups)
+        y = g.op("Reshape", _layer_norm(g, rows, 1, None, None, eps, opset),
+                 g.op("Shape", input))
+        axes = list(range(1, rank - 1))
+
+        def per_channel(parameter):
+            if not _given(parameter) or not axes:
+                return parameter
+            return symbolic_helper._unsqueeze_helper(g, parameter, axes)
+
+        return _affine(g, y, per_channel(weight), per_channel(bias))
+
     @symbolic_helper.parse_args("v", "f", "i", "i")
     def dropout(g, input, p, seed, offset):
         _no_active_dropout(p)
         return input
 
     return {"layer_norm": layer_norm, "rms_norm": rms_norm, "add_norm_pre": add_norm_pre,
-            "add_norm_post": add_norm_post, "batch_norm": batch_norm, "dropout": dropout}
+            "add_norm_post": add_norm_post, "batch_norm": batch_norm, "group_norm": group_norm,
+            "dropout": dropout}
 
 
 def register():

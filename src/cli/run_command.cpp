@@ -148,6 +148,16 @@ class OpCommand {
     return *this;
   }
 
+  OpCommand& num_groups() {
+    app_->add_option("--num_groups", state_->settings.num_groups,
+                     "Groups of consecutive channels, a divisor of C (axis 1 of x); C groups is "
+                     "InstanceNorm")
+        ->required()
+        ->check(exact_unsigned())
+        ->group(kParameters);
+    return *this;
+  }
+
   OpCommand& batch_norm_mode() {
     RunSettings& settings = state_->settings;
     app_->add_flag("--training,!--eval", settings.training,
@@ -211,9 +221,24 @@ void add_norm_ops(CLI::App& run) {
           "Writes y.npy and rstd.npy (one per row); with --backward dx.npy, and dweight.npy "
           "when --weight is given.");
 
-  OpCommand(run, "batch_norm", "BatchNorm over channel axis 1 of (N, C) or (N, C, L)",
+  OpCommand(run, "group_norm",
+            "GroupNorm over (N, C, *): each sample's groups of channels normalised, then "
+            "weight and bias per channel",
+            run_group_norm)
+      .input(kX, &RunSettings::x, "Input, (N, C, *)", true)
+      .input(kWeight, &RunSettings::weight, "Scale, shape [C] (default 1)")
+      .input(kBias, &RunSettings::bias, "Shift, shape [C] (default 0)")
+      .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
+      .num_groups()
+      .eps(GroupNormOptions{}.eps)
+      .writes(
+          "Writes y.npy, mean.npy and rstd.npy (shape [N, num_groups]); with --backward dx.npy, "
+          "and dweight.npy / dbias.npy when --weight / --bias are given.\n"
+          "Example: addnorm run group_norm --x x.npy --num_groups 8 --out out");
+
+  OpCommand(run, "batch_norm", "BatchNorm over channel axis 1 of (N, C, *), rank 2 to 5",
             run_batch_norm)
-      .input(kX, &RunSettings::x, "Input, (N, C) or (N, C, L)", true)
+      .input(kX, &RunSettings::x, "Input, (N, C, *) of rank 2 to 5", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape [C] (default 1)")
       .input(kBias, &RunSettings::bias, "Shift, shape [C] (default 0)")
       .input("--running_mean", &RunSettings::running_mean,

@@ -25,6 +25,7 @@ struct RunSettings {
   bool axis_given = false;
 
   float eps = 1e-5f;
+  uint64_t num_groups = 1;  // GroupNorm
   bool eps_given = false;  // the fused ops: otherwise the norm kind's default
   bool zero_centered_gamma = false;
   std::string norm = "layer_norm";  // the fused ops' norm: layer_norm or rms_norm
@@ -56,6 +57,7 @@ void run_dropout(const RunSettings& settings, InputSet& inputs, OutputSet& outpu
 void run_layer_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_rms_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_batch_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
+void run_group_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_add_norm_pre(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_add_norm_post(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 
