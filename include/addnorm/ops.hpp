@@ -170,8 +170,8 @@ void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& option
 template <class T>
 struct BasicGroupNormGrads {
   NormMutable<T> dx;
-  std::optional<TensorView<T>> dgamma;  // shape [C]
-  std::optional<TensorView<T>> dbeta;   // shape [C]
+  std::optional<TensorView<T>> dgamma = std::nullopt;  // shape [C]
+  std::optional<TensorView<T>> dbeta = std::nullopt;   // shape [C]
 };
 using GroupNormGrads = BasicGroupNormGrads<float>;
 // The statistics are recomputed from x (exactly, as the forward did); `saved`, when given, is

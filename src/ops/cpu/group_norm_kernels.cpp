@@ -1,7 +1,113 @@
 // GroupNorm on the norm engine (group_norm_kernels.hpp). A block is a run of whole rows (one row
 // per (sample, group)) of at most kBlockValues values, or one row when a row is longer: the
 // engine writes the block's x_hat into a float32 buffer of the calling thread, still in cache
-// when the per-channel affine pass reads it back.
+// when the per-channel passes (SIMD, per target, below) read it back.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/group_norm_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "ops/cpu/lane_ops-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace addnorm::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One row's channels (per_group runs of `spatial` values) scaled and shifted in place:
+// v * gamma_c + beta_c by the target's MulAdd, the ends of runs by the same operation (mul_add).
+void scale_shift_row(float* values, const float* gamma, const float* beta, int64_t per_group,
+                     int64_t spatial) {
+  const FloatTag df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t k = 0; k < per_group; ++k) {
+    const float scale = gamma ? gamma[k] : 1.0f;
+    const float shift = beta ? beta[k] : 0.0f;
+    const auto scale_v = hn::Set(df, scale);
+    const auto shift_v = hn::Set(df, shift);
+    float* run = values + k * spatial;
+    int64_t i = 0;
+    for (; i + n <= spatial; i += n) {
+      hn::StoreU(hn::MulAdd(hn::LoadU(df, run + i), scale_v, shift_v), df, run + i);
+    }
+    for (; i < spatial; ++i) run[i] = mul_add(run[i], scale, shift);
+  }
+}
+
+// One row's channels in the backward: sum dy * x_hat and sum dy over each channel's run, in
+// float64 (a product of two floats is exact there), into dy_x_hat[k] and dy_sum[k].
+void channel_sums_row(const float* dy, const float* x_hat, double* dy_x_hat, double* dy_sum,
+                      int64_t per_group, int64_t spatial) {
+  for (int64_t k = 0; k < per_group; ++k) {
+    const int64_t at = k * spatial;
+    double a = 0, b = 0;
+    int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+    const FloatTag df;
+    const auto n = static_cast<int64_t>(hn::Lanes(df));
+    const DoubleTag dd;
+    const hn::Half<FloatTag> dfh;
+    auto a_low = hn::Zero(dd), a_high = hn::Zero(dd), b_low = hn::Zero(dd), b_high = hn::Zero(dd);
+    for (; i + n <= spatial; i += n) {
+      const auto d = hn::LoadU(df, dy + at + i);
+      const auto xh = hn::LoadU(df, x_hat + at + i);
+      const auto d_low = hn::PromoteTo(dd, hn::LowerHalf(dfh, d));
+      const auto d_high = hn::PromoteTo(dd, hn::UpperHalf(dfh, d));
+      a_low = hn::MulAdd(d_low, hn::PromoteTo(dd, hn::LowerHalf(dfh, xh)), a_low);
+      a_high = hn::MulAdd(d_high, hn::PromoteTo(dd, hn::UpperHalf(dfh, xh)), a_high);
+      b_low = hn::Add(b_low, d_low);
+      b_high = hn::Add(b_high, d_high);
+    }
+    a = hn::GetLane(hn::SumOfLanes(dd, hn::Add(a_low, a_high)));
+    b = hn::GetLane(hn::SumOfLanes(dd, hn::Add(b_low, b_high)));
+#endif
+    for (; i < spatial; ++i) {
+      a += double(dy[at + i]) * double(x_hat[at + i]);
+      b += double(dy[at + i]);
+    }
+    dy_x_hat[k] = a;
+    dy_sum[k] = b;
+  }
+}
+
+// dx = rstd * (dy * gamma_c - mean_g - x_hat * mean_g_x_hat) over the lanes of d.
+template <class D>
+hn::Vec<D> dx_lanes(D d, hn::Vec<D> dy, hn::Vec<D> x_hat, float scale, float mean_g,
+                    float mean_g_x_hat, float rstd) {
+  const auto centred = hn::Sub(hn::Mul(dy, hn::Set(d, scale)), hn::Set(d, mean_g));
+  return hn::Mul(hn::NegMulAdd(x_hat, hn::Set(d, mean_g_x_hat), centred), hn::Set(d, rstd));
+}
+
+// One row's dx: LayerNorm's backward with g = dy * gamma_c and the row's means of g and of
+// g * x_hat (from channel_sums_row). dx may be dy (each register is read before it is written);
+// the ends of runs go through the same operations one lane at a time.
+void dx_row(const float* dy, const float* x_hat, const float* gamma, float* dx, int64_t per_group,
+            int64_t spatial, float mean_g, float mean_g_x_hat, float rstd) {
+  const FloatTag df;
+  const hn::CappedTag<float, 1> d1;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t k = 0; k < per_group; ++k) {
+    const int64_t at = k * spatial;
+    const float scale = gamma ? gamma[k] : 1.0f;
+    int64_t i = 0;
+    for (; i + n <= spatial; i += n) {
+      hn::StoreU(dx_lanes(df, hn::LoadU(df, dy + at + i), hn::LoadU(df, x_hat + at + i), scale,
+                          mean_g, mean_g_x_hat, rstd),
+                 df, dx + at + i);
+    }
+    for (; i < spatial; ++i) {
+      hn::StoreU(dx_lanes(d1, hn::LoadU(d1, dy + at + i), hn::LoadU(d1, x_hat + at + i), scale,
+                          mean_g, mean_g_x_hat, rstd),
+                 d1, dx + at + i);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace addnorm::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "ops/cpu/group_norm_kernels.hpp"
 
 #include <algorithm>
@@ -60,21 +166,9 @@ void normalise_rows(const void* x, DType x_storage, int64_t first, int64_t count
   norm_forward_range(args, 0, count);
 }
 
-// values = values * gamma_c + beta_c over rows [first, first + count), in place.
-void scale_and_shift(float* values, const float* gamma, const float* beta, int64_t first,
-                     int64_t count, const reference::GroupLayout& layout) {
-  const int64_t per_group = layout.channels_per_group();
-  const int64_t spatial = layout.spatial;
-  for (int64_t r = 0; r < count; ++r) {
-    const int64_t channel0 = ((first + r) % layout.groups) * per_group;
-    for (int64_t k = 0; k < per_group; ++k) {
-      const float scale = gamma ? gamma[channel0 + k] : 1.0f;
-      const float shift = beta ? beta[channel0 + k] : 0.0f;
-      float* run = values + (r * per_group + k) * spatial;
-      for (int64_t s = 0; s < spatial; ++s) run[s] = run[s] * scale + shift;
-    }
-  }
-}
+HWY_EXPORT(scale_shift_row);
+HWY_EXPORT(channel_sums_row);
+HWY_EXPORT(dx_row);
 
 }  // namespace
 
@@ -108,7 +202,12 @@ void group_norm_forward(const GroupNormForward& args) {
     float* mean = args.mean ? args.mean + first : nullptr;
     float* rstd = args.rstd ? args.rstd + first : nullptr;
     normalise_rows(args.x, args.x_storage, first, count, dim, args.eps, values, mean, rstd);
-    scale_and_shift(values, args.gamma, args.beta, first, count, layout);
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t channel0 = ((first + r) % layout.groups) * layout.channels_per_group();
+      HWY_DYNAMIC_DISPATCH(scale_shift_row)
+      (values + r * dim, args.gamma ? args.gamma + channel0 : nullptr,
+       args.beta ? args.beta + channel0 : nullptr, layout.channels_per_group(), layout.spatial);
+    }
     if (!y_is_float32) {
       from_float32(values, row_at(args.y, args.y_storage, first * dim), args.y_storage,
                    count * dim);
@@ -123,51 +222,50 @@ void group_norm_backward(const GroupNormBackward& args) {
   const int64_t per_group = layout.channels_per_group();
   const int64_t spatial = layout.spatial;
   const bool sums = args.dgamma || args.dbeta;
-  // One float64 partial per (sample, channel), each a sum over that channel's positions only:
-  // which thread wrote it does not change it, and the samples are added in order below.
+  // One float64 sum per (sample, channel), each over that channel's positions only: which
+  // thread wrote it does not change it, and the samples are added in order below. The same
+  // sums, scaled by gamma, give each row's means of g and g * x_hat.
   Scratch scratch;
-  double* dgamma_rows = sums ? scratch.zeroed<double>(rows * per_group) : nullptr;
-  double* dbeta_rows = sums ? scratch.zeroed<double>(rows * per_group) : nullptr;
+  double* dgamma_rows = scratch.zeroed<double>(rows * per_group);
+  double* dbeta_rows = scratch.zeroed<double>(rows * per_group);
+  const bool dx_is_float32 = args.x_storage == DType::float32;
   for_each_block(rows, dim, [&](int64_t first, int64_t count) {
     Scratch block;
     float* x_hat = block.take<float>(count * dim);
-    float* g = block.take<float>(count * dim);
     float* rstd = block.take<float>(count);
     normalise_rows(args.x, args.x_storage, first, count, dim, args.eps, x_hat, nullptr, rstd);
-    to_float32(row_at(args.dy, args.dy_storage, first * dim), args.dy_storage, g, count * dim);
+    // dy as float32: in place when it is float32, else widened into a buffer.
+    const void* dy_stored = row_at(args.dy, args.dy_storage, first * dim);
+    const float* dy = static_cast<const float*>(dy_stored);
+    if (args.dy_storage != DType::float32) {
+      float* wide = block.take<float>(count * dim);
+      to_float32(dy_stored, args.dy_storage, wide, count * dim);
+      dy = wide;
+    }
+    // A float32 dx is written in place; a 16-bit one through a float32 buffer.
+    float* dx =
+        dx_is_float32 ? static_cast<float*>(args.dx) + first * dim : block.take<float>(count * dim);
     for (int64_t r = 0; r < count; ++r) {
       const int64_t row = first + r;
-      const int64_t channel0 = (row % layout.groups) * per_group;
+      const float* gamma = args.gamma ? args.gamma + (row % layout.groups) * per_group : nullptr;
+      double* dy_x_hat = dgamma_rows + row * per_group;
+      double* dy_sum = dbeta_rows + row * per_group;
+      HWY_DYNAMIC_DISPATCH(channel_sums_row)
+      (dy + r * dim, x_hat + r * dim, dy_x_hat, dy_sum, per_group, spatial);
+      double mean_g = 0, mean_g_x_hat = 0;
       for (int64_t k = 0; k < per_group; ++k) {
-        const int64_t at = (r * per_group + k) * spatial;
-        if (sums) {
-          double dgamma_sum = 0, dbeta_sum = 0;
-          for (int64_t s = 0; s < spatial; ++s) {
-            dgamma_sum += double(g[at + s]) * double(x_hat[at + s]);
-            dbeta_sum += double(g[at + s]);
-          }
-          dgamma_rows[row * per_group + k] = dgamma_sum;
-          dbeta_rows[row * per_group + k] = dbeta_sum;
-        }
-        if (args.gamma) {
-          const float scale = args.gamma[channel0 + k];
-          for (int64_t s = 0; s < spatial; ++s) g[at + s] *= scale;
-        }
+        const double scale = gamma ? double(gamma[k]) : 1.0;
+        mean_g += scale * dy_sum[k];
+        mean_g_x_hat += scale * dy_x_hat[k];
       }
+      HWY_DYNAMIC_DISPATCH(dx_row)
+      (dy + r * dim, x_hat + r * dim, gamma, dx + r * dim, per_group, spatial,
+       static_cast<float>(mean_g / double(dim)), static_cast<float>(mean_g_x_hat / double(dim)),
+       rstd[r]);
     }
-    // dx = LayerNorm'(g) at x, with the rstd just computed (the mean is recomputed exactly).
-    NormBackward back;
-    back.dy = g;
-    back.dy_storage = DType::float32;
-    back.x = row_at(args.x, args.x_storage, first * dim);
-    back.dx = row_at(args.dx, args.x_storage, first * dim);
-    back.storage = args.x_storage;
-    back.saved_rstd = rstd;
-    back.rows = count;
-    back.dim = dim;
-    back.eps = args.eps;
-    back.norm = NormKind::layer_norm;
-    norm_backward_range(back, 0, count, nullptr, nullptr);
+    if (!dx_is_float32) {
+      from_float32(dx, row_at(args.dx, args.x_storage, first * dim), args.x_storage, count * dim);
+    }
   });
   if (!sums) return;
   for (int64_t c = 0; c < layout.channels; ++c) {
@@ -186,3 +284,4 @@ void group_norm_backward(const GroupNormBackward& args) {
 }
 
 }  // namespace addnorm::cpu
+#endif  // HWY_ONCE

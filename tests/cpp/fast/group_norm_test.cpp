@@ -358,3 +358,38 @@ TEST(GroupNorm, RefusesBadArgumentsAndWritesNothing) {
 
 }  // namespace
 }  // namespace addnorm
+
+namespace addnorm {
+namespace {
+
+// y may be x, dx may be dy or x: the same bits as into separate memory.
+TEST(GroupNorm, InPlaceCallsGiveTheSameBits) {
+  const Shape shape{3, 8, 37};
+  const int64_t channels = 8;
+  const auto x = testing::random_floats(static_cast<size_t>(shape.numel()), 51, -2.0f, 4.0f);
+  const auto dy = testing::random_floats(x.size(), 52, -1.0f, 1.0f);
+  const auto gamma = testing::random_floats(channels, 53, 0.5f, 2.0f);
+  const auto beta = testing::random_floats(channels, 54, -1.0f, 1.0f);
+  GroupNormOptions options;
+  options.num_groups = 4;
+  options.gamma = ConstView{gamma.data(), {channels}};
+  options.beta = ConstView{beta.data(), {channels}};
+  std::vector<float> y(x.size()), dx(x.size());
+  group_norm({x.data(), shape}, {y.data(), shape}, options);
+  group_norm_backward({dy.data(), shape}, {x.data(), shape}, {{dx.data(), shape}}, options);
+
+  std::vector<float> in_place = x;
+  group_norm({in_place.data(), shape}, {in_place.data(), shape}, options);
+  EXPECT_EQ(in_place, y);
+  std::vector<float> over_dy = dy;
+  group_norm_backward({over_dy.data(), shape}, {x.data(), shape}, {{over_dy.data(), shape}},
+                      options);
+  EXPECT_EQ(over_dy, dx);
+  std::vector<float> over_x = x;
+  group_norm_backward({dy.data(), shape}, {over_x.data(), shape}, {{over_x.data(), shape}},
+                      options);
+  EXPECT_EQ(over_x, dx);
+}
+
+}  // namespace
+}  // namespace addnorm
