@@ -45,8 +45,8 @@ int64_t parse_positive(const std::string& flag, const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& all_impls() {
-  static const std::vector<std::string> impls = {"addnorm", "addnorm-p0",  "reference", "onednn",
-                                                 "torch",   "torch-tuned", "textbook"};
+  static const std::vector<std::string> impls = {"addnorm", "addnorm-p0",  "plain", "reference",
+                                                 "onednn",  "torch-tuned", "torch", "textbook"};
   return impls;
 }
 

@@ -246,6 +246,7 @@ int run(int argc, char** argv) {
     if (wants_impl(options, "onednn")) add_onednn_runners(c, ws, runners);
     if (wants_impl(options, torch_here)) add_torch_runners(c, ws, torch_here, runners);
     if (wants_impl(options, "textbook")) add_textbook_runners(c, ws, runners);
+    if (wants_impl(options, "plain")) add_plain_runners(c, ws, runners);
     std::vector<Runner> runnable;
     for (Runner& r : runners) {
       if (r.run) {

@@ -12,7 +12,7 @@
 namespace addnorm::bench {
 
 struct Runner {
-  // addnorm, addnorm-p0, reference, onednn, torch, torch-tuned, textbook, or a ceiling
+  // addnorm, addnorm-p0, plain, reference, onednn, torch, torch-tuned, textbook, or a ceiling
   std::string impl;
   std::string note;  // what it runs when that is not obvious ("binary add + layer_normalization")
   std::function<void()> run;
@@ -26,6 +26,9 @@ void add_addnorm_runners(const Case& c, Workspace& ws, std::vector<Runner>& out)
 void add_addnorm_no_dropout_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_reference_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_textbook_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
+// "plain": the straightforward SIMD loop (impl_plain.cpp), the speed targets' reference; checked
+// against the float64 reference when it is built (throws std::runtime_error if it is off).
+void add_plain_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out);
 // label: "torch" (malloc as installed) or "torch-tuned" (glibc's allocator tuned, main.cpp).
 void add_torch_runners(const Case& c, Workspace& ws, const std::string& label,
