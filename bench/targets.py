@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Prints issue 10's performance targets as met / not met, from an addnorm-bench --json result.
+"""Prints the performance targets (issue 10's, and issue 32's shares of the plain loop) as met /
+not met, from an addnorm-bench --json result.
 
     ./build-bench/bench/addnorm-bench --json bench.json
     /usr/bin/python3 bench/targets.py bench.json     # Markdown, as docs/performance.md has it
@@ -71,6 +72,23 @@ def speedup_over_pytorch(op):
     return metric
 
 
+def share_of_plain(op, dtype="f32", impl="addnorm"):
+    """plain's time / impl's time: the share of the plain loop's speed impl reaches (1: as fast),
+    from plain's same-run ratio. impl "addnorm-p0" for the post-norm forward without a mask."""
+    def metric(records):
+        return [(r["threads"], shape_name(r), r["ratios"][impl])
+                for r in find(records, "plain", op, dtype, "out_of_cache") if impl in r["ratios"]]
+    return metric
+
+
+def share_of_byte_model_reading_x_twice(op):
+    """BatchNorm training's % of the copy ceiling over the most its byte model allows when x is
+    read twice out of cache (the statistics need the whole batch before any output): 2/3."""
+    def metric(records):
+        return [(t, shape, pct / 100 * 1.5) for t, shape, pct in pct_of_ceiling(op)(records)]
+    return metric
+
+
 def bf16_rows_per_second(op):
     """bf16 rows/s over float32 rows/s: the same rows, D and threads, the same run."""
     def metric(records):
@@ -127,6 +145,18 @@ TARGETS = [
      speedup_over("onednn", "layer_norm_fwd", kind="in_cache"), 1.5, True, "x"),
     ("in cache (256 x 1024) LayerNorm bwd: x oneDNN",
      speedup_over("onednn", "layer_norm_bwd", kind="in_cache"), 1.5, True, "x"),
+    # Issue 32: shares of the plain SIMD loop measured in the same run (bench/impl_plain.cpp).
+    ("LayerNorm fwd f32: share of plain", share_of_plain("layer_norm_fwd"), 0.90, True, "x"),
+    ("RMSNorm fwd f32: share of plain", share_of_plain("rms_norm_fwd"), 0.90, True, "x"),
+    ("LayerNorm bwd f32: share of plain", share_of_plain("layer_norm_bwd"), 0.85, True, "x"),
+    ("RMSNorm bwd f32: share of plain", share_of_plain("rms_norm_bwd"), 0.85, True, "x"),
+    ("pre-norm fwd f32: share of plain", share_of_plain("add_norm_pre_fwd"), 0.85, True, "x"),
+    ("post-norm fwd f32 (p = 0): share of plain",
+     share_of_plain("add_norm_post_fwd", impl="addnorm-p0"), 0.85, True, "x"),
+    ("LayerNorm fwd bf16: share of plain bf16", share_of_plain("layer_norm_fwd", "bf16"), 0.90,
+     True, "x"),
+    ("BatchNorm training fwd f32: share of its byte model (x read twice)",
+     share_of_byte_model_reading_x_twice("batch_norm_train_fwd"), 0.85, True, "x"),
     (f"decode, one row of 4096, LayerNorm fwd f32: us/call (~0.8, met at <= "
      f"{DECODE_TARGET_S * DECODE_TOLERANCE * 1e6:.2f})",
      decode_microseconds("layer_norm_fwd", 1, 4096), DECODE_TARGET_S * DECODE_TOLERANCE * 1e6,

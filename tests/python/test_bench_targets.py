@@ -146,3 +146,21 @@ def test_threshold_is_inclusive(threshold_side):
     records = [record("layer_norm_fwd", "addnorm", 1e-3, pct=threshold_side)]
     _, met = row(records, "LayerNorm fwd f32: % of copy ceiling", "2")
     assert met == ("met" if threshold_side >= 90.0 else "not met")
+
+
+def test_share_of_plain_is_plains_time_over_addnorms():
+    # plain's records hold plain's median / each other implementation's.
+    records = [record("layer_norm_fwd", "plain", 0.9e-3, dim=128, ratios={"addnorm": 0.95}),
+               record("layer_norm_fwd", "plain", 0.8e-3, dim=8192, ratios={"addnorm": 0.85}),
+               record("add_norm_post_fwd", "plain", 1e-3, ratios={"addnorm-p0": 0.9,
+                                                                   "addnorm": 0.7})]
+    assert row(records, "LayerNorm fwd f32: share of plain", "2") == (
+        "0.85x–0.95x (worst D=8192: 0.85x)", "not met (1 of 2 shapes)")
+    # Post-norm is judged without the mask: addnorm-p0, not addnorm at p = 0.1.
+    assert row(records, "post-norm fwd f32 (p = 0): share of plain", "2") == ("0.90x", "met")
+
+
+def test_batch_norm_share_of_its_byte_model_counts_x_read_twice():
+    records = [record("batch_norm_train_fwd", "addnorm", 1e-3, pct=60.0)]
+    assert row(records, "BatchNorm training fwd f32: share of its byte model", "2") == (
+        "0.90x", "met")
