@@ -14,10 +14,12 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// One row's channels (per_group runs of `spatial` values) scaled and shifted in place:
-// v * gamma_c + beta_c by the target's MulAdd, the ends of runs by the same operation (mul_add).
-void scale_shift_row(float* values, const float* gamma, const float* beta, int64_t per_group,
-                     int64_t spatial) {
+// One row's channels (per_group runs of `spatial` values) scaled and shifted from source into
+// target (which may be source): v * gamma_c + beta_c by the target's MulAdd, the ends of runs by
+// the same operation (mul_add). With `stream`, whole aligned registers of target are written
+// with non-temporal stores (the caller flushes them).
+void scale_shift_row(const float* source, float* target, const float* gamma, const float* beta,
+                     int64_t per_group, int64_t spatial, bool stream) {
   const FloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < per_group; ++k) {
@@ -25,12 +27,23 @@ void scale_shift_row(float* values, const float* gamma, const float* beta, int64
     const float shift = beta ? beta[k] : 0.0f;
     const auto scale_v = hn::Set(df, scale);
     const auto shift_v = hn::Set(df, shift);
-    float* run = values + k * spatial;
+    const float* in = source + k * spatial;
+    float* out = target + k * spatial;
     int64_t i = 0;
-    for (; i + n <= spatial; i += n) {
-      hn::StoreU(hn::MulAdd(hn::LoadU(df, run + i), scale_v, shift_v), df, run + i);
+    if (stream) {
+      // One value at a time up to an aligned register, then whole registers streamed.
+      const auto bytes = static_cast<uintptr_t>(n) * sizeof(float);
+      for (; i < spatial && reinterpret_cast<uintptr_t>(out + i) % bytes != 0; ++i) {
+        out[i] = mul_add(in[i], scale, shift);
+      }
+      for (; i + n <= spatial; i += n) {
+        hn::Stream(hn::MulAdd(hn::LoadU(df, in + i), scale_v, shift_v), df, out + i);
+      }
     }
-    for (; i < spatial; ++i) run[i] = mul_add(run[i], scale, shift);
+    for (; i + n <= spatial; i += n) {
+      hn::StoreU(hn::MulAdd(hn::LoadU(df, in + i), scale_v, shift_v), df, out + i);
+    }
+    for (; i < spatial; ++i) out[i] = mul_add(in[i], scale, shift);
   }
 }
 
@@ -112,6 +125,7 @@ HWY_AFTER_NAMESPACE();
 
 #include <algorithm>
 
+#include "hwy/cache_control.h"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/scratch.hpp"
@@ -193,24 +207,33 @@ void group_norm_forward(const GroupNormForward& args) {
     norm_forward(plain);
     return;
   }
+  // Outputs larger than the cache are streamed (kernels.hpp's rule; 16-bit ones per CPU family):
+  // the engine writes x_hat into the block's buffer in cache and the affine pass writes y once,
+  // without reading it first. A smaller float32 y is its own buffer, rewritten in cache.
   const bool y_is_float32 = args.y_storage == DType::float32;
+  const bool stream = streams_output(rows * dim * dtype_size(args.y_storage)) &&
+                      (y_is_float32 || streams_narrow_outputs());
+  const bool in_place = y_is_float32 && !stream;
   for_each_block(rows, dim, [&](int64_t first, int64_t count) {
     Scratch scratch;
-    // A float32 y is its own buffer: the affine pass rewrites the block while it is in cache.
     float* values =
-        y_is_float32 ? static_cast<float*>(args.y) + first * dim : scratch.take<float>(count * dim);
+        in_place ? static_cast<float*>(args.y) + first * dim : scratch.take<float>(count * dim);
+    float* target = y_is_float32 ? static_cast<float*>(args.y) + first * dim : values;
     float* mean = args.mean ? args.mean + first : nullptr;
     float* rstd = args.rstd ? args.rstd + first : nullptr;
     normalise_rows(args.x, args.x_storage, first, count, dim, args.eps, values, mean, rstd);
     for (int64_t r = 0; r < count; ++r) {
       const int64_t channel0 = ((first + r) % layout.groups) * layout.channels_per_group();
       HWY_DYNAMIC_DISPATCH(scale_shift_row)
-      (values + r * dim, args.gamma ? args.gamma + channel0 : nullptr,
-       args.beta ? args.beta + channel0 : nullptr, layout.channels_per_group(), layout.spatial);
+      (values + r * dim, target + r * dim, args.gamma ? args.gamma + channel0 : nullptr,
+       args.beta ? args.beta + channel0 : nullptr, layout.channels_per_group(), layout.spatial,
+       stream && y_is_float32);
     }
     if (!y_is_float32) {
-      from_float32(values, row_at(args.y, args.y_storage, first * dim), args.y_storage,
-                   count * dim);
+      from_float32(values, row_at(args.y, args.y_storage, first * dim), args.y_storage, count * dim,
+                   stream);
+    } else if (stream) {
+      hwy::FlushStream();
     }
   });
 }

@@ -393,3 +393,35 @@ TEST(GroupNorm, InPlaceCallsGiveTheSameBits) {
 
 }  // namespace
 }  // namespace addnorm
+
+namespace addnorm {
+namespace {
+
+// An output over 8 MiB is streamed by the affine pass (runs of 150 x 151 values, so most start
+// unaligned): the same float64 bounds as the in-cache path, on every target.
+TEST_P(GroupNormEveryTarget, StreamedOutputMatchesFloat64) {
+  const Case c{{2, 48, 150, 151}, 8};
+  const auto x = make_x(c, 61);
+  const auto dy = testing::random_floats(x.size(), 62, -1.0f, 1.0f);
+  const auto gamma = testing::random_floats(48, 63, 0.5f, 2.0f);
+  const auto beta = testing::random_floats(48, 64, -1.0f, 1.0f);
+  ASSERT_GE(x.size() * sizeof(float), size_t{8} << 20);
+  const Got got = run_group_norm(x, dy, gamma, beta, c, 1e-5f);
+  const Want want = group_norm_float64(x, dy, gamma, beta, c, 1e-5);
+  // The worst error in units of the float32 ulp of each element's scale (within_ulps_each's
+  // measure, without its per-element messages: 2 million elements).
+  const auto worst_ulps = [](const std::vector<float>& values, const std::vector<double>& exact,
+                             const std::vector<double>& scale) {
+    double worst = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double unit = testing::float_ulp(exact[i]) + testing::float_ulp(scale[i]);
+      worst = std::max(worst, std::fabs(values[i] - exact[i]) / unit);
+    }
+    return worst;
+  };
+  EXPECT_LE(worst_ulps(got.y, want.y, want.y_scale), 3.0);
+  EXPECT_LE(worst_ulps(got.dx, want.dx, want.dx_scale), 8.0);
+}
+
+}  // namespace
+}  // namespace addnorm
