@@ -26,6 +26,10 @@ class _BatchNorm:
 
     def forward(self, input):
         self._check_input_dim(input)
+        return self._normalise(input)
+
+    def _normalise(self, input):
+        """The op on input (N, C, *), with the running-statistics bookkeeping; no rank check."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
