@@ -62,12 +62,13 @@ void layer_norm_rows(const typename S::T* x, const typename S::T* r, const float
   for (int64_t row = begin; row < end; ++row) {
     const int64_t at = row * dim;
     const bool aligned = stream && (reinterpret_cast<uintptr_t>(y + at) % 64 == 0);
+    const bool h_aligned = stream && h && (reinterpret_cast<uintptr_t>(h + at) % 64 == 0);
     auto sum = hn::Zero(df), squares = hn::Zero(df);
     for (int64_t i = 0; i < dim; i += n) {
       auto v = S::load(x + at + i);
       if (r) {
         v = hn::Add(v, S::load(r + at + i));
-        if (h) S::store(v, h + at + i, aligned);
+        if (h) S::store(v, h + at + i, h_aligned);
       }
       sum = hn::Add(sum, v);
       squares = hn::MulAdd(v, v, squares);
@@ -110,8 +111,9 @@ void layer_norm_backward_rows(const typename S::T* dy, const typename S::T* x, c
       hn::StoreU(hn::MulAdd(d, x_hat, hn::LoadU(df, dgamma + i)), df, dgamma + i);
       if (dbeta) hn::StoreU(hn::Add(d, hn::LoadU(df, dbeta + i)), df, dbeta + i);
     }
-    const auto mean_g = hn::Set(df, rms ? 0.0f : hn::GetLane(hn::SumOfLanes(df, sum_g)) / dim);
-    const auto mean_g_x_hat = hn::Set(df, hn::GetLane(hn::SumOfLanes(df, sum_g_x_hat)) / dim);
+    const auto count = static_cast<float>(dim);
+    const auto mean_g = hn::Set(df, rms ? 0.0f : hn::GetLane(hn::SumOfLanes(df, sum_g)) / count);
+    const auto mean_g_x_hat = hn::Set(df, hn::GetLane(hn::SumOfLanes(df, sum_g_x_hat)) / count);
     for (int64_t i = 0; i < dim; i += n) {
       const auto x_hat = hn::Mul(hn::Sub(S::load(x + at + i), mean_v), rstd_v);
       const auto g = hn::Mul(S::load(dy + at + i), hn::LoadU(df, gamma + i));
@@ -336,24 +338,30 @@ void add_plain_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) {
     case Op::rms_norm_bwd:
       call.rms = true;
       [[fallthrough]];
-    case Op::layer_norm_bwd:
-      // The statistics a forward saved: the plain forward's own.
+    case Op::layer_norm_bwd: {
+      // The statistics a forward saved: the plain forward's own, in buffers of its own (the
+      // workspace's mean and rstd are addnorm's, which the other backwards read).
+      auto saved = std::make_shared<std::vector<float>>(2 * static_cast<size_t>(c.rows));
+      float* mean = saved->data();
+      float* rstd = mean + c.rows;
       if (bf16) {
-        forward<uint16_t>(call, w->x_bf16, nullptr, w->gamma, w->beta, nullptr, w->y_bf16, w->mean,
-                          w->rstd);
+        forward<uint16_t>(call, w->x_bf16, nullptr, w->gamma, w->beta, nullptr, w->y_bf16, mean,
+                          rstd);
       } else {
-        forward<float>(call, w->x, nullptr, w->gamma, w->beta, nullptr, w->y, w->mean, w->rstd);
+        forward<float>(call, w->x, nullptr, w->gamma, w->beta, nullptr, w->y, mean, rstd);
       }
       run = [=] {
+        (void)saved;  // kept alive with the runner
         if (bf16) {
-          backward<uint16_t>(call, w->dy_bf16, w->x_bf16, w->gamma, w->mean, w->rstd, w->dx_bf16,
+          backward<uint16_t>(call, w->dy_bf16, w->x_bf16, w->gamma, mean, rstd, w->dx_bf16,
                              w->dgamma, w->dbeta, *partials);
         } else {
-          backward<float>(call, w->dy, w->x, w->gamma, w->mean, w->rstd, w->dx, w->dgamma, w->dbeta,
+          backward<float>(call, w->dy, w->x, w->gamma, mean, rstd, w->dx, w->dgamma, w->dbeta,
                           *partials);
         }
       };
       break;
+    }
     case Op::add_norm_pre_fwd:
       note = "h = x + r stored, then its norm";
       run = [=] {

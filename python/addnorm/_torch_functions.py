@@ -35,7 +35,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.group_norm computed by addnorm: (N, C, *) input, num_groups groups
-    of consecutive channels, weight and bias per channel."""
+    of consecutive channels, weight and bias per channel. As PyTorch, refuses a group of a
+    single value (ValueError)."""
+    # (Not while tracing: a traced graph keeps no Python checks, and sizes are tensors there.)
+    if (not torch.jit.is_tracing() and input.dim() >= 2 and num_groups > 0
+            and input.numel() // num_groups == 1):
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{[input.size(0) * input.size(1) // num_groups, num_groups] + list(input.shape[2:])}")
     return torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
 
 
@@ -48,6 +54,10 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     no running statistics it is GroupNorm with one channel per group; otherwise, as PyTorch
     does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
     and the running statistics updated are the average over the samples."""
+    if (use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2
+            and input.numel() // (input.size(0) * input.size(1)) == 1):
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{input.shape}")
     if use_input_stats and running_mean is None and running_var is None:
         return torch.ops.addnorm.group_norm(input, input.size(1), weight, bias, eps)
     n, c = input.size(0), input.size(1)
@@ -71,7 +81,7 @@ def _eps(eps):
 
 def rms_norm(input, normalized_shape, weight=None, eps=None, zero_centered_weight=False):
     """torch.nn.functional.rms_norm (PyTorch >= 2.4), computed by addnorm. eps=None means the
-    input dtype's machine epsilon, as in PyTorch."""
+    machine epsilon of the input's compute type (float32's for 16-bit input), as in PyTorch."""
     return torch.ops.addnorm.rms_norm(input, _shape(normalized_shape), weight,
                                       _eps(eps),
                                       bool(zero_centered_weight))
@@ -97,7 +107,7 @@ def dropout(input, p=0.5, training=True, seed=None, offset=0):
 def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
                  zero_centered_weight=False):
     """Pre-norm Add & Norm: returns (h, y) with h = x + r and y = Norm(h). eps=None is the
-    plain function's default for the norm (layer_norm's 1e-5, rms_norm's machine epsilon)."""
+    plain function's default for the norm (layer_norm's 1e-5, rms_norm's machine epsilon of the compute type)."""
     return torch.ops.addnorm.add_norm_pre(x, r, _shape(normalized_shape), weight, bias,
                                           _eps(eps), norm, bool(zero_centered_weight))
 

@@ -57,8 +57,7 @@ class GroupNorm(torch.nn.GroupNorm):
     """torch.nn.GroupNorm computed by addnorm; same arguments, parameters and state_dict."""
 
     def forward(self, input):
-        return torch.ops.addnorm.group_norm(input, self.num_groups, self.weight, self.bias,
-                                            self.eps)
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
 
 class _InstanceNorm:
@@ -91,7 +90,8 @@ def _normalized_shape(normalized_shape):
 
 class RMSNorm(torch.nn.Module):
     """RMSNorm with torch.nn.RMSNorm's arguments and parameter (weight): y = x / sqrt(mean(x**2)
-    + eps) * weight. eps=None means the input dtype's machine epsilon, as in PyTorch.
+    + eps) * weight. eps=None means the machine epsilon of the input's compute type
+    (float32's for 16-bit input), as in PyTorch.
     zero_centered_weight=True (an addnorm extra) scales by (1 + weight), weight starting at 0."""
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,

@@ -20,8 +20,10 @@ from torch.onnx import symbolic_helper
 
 _DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
            "BFloat16": torch.bfloat16}
-# torch.finfo(dtype).eps: RMSNorm's eps=None.
-_MACHINE_EPS = {dtype: torch.finfo(dtype).eps for dtype in _DTYPES.values()}
+# RMSNorm's eps=None: the machine epsilon of the compute type (float32 for 16-bit input), as
+# kernels.cpp's eps_or_default resolves it.
+_MACHINE_EPS = {dtype: torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+                for dtype in _DTYPES.values()}
 # F.layer_norm's default eps.
 _LAYER_NORM_EPS = 1e-5
 

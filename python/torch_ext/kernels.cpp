@@ -324,18 +324,13 @@ NormKind norm_kind(c10::string_view norm) {
 
 namespace {
 
-// torch.finfo(dtype).eps of the input's dtype.
+// torch.finfo(t).eps of the type the input is computed in (PyTorch's opmath type): float64 for
+// float64, float32 for float32 and the 16-bit types. F.rms_norm(eps=None) has used it since
+// pytorch/pytorch#142848 (PyTorch 2.6); before, it took the 16-bit dtype's own epsilon, 7.8e-3
+// for bfloat16, which swamps the mean square of small activations.
 double machine_eps(const at::Tensor& input) {
-  switch (input.scalar_type()) {
-    case at::kDouble:
-      return std::numeric_limits<double>::epsilon();
-    case at::kBFloat16:
-      return 0.0078125;  // torch.finfo(torch.bfloat16).eps
-    case at::kHalf:
-      return 0.0009765625;  // torch.finfo(torch.float16).eps
-    default:
-      return std::numeric_limits<float>::epsilon();
-  }
+  return input.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                            : std::numeric_limits<float>::epsilon();
 }
 
 }  // namespace

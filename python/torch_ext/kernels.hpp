@@ -48,8 +48,9 @@ struct NormGrads {
 // "layer_norm" or "rms_norm", as the operators' `norm` argument spells it.
 NormKind norm_kind(c10::string_view norm);
 // The eps a torch operator runs with: the one given, or PyTorch's default for the kind:
-// F.layer_norm's 1e-5, and for RMSNorm the input dtype's machine epsilon (F.rms_norm's
-// eps=None). Every operator of the face, plain or fused, resolves eps=None here.
+// F.layer_norm's 1e-5, and for RMSNorm the machine epsilon of the input's compute type
+// (F.rms_norm's eps=None: float32's for float32, bfloat16 and float16 input; float64's for
+// float64). Every operator of the face, plain or fused, resolves eps=None here.
 double eps_or_default(c10::optional<double> eps, NormKind kind, const at::Tensor& input);
 
 NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,

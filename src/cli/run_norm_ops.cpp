@@ -68,8 +68,10 @@ void run_group_norm(const RunSettings& settings, InputSet& inputs, OutputSet& ou
     // --num_groups must not size an allocation. Otherwise group_norm refuses x or num_groups
     // before it looks at the statistics.
     const Shape& shape = x.shape();
-    const bool fits =
-        shape.rank() >= 2 && options.num_groups >= 1 && shape[1] % options.num_groups == 0;
+    // (At most x's element count, then: x is loaded already. An x with a zero dimension, C = 0
+    // included, which every num_groups divides, is refused before any statistics are sized.)
+    const bool fits = shape.rank() >= 2 && shape.numel() > 0 && options.num_groups >= 1 &&
+                      shape[1] % options.num_groups == 0;
     const Shape stats = fits ? Shape{shape[0], options.num_groups} : Shape{1};
     Tensor& y = outputs.add("y", x.shape());
     Tensor& mean = outputs.add("mean", stats);

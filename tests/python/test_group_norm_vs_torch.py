@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import addnorm
 import addnorm.torch as at
-from run_cli import run_ok
+from run_cli import run_fails, run_ok
 
 GROUP_CASES = [((2, 6, 5), 3), ((3, 8, 4, 4), 4), ((2, 4, 3, 2, 5), 2), ((4, 32, 7), 32),
                ((1, 12), 6), ((2, 64, 9, 9), 1)]
@@ -269,3 +269,40 @@ def test_onnx_export_of_group_and_instance_norm(tmp_path, opset):
     shapes = [tuple(item.dims) for item in exported.graph.initializer]
     assert shapes.count((8, 1, 1)) == 4
     assert not [node for node in exported.graph.node if node.domain not in ("", "ai.onnx")]
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: f.instance_norm(torch.randn(4, 3, 1)),
+    lambda f: f.group_norm(torch.randn(1, 2, 1), 2),
+    lambda f: f.group_norm(torch.randn(1, 6), 6),
+])
+def test_single_value_groups_are_refused_as_pytorch_refuses_them(call):
+    with pytest.raises(ValueError) as theirs:
+        call(F)
+    with pytest.raises(ValueError) as ours:
+        call(at)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_modules_refuse_single_value_groups_as_torch_does():
+    for ours, theirs in [(at.InstanceNorm1d(3), torch.nn.InstanceNorm1d(3)),
+                         (at.GroupNorm(2, 2), torch.nn.GroupNorm(2, 2))]:
+        x = torch.randn(1, ours.num_features if hasattr(ours, "num_features") else 2, 1)
+        with pytest.raises(ValueError, match="Expected more than 1"):
+            theirs(x)
+        with pytest.raises(ValueError, match="Expected more than 1"):
+            ours(x)
+
+
+@pytest.mark.parametrize("shape,groups", [((1000000, 0), "1"), ((1, 0), "4000000000"),
+                                          ((2, 6, 3), "18446744073709551615"), ((2, 6, 3), "0")])
+def test_cli_group_norm_refuses_hostile_sizes_without_allocating(addnorm_bin, tmp_path, shape,
+                                                                 groups):
+    import resource
+    message = run_fails(addnorm_bin, tmp_path, "group_norm",
+                        {"x": np.zeros(shape, np.float32)}, ["--num_groups", groups])
+    assert "num_groups" in message or "x has shape" in message or "has a zero" in message \
+        or "expected" in message
+    # The child's peak memory (all children so far, in KiB) stayed far below what sizing the
+    # statistics by num_groups would take (gigabytes).
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 512 * 1024
