@@ -11,7 +11,6 @@ beside a copy of x (x.clone(): the same bytes) timed in the same rounds. A scrip
 the machine may be shared, so only ratios from one run mean anything.
 """
 import os
-import platform
 import statistics
 import time
 
@@ -20,6 +19,7 @@ import torch.nn.functional as F
 
 import addnorm
 import addnorm.torch as at
+from cpu_model import cpu_model  # bench/, this script's folder
 
 ROUNDS = 31
 CASES = [  # (label, shape, groups, dtype)
@@ -29,17 +29,6 @@ CASES = [  # (label, shape, groups, dtype)
     ("InstanceNorm (G=C)", (8, 64, 64, 64), 64, torch.float32),
     ("SD UNet block bf16, G=32", (8, 256, 32, 32), 32, torch.bfloat16),
 ]
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def median_times(functions):

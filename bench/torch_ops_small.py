@@ -8,27 +8,16 @@ over many calls) and the ratio addnorm / torch, for plain tensors and for a weig
 that require gradients (the autograd kernel then records a graph, as in training). A script,
 not a test: timings belong in benchmarks, and the machine may be shared.
 """
-import platform
 import statistics
 import timeit
 
 import torch
 
 import addnorm.torch  # noqa: F401  (loads torch.ops.addnorm)
+from cpu_model import cpu_model  # bench/, this script's folder
 
 CALLS = 20000
 ROUNDS = 7
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def per_call_us(function):
