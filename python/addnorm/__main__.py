@@ -23,6 +23,7 @@ def _torch_lines():
     try:
         import addnorm.torch  # noqa: F401 - loads the torch operators, when built
         from ._torch_dtypes import SUPPORTED_DTYPES
+        from ._torch_library import LIBRARY
     except Exception as error:  # noqa: BLE001 - report why addnorm.torch does not import
         return lines + [f"addnorm.torch: fails to import ({type(error).__name__}: {error})"]
     operators = sorted(schema.name.split("::", 1)[1] for schema in torch._C._jit_get_all_schemas()
@@ -31,7 +32,11 @@ def _torch_lines():
     sixteen = [name for name in SIXTEEN_BIT if name in names]
     lines += [f"addnorm.torch dtypes: {_dtype_names(SUPPORTED_DTYPES)}",
               "torch.ops.addnorm: " + (", ".join(operators) if operators else "none registered"),
-              "16-bit tensors: " + (", ".join(sixteen) if sixteen else "no")]
+              "16-bit tensors: " + (", ".join(sixteen) if sixteen else "no"),
+              # A saved TorchScript model that uses the operators loads in a process without
+              # addnorm once this library is loaded.
+              f"torch.ops library: {LIBRARY} (to load saved models without addnorm: "
+              "torch.ops.load_library(path))"]
     return lines
 
 

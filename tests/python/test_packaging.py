@@ -150,3 +150,30 @@ def test_python_m_addnorm_without_pytorch():
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"addnorm {addnorm.__version__} ")
     assert lines[-1] == "PyTorch: not installed (addnorm.torch needs it)"
+
+
+def test_a_saved_model_loads_without_addnorm_from_the_reported_library(tmp_path):
+    lines = dict(line.split(": ", 1) for line in run_report()[1:])
+    library = lines["torch.ops library"].split(" (")[0]
+    assert Path(library).is_file()
+    import addnorm.torch as an
+    model = torch.jit.script(torch.nn.Sequential(an.LayerNorm(8), an.GroupNorm(2, 4)))
+    path = tmp_path / "model.pt"
+    model.save(str(path))
+    x = torch.randn(3, 4, 8)
+    expected = model(x)
+    torch.save(x, str(tmp_path / "x.pt"))
+    # A fresh process that never imports addnorm: PyTorch alone cannot run the model...
+    load = ("import sys, torch\n"
+            "x = torch.load(sys.argv[2])\n"
+            "if len(sys.argv) > 3: torch.ops.load_library(sys.argv[3])\n"
+            "y = torch.jit.load(sys.argv[1])(x)\n"
+            "torch.save(y, sys.argv[2] + '.out')\n")
+    without = subprocess.run([sys.executable, "-c", load, str(path), str(tmp_path / "x.pt")],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert without.returncode != 0 and "addnorm::" in without.stderr
+    # ...and runs it, with the same result, once the reported library is loaded.
+    loaded = subprocess.run([sys.executable, "-c", load, str(path), str(tmp_path / "x.pt"),
+                             library], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr
+    assert torch.equal(torch.load(str(tmp_path / "x.pt.out")), expected)
