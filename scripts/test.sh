@@ -2,7 +2,7 @@
 # The README's second command: installs what is missing, builds, and runs every test: the C++
 # tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all tests (C++ and the
 # Python tests against NumPy and PyTorch) on the release build, the fuzzers for a bounded time,
-# and the lab page's browser tests.
+# the lab page's browser tests, and the C++ package as users install and link it.
 # The last lines are CTest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +20,10 @@ echo "== build (address + undefined-behaviour sanitizers) =="
 # the library builds with -ffp-contract=off.
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DADDNORM_BUILD_PYTHON=OFF >/dev/null
-# Only the GoogleTest binary: it is all the sanitizer run executes (the CLI and Python tests run on
-# the release build). Its kernels are compiled for AVX3 and SCALAR (CMakeLists.txt): the release
-# build's tests cover AVX2 and SSE4 too.
-cmake --build build-sanitize -j"$jobs" --target addnorm_tests
+# Only the GoogleTest binary and the C ABI's test programs: they are all the sanitizer run executes
+# (the CLI and Python tests run on the release build). Its kernels are compiled for AVX3 and SCALAR
+# (cmake/core_library.cmake): the release build's tests cover AVX2 and SSE4 too.
+cmake --build build-sanitize -j"$jobs" --target addnorm_tests addnorm_c_abi_tests
 
 echo "== tests under sanitizers =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -34,6 +34,9 @@ bash scripts/fuzz.sh
 
 echo "== browser tests: the lab page in headless Chromium =="
 bash scripts/browser-tests.sh
+
+echo "== the C++ package: install, find_package, pkg-config, FetchContent, Debian packages =="
+bash scripts/test-cpp-package.sh build
 
 echo "== all tests (release) =="
 ctest --test-dir build --output-on-failure -j"$jobs"

@@ -8,7 +8,9 @@
 #include <cstdint>
 
 #include "addnorm/tensor.hpp"
+#include "addnorm/visibility.hpp"
 
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 enum class DType : uint8_t { float32, bfloat16, float16 };
@@ -69,3 +71,4 @@ struct AnyMutableView {
 };
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

@@ -5,6 +5,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "addnorm/visibility.hpp"
+
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 class Error : public std::invalid_argument {
@@ -13,3 +16,4 @@ class Error : public std::invalid_argument {
 };
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

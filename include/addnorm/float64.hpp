@@ -15,7 +15,9 @@
 #include <optional>
 
 #include "addnorm/ops.hpp"
+#include "addnorm/visibility.hpp"
 
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm::float64 {
 
 using ConstView = TensorView<const double>;
@@ -85,3 +87,4 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s,
                             std::optional<SavedStats> saved = {});
 
 }  // namespace addnorm::float64
+ADDNORM_PUBLIC_END

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "addnorm/tensor.hpp"
+#include "addnorm/visibility.hpp"
 
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 enum class NpyDtype { float32, float64 };
@@ -61,3 +63,4 @@ void write_npy(const std::filesystem::path& path, const NpyArray& array);
 std::string npy_header(const Shape& shape, NpyDtype dtype);
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "addnorm/visibility.hpp"
+
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm::numpy_random {
 
 // NumPy's SeedSequence(entropy).generate_state(n_words) as uint32 words, for a non-negative
@@ -36,3 +39,4 @@ class Generator {
 };
 
 }  // namespace addnorm::numpy_random
+ADDNORM_PUBLIC_END

@@ -32,7 +32,9 @@
 #include "addnorm/dtype.hpp"
 #include "addnorm/error.hpp"
 #include "addnorm/tensor.hpp"
+#include "addnorm/visibility.hpp"
 
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 // The views the norms take for element type T: of any storage type for the float32 ops (T =
@@ -306,3 +308,4 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             std::optional<SavedStats> saved = {});
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/visibility.hpp"
+
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 // The target the kernels dispatch to now, by Highway's name ("AVX3_ZEN4", "AVX3", "AVX2", ...).
@@ -16,3 +19,4 @@ std::string simd_target();
 std::vector<std::string> simd_targets();
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/visibility.hpp"
+
+ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
 
 // The largest rank a tensor may have. Fixed so that a Shape lives on the stack.
@@ -87,3 +90,4 @@ class Tensor {
 };
 
 }  // namespace addnorm
+ADDNORM_PUBLIC_END

@@ -1,44 +1,11 @@
-// The library's ops as one overload set per op over both element types: the float32 functions
-// (addnorm/ops.hpp) and the float64 ones (addnorm/float64.hpp) take the same arguments, each with
-// its own element type, so code templated on the element type calls library::layer_norm(...)
-// and gets the right one. Shared by the NumPy module (bindings.hpp) and the PyTorch operators
-// (torch_ext/kernels.cpp).
+// `library::layer_norm(...)` in the NumPy module (bindings.hpp) and the PyTorch operators
+// (torch_ext/kernels.cpp): the public overload set over float32 and float64.
 #pragma once
 
-#include "addnorm/float64.hpp"
-#include "addnorm/ops.hpp"
+#include "addnorm/overloads.hpp"
 
 namespace addnorm::python {
 
-namespace library {
-using addnorm::add;
-using addnorm::add_norm_post;
-using addnorm::add_norm_post_backward;
-using addnorm::add_norm_pre;
-using addnorm::add_norm_pre_backward;
-using addnorm::batch_norm;
-using addnorm::batch_norm_backward;
-using addnorm::dropout;
-using addnorm::group_norm;
-using addnorm::group_norm_backward;
-using addnorm::layer_norm;
-using addnorm::layer_norm_backward;
-using addnorm::rms_norm;
-using addnorm::rms_norm_backward;
-using float64::add;
-using float64::add_norm_post;
-using float64::add_norm_post_backward;
-using float64::add_norm_pre;
-using float64::add_norm_pre_backward;
-using float64::batch_norm;
-using float64::batch_norm_backward;
-using float64::dropout;
-using float64::group_norm;
-using float64::group_norm_backward;
-using float64::layer_norm;
-using float64::layer_norm_backward;
-using float64::rms_norm;
-using float64::rms_norm_backward;
-}  // namespace library
+namespace library = addnorm::overloads;
 
 }  // namespace addnorm::python

@@ -1,5 +1,6 @@
-"""The source distribution (`python3 setup.py sdist`) holds everything the build needs and
-`pip install`s offline into a fresh `python3 -m venv --system-site-packages`; `import addnorm`
+"""The source distribution (`python3 setup.py sdist`) holds everything the build needs, `pip
+wheel` makes a wheel of it offline, and that wheel `pip install`s into a fresh `python3 -m venv
+--system-site-packages`; `import addnorm`
 and `python -m addnorm` then work from outside the repository, with the type information.
 
 The sdist is built from the checkout into a temporary folder (the checkout is left untouched)
@@ -20,9 +21,9 @@ from pathlib import Path
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# What the CMake build of the package reads: the top CMakeLists.txt configures src/ (with its
-# folders' CMakeLists.txt), include/, python/ and embeds web/ into the server.
-BUILD_INPUTS = ["CMakeLists.txt", "setup.py", "include", "src", "python", "web"]
+# What the CMake build of the package reads: the top CMakeLists.txt includes cmake/, configures
+# src/ (with its folders' CMakeLists.txt), include/, python/ and embeds web/ into the server.
+BUILD_INPUTS = ["CMakeLists.txt", "setup.py", "cmake", "include", "src", "python", "web"]
 
 
 def build_folder():
@@ -48,7 +49,7 @@ def source_files():
     return files
 
 
-def test_sdist_installs_offline_into_a_fresh_venv(tmp_path):
+def test_sdist_builds_a_wheel_that_installs_offline_into_a_fresh_venv(tmp_path):
     hidden = ("PYTHONPATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
     environment = {k: v for k, v in os.environ.items() if k not in hidden}
     environment["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -77,9 +78,19 @@ def test_sdist_installs_offline_into_a_fresh_venv(tmp_path):
     modules = prebuilt_modules()
     if modules is not None:
         environment["ADDNORM_PREBUILT_EXTENSION"] = str(modules)
+    # `pip wheel` of the sdist, offline, then `pip install` of that wheel: the two steps a user
+    # or a packager takes, each checked.
+    wheels = tmp_path / "wheels"
+    wheel = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index",
+                            "--no-deps", "--no-build-isolation", "-w", str(wheels), str(tarball)],
+                           cwd=tmp_path, env=environment, capture_output=True, text=True,
+                           timeout=1800)
+    assert wheel.returncode == 0, wheel.stdout[-3000:] + wheel.stderr[-3000:]
+    built = sorted(wheels.glob(f"addnorm-{version}-*.whl"))
+    assert len(built) == 1, f"expected one addnorm wheel in {sorted(wheels.iterdir())}"
     install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index",
-                              str(tarball)], cwd=tmp_path, env=environment, capture_output=True,
-                             text=True, timeout=1800)
+                              str(built[0])], cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     assert f"Successfully installed addnorm-{version}" in install.stdout
 
