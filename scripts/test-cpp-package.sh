@@ -83,10 +83,13 @@ run_consumers "$work/find-package"
 
 step "consumer: pkg-config --cflags --libs addnorm and a plain compiler line (C++, and C)"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-# shellcheck disable=SC2046  # pkg-config's output is a list of flags
-g++ -std=c++20 examples/cpp/pre_norm_block.cpp $(pkg-config --cflags --libs addnorm) \
-  -Wl,-rpath,"$libdir" -o "$work/pkg-config-block"
-"$work/pkg-config-block" | tail -n 1
+# With both compilers, warnings as errors: the public API is clean for GCC and Clang users.
+for compiler in g++ clang++; do
+  # shellcheck disable=SC2046  # pkg-config's output is a list of flags
+  "$compiler" -std=c++20 -Wall -Wextra -Wpedantic -Werror examples/cpp/pre_norm_block.cpp \
+    $(pkg-config --cflags --libs addnorm) -Wl,-rpath,"$libdir" -o "$work/pkg-config-$compiler"
+  echo "$compiler: $("$work/pkg-config-$compiler" | tail -n 1)"
+done
 # shellcheck disable=SC2046
 gcc -std=c11 -Wall -Wextra -Werror examples/c/layer_norm.c $(pkg-config --cflags --libs addnorm) \
   -lm -Wl,-rpath,"$libdir" -o "$work/pkg-config-c"
