@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "addnorm/dtype.hpp"
 #include "addnorm/error.hpp"
@@ -36,6 +37,20 @@
 
 ADDNORM_PUBLIC_BEGIN
 namespace addnorm {
+
+// A number a face received as a double (a Python float, the C ABI's and the command line's
+// double) in the element type T of the call it configures: eps, momentum, p. A finite value
+// beyond float32's range is refused with Error naming it, before any conversion (converting it
+// would be undefined behaviour); NaN and infinity pass through, for the op's own check to name.
+float narrow_to_float(const char* name, double value);
+template <class T>
+T argument_as(const char* name, double value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return narrow_to_float(name, value);
+  } else {
+    return static_cast<T>(value);
+  }
+}
 
 // The views the norms take for element type T: of any storage type for the float32 ops (T =
 // float), float64 views for the float64 ops (T = double).

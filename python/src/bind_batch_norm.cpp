@@ -26,9 +26,9 @@ BasicBatchNormOptions<T> options_of(const BatchNormCall& call) {
   return {optional_view_of<const T>("weight", call.gamma),
           optional_view_of<const T>("bias", call.beta),
           call.training,
-          static_cast<T>(call.momentum),
+          argument_as<T>("momentum", call.momentum),
           call.onnx_convention ? MomentumConvention::onnx : MomentumConvention::pytorch,
-          static_cast<T>(call.eps)};
+          argument_as<T>("eps", call.eps)};
 }
 
 // Both running statistics, or neither (the library says which mode needs them); one without

@@ -32,7 +32,7 @@ void layer_norm(const py::object& x, const Dims& normalized_shape, const py::obj
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
                                            optional_view_of<const T>("bias", beta),
-                                           static_cast<T>(eps)};
+                                           argument_as<T>("eps", eps)};
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -52,7 +52,7 @@ void layer_norm_backward(const py::object& dy, const py::object& x, const Dims& 
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
                                            optional_view_of<const T>("bias", beta),
-                                           static_cast<T>(eps)};
+                                           argument_as<T>("eps", eps)};
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::layer_norm_backward(dy_view, x_view, shape, grads, options);
@@ -66,7 +66,7 @@ void rms_norm(const py::object& x, const Dims& normalized_shape, const py::objec
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, static_cast<T>(eps)};
+                                         zero_centered_gamma, argument_as<T>("eps", eps)};
     const std::optional<TensorView<T>> rstd_view = optional_view_of<T>("rstd", rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -84,7 +84,7 @@ void rms_norm_backward(const py::object& dy, const py::object& x, const Dims& no
     const BasicRmsNormGrads<T> grads{view_of<T>("dx", dx),
                                      optional_view_of<T>("dweight", dgamma)};
     const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, static_cast<T>(eps)};
+                                         zero_centered_gamma, argument_as<T>("eps", eps)};
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::rms_norm_backward(dy_view, x_view, shape, grads, options);
@@ -100,7 +100,7 @@ void group_norm(const py::object& x, int64_t num_groups, const py::object& gamma
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
                                            optional_view_of<const T>("bias", beta),
-                                           static_cast<T>(eps)};
+                                           argument_as<T>("eps", eps)};
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     py::gil_scoped_release release;
     library::group_norm(x_view, y_view, options, stats);
@@ -118,7 +118,7 @@ void group_norm_backward(const py::object& dy, const py::object& x, int64_t num_
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
                                            optional_view_of<const T>("bias", beta),
-                                           static_cast<T>(eps)};
+                                           argument_as<T>("eps", eps)};
     py::gil_scoped_release release;
     library::group_norm_backward(dy_view, x_view, grads, options);
   });

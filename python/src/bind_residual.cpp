@@ -34,12 +34,12 @@ BasicAddNormOptions<T> options_of(const NormCall& call) {
   return {call.rms ? NormKind::rms_norm : NormKind::layer_norm,
           optional_view_of<const T>("weight", call.gamma),
           optional_view_of<const T>("bias", call.beta), call.zero_centered_gamma,
-          static_cast<T>(call.eps)};
+          argument_as<T>("eps", call.eps)};
 }
 
 template <class T>
 BasicDropoutOptions<T> dropout_of(const DropoutCall& call) {
-  return {static_cast<T>(call.p), call.seed, call.offset};
+  return {argument_as<T>("p", call.p), call.seed, call.offset};
 }
 
 // mean and rstd when rstd is given (mean may be None: RMSNorm has none).

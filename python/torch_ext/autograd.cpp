@@ -12,6 +12,8 @@
 // AutocastCPU: under torch.autocast("cpu") the activations (input, x, r, s) are cast to the
 // autocast dtype (bfloat16 by default) while float32 parameters stay float32; the op returns
 // the activation dtype and keeps float32 statistics.
+#include <string>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
@@ -54,18 +56,18 @@ OptionalTensor optional(const at::Tensor& tensor) {
 }
 
 void save_spec(AutogradContext* ctx, const NormSpec& spec) {
-  ctx->saved_data["rms"] = spec.kind == NormKind::rms_norm;
+  ctx->saved_data["norm"] = std::string(norm_traits(spec.kind).name);
   ctx->saved_data["normalized_shape"] = spec.normalized_shape;
   ctx->saved_data["eps"] = spec.eps;
   ctx->saved_data["zero_centered_weight"] = spec.zero_centered_weight;
 }
 NormSpec load_spec(AutogradContext* ctx) {
-  return {ctx->saved_data["rms"].toBool() ? NormKind::rms_norm : NormKind::layer_norm,
+  return {*norm_kind_named(ctx->saved_data["norm"].toStringRef()),
           ctx->saved_data["normalized_shape"].toIntVector(), ctx->saved_data["eps"].toDouble(),
           ctx->saved_data["zero_centered_weight"].toBool()};
 }
 const char* norm_name(const NormSpec& spec) {
-  return spec.kind == NormKind::rms_norm ? "rms_norm" : "layer_norm";
+  return norm_traits(spec.kind).name;
 }
 
 void save_dropout(AutogradContext* ctx, const DropoutSpec& spec) {
@@ -92,18 +94,24 @@ struct NormFunction : torch::autograd::Function<NormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const NormSpec spec = load_spec(ctx);
-    if (spec.kind == NormKind::rms_norm) {
-      static const auto op = handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
-      auto [dx, dweight] = op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
-                                   spec.eps, spec.zero_centered_weight, optional(saved[4]));
-      return {dx, dweight, at::Tensor(), at::Tensor()};
+    switch (spec.kind) {
+      case NormKind::rms_norm: {
+        static const auto op =
+            handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
+        auto [dx, dweight] = op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
+                                     spec.eps, spec.zero_centered_weight, optional(saved[4]));
+        return {dx, dweight, at::Tensor(), at::Tensor()};
+      }
+      case NormKind::layer_norm: {
+        static const auto op =
+            handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
+        auto [dx, dweight, dbias] =
+            op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
+                    optional(saved[2]), spec.eps, optional(saved[3]), optional(saved[4]));
+        return {dx, dweight, dbias, at::Tensor()};
+      }
     }
-    static const auto op =
-        handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
-    auto [dx, dweight, dbias] =
-        op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]), optional(saved[2]),
-                spec.eps, optional(saved[3]), optional(saved[4]));
-    return {dx, dweight, dbias, at::Tensor()};
+    TORCH_CHECK(false, "addnorm: a norm kind with no backward");
   }
 };
 

@@ -90,9 +90,23 @@ void check_parameter(const char* name, const OptionalTensor& tensor, const at::T
                     ", expected ", shape_text(shape));
 }
 
-void check_eps(double eps) {
+// The library's own checks come after this face's; an addnorm::Error from it (a case the checks
+// here do not foresee) becomes a ValueError too.
+template <class Call>
+void run_library(Call&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    TORCH_CHECK_VALUE(false, error.what());
+  }
+}
+
+// eps is held in float32 unless input is float64: a value beyond float32's range is refused
+// by the library's rule (narrow_to_float) before anything converts it.
+void check_eps(double eps, const at::Tensor& input) {
   TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0.0, "eps is ", eps,
                     ", expected a finite value >= 0");
+  if (input.scalar_type() != at::kDouble) run_library([&] { narrow_to_float("eps", eps); });
 }
 
 void check_norm(const at::Tensor& input, const OptionalTensor& weight, const OptionalTensor& bias,
@@ -106,12 +120,12 @@ void check_norm(const at::Tensor& input, const OptionalTensor& weight, const Opt
       "normalized_shape is ", shape_text(shape),
       ", expected the trailing dimensions of input, whose shape is ", shape_text(input.sizes()));
   check_parameter("weight", weight, input, shape);
-  if (spec.kind == NormKind::rms_norm) {
-    TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined(),
-                      "bias is given, expected none for rms_norm (it has no shift)");
+  if (!norm_traits(spec.kind).has_shift) {
+    TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined(), "bias is given, expected none for ",
+                      norm_traits(spec.kind).name, " (it has no shift)");
   }
   check_parameter("bias", bias, input, shape);
-  check_eps(spec.eps);
+  check_eps(spec.eps, input);
 }
 
 void check_dropout(const DropoutSpec& spec) {
@@ -119,17 +133,6 @@ void check_dropout(const DropoutSpec& spec) {
                     ", expected a probability in [0, 1)");
   TORCH_CHECK_VALUE(spec.seed >= 0, "seed is ", spec.seed, ", expected an integer >= 0");
   TORCH_CHECK_VALUE(spec.offset >= 0, "offset is ", spec.offset, ", expected an integer >= 0");
-}
-
-// The library's own checks come after these; an addnorm::Error from it (a case the checks
-// above do not foresee) becomes a ValueError too.
-template <class Call>
-void run_library(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    TORCH_CHECK_VALUE(false, error.what());
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,17 +217,17 @@ struct NormTensors {
 template <class T>
 BasicAddNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_view<T>(t.weight), optional_view<T>(t.bias),
-          spec.zero_centered_weight, static_cast<T>(spec.eps)};
+          spec.zero_centered_weight, argument_as<T>("eps", spec.eps)};
 }
 template <class T>
 BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
-  return {static_cast<T>(spec.p), static_cast<uint64_t>(spec.seed),
+  return {argument_as<T>("p", spec.p), static_cast<uint64_t>(spec.seed),
           static_cast<uint64_t>(spec.offset)};
 }
 // 16-bit input: the float32 ops take every tensor in its own storage type (addnorm/ops.hpp).
 AddNormOptions any_norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_any(t.weight), optional_any(t.bias), spec.zero_centered_weight,
-          static_cast<float>(spec.eps)};
+          argument_as<float>("eps", spec.eps)};
 }
 // Statistics in the compute type (float32 for 16-bit input, as add_stats makes them).
 template <class T>
@@ -244,7 +247,7 @@ std::optional<BasicSavedStats<T>> stats_in(const NormTensors& t) {
 void keep_usable_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
   if ((t.rstd.defined() && t.rstd.scalar_type() != compute_type(x)) ||
       (t.mean.defined() && t.mean.scalar_type() != compute_type(x)) ||
-      (spec.kind == NormKind::layer_norm && !t.mean.defined())) {
+      (norm_traits(spec.kind).centres && !t.mean.defined())) {
     t.mean = t.rstd = at::Tensor();
   }
 }
@@ -255,29 +258,31 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
   if (is_16_bit(x.scalar_type())) {
     const AddNormOptions options = any_norm_options(t, spec);
     return run_library([&] {
-      if (spec.kind == NormKind::rms_norm) {
-        rms_norm(any_view(x), shape, any_mutable(y),
-                 {options.gamma, options.zero_centered_gamma, eps_of(options)},
-                 optional_mutable<float>(t.rstd));
-      } else {
-        layer_norm(any_view(x), shape, any_mutable(y),
-                   {options.gamma, options.beta, eps_of(options)}, stats_out<float>(t));
+      switch (spec.kind) {
+        case NormKind::rms_norm:
+          return rms_norm(any_view(x), shape, any_mutable(y),
+                          {options.gamma, options.zero_centered_gamma, eps_of(options)},
+                          optional_mutable<float>(t.rstd));
+        case NormKind::layer_norm:
+          return layer_norm(any_view(x), shape, any_mutable(y),
+                            {options.gamma, options.beta, eps_of(options)}, stats_out<float>(t));
       }
     });
   }
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
-      if (spec.kind == NormKind::rms_norm) {
-        library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y),
-                          {optional_view<T>(t.weight), spec.zero_centered_weight,
-                           static_cast<T>(spec.eps)},
-                          optional_mutable<T>(t.rstd));
-      } else {
-        library::layer_norm(
-            const_view<T>(x), shape, mutable_view<T>(y),
-            {optional_view<T>(t.weight), optional_view<T>(t.bias), static_cast<T>(spec.eps)},
-            stats_out<T>(t));
+      switch (spec.kind) {
+        case NormKind::rms_norm:
+          return library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y),
+                                   {optional_view<T>(t.weight), spec.zero_centered_weight,
+                                    argument_as<T>("eps", spec.eps)},
+                                   optional_mutable<T>(t.rstd));
+        case NormKind::layer_norm:
+          return library::layer_norm(const_view<T>(x), shape, mutable_view<T>(y),
+                                     {optional_view<T>(t.weight), optional_view<T>(t.bias),
+                                      argument_as<T>("eps", spec.eps)},
+                                     stats_out<T>(t));
       }
     });
   });
@@ -287,7 +292,7 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
 void add_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
   const auto options = x.options().dtype(compute_type(x));
   t.rstd = at::empty(row_dims(x, spec), options);
-  if (spec.kind == NormKind::layer_norm) t.mean = at::empty(row_dims(x, spec), options);
+  if (norm_traits(spec.kind).centres) t.mean = at::empty(row_dims(x, spec), options);
 }
 
 // dweight/dbias come back in their parameter's dtype.
@@ -521,7 +526,7 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
                     "(training=False), expected the running statistics to normalise with");
   TORCH_CHECK_VALUE(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
                     ", expected a value in [0, 1]");
-  check_eps(spec.eps);
+  check_eps(spec.eps, input);
 }
 
 // The running statistics as the kernel needs them (contiguous, x's compute dtype); `write_back`
@@ -554,9 +559,9 @@ BasicBatchNormOptions<T> batch_options(const at::Tensor& weight, const at::Tenso
   return {optional_view<T>(weight),
           optional_view<T>(bias),
           spec.training,
-          static_cast<T>(spec.momentum),
+          argument_as<T>("momentum", spec.momentum),
           MomentumConvention::pytorch,
-          static_cast<T>(spec.eps)};
+          argument_as<T>("eps", spec.eps)};
 }
 template <class T>
 std::optional<BasicRunningStats<T>> running_views(const RunningBuffers& running) {
@@ -639,7 +644,7 @@ void check_group_norm(const at::Tensor& input, const OptionalTensor& weight,
   const std::vector<int64_t> channels{input.size(1)};
   check_parameter("weight", weight, input, channels);
   check_parameter("bias", bias, input, channels);
-  check_eps(spec.eps);
+  check_eps(spec.eps, input);
 }
 
 }  // namespace
@@ -667,10 +672,10 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
                             {spec.num_groups, optional_view<T>(w), optional_view<T>(b), spec.eps},
                             stats);
       } else {
-        group_norm(
-            any_view(x), any_mutable(y),
-            {spec.num_groups, optional_any(w), optional_any(b), static_cast<float>(spec.eps)},
-            stats);
+        group_norm(any_view(x), any_mutable(y),
+                   {spec.num_groups, optional_any(w), optional_any(b),
+                    argument_as<float>("eps", spec.eps)},
+                   stats);
       }
     });
   });
@@ -702,7 +707,7 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
                                optional_mutable<float>(grads.dbias)},
                               {spec.num_groups, optional_any(t.weight), optional_any(t.bias),
-                               static_cast<float>(spec.eps)});
+                               argument_as<float>("eps", spec.eps)});
         }
       });
     });

@@ -48,7 +48,7 @@ std::optional<BasicSavedStats<T>> fused_stats_in(NormKind norm, const addnorm_te
 
 template <class T>
 BasicDropoutOptions<T> dropout_options(double p, uint64_t seed, uint64_t offset) {
-  return {static_cast<T>(p), seed, offset};
+  return {argument_as<T>("p", p), seed, offset};
 }
 
 }  // namespace

@@ -5,11 +5,8 @@
 // is refused before the op runs, and the op itself validates everything before it writes.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <optional>
-#include <string>
 #include <type_traits>
 
 #include "addnorm/addnorm.h"
@@ -122,29 +119,16 @@ std::optional<BasicSavedStats<T>> stats_in(const addnorm_tensor* mean, const add
 // The trailing normalized_ndim dims of x (named x_name): 1 to x's rank of them.
 Shape trailing_dims(const char* x_name, const Shape& x_shape, int32_t normalized_ndim);
 
-// eps in the call's element type. A double beyond float32's range is refused here, before any
-// cast (converting it would be undefined behaviour); NaN and infinity pass through to the op,
-// whose check names them.
-template <class T>
-T narrow_eps(double eps) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (std::isfinite(eps) && eps > double(std::numeric_limits<float>::max())) {
-      throw Error("eps is " + std::to_string(eps) +
-                  ", beyond float32's range (at most 3.4028235e38)");
-    }
-  }
-  return static_cast<T>(eps);
-}
 // eps as the op takes it: a negative value is the default, `fallback` (the option struct's).
 template <class T>
 T eps_or(double eps, T fallback) {
-  return eps < 0 ? fallback : narrow_eps<T>(eps);
+  return eps < 0 ? fallback : argument_as<T>("eps", eps);
 }
 // The fused ops' eps: absent (the kind's default) when negative.
 template <class T>
 std::optional<T> optional_eps(double eps) {
   if (eps < 0) return std::nullopt;
-  return narrow_eps<T>(eps);
+  return argument_as<T>("eps", eps);
 }
 
 NormKind norm_kind(int32_t norm);

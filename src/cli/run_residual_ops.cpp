@@ -29,7 +29,7 @@ AddNormOptions add_norm_options(const RunSettings& settings, const std::optional
 // The per-row statistics a fused forward saves: RMSNorm has no mean.
 NormStats add_norm_stats(const AddNormOptions& options, const Shape& rows, OutputSet& outputs) {
   NormStats stats;
-  if (options.norm == NormKind::layer_norm) stats.mean = outputs.add("mean", rows).view();
+  if (norm_traits(options.norm).centres) stats.mean = outputs.add("mean", rows).view();
   stats.rstd = outputs.add("rstd", rows).view();
   return stats;
 }

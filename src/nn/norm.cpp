@@ -60,9 +60,19 @@ void add_into(Tensor& target, const Tensor& source) {
 
 AddNormOptions Norm::add_norm_options() const {
   AddNormOptions options;
-  options.norm = type_ == NormType::rms_norm ? NormKind::rms_norm : NormKind::layer_norm;
+  switch (type_) {
+    case NormType::layer_norm:
+      options.norm = NormKind::layer_norm;
+      break;
+    case NormType::rms_norm:
+      options.norm = NormKind::rms_norm;
+      break;
+    case NormType::batch_norm:
+      throw Error(
+          "a batch_norm layer has no fused Add & Norm options (it normalises over the batch)");
+  }
   options.gamma = gamma.value.view();
-  if (type_ == NormType::layer_norm) options.beta = beta.value.view();
+  if (norm_traits(options.norm).has_shift) options.beta = beta.value.view();
   options.eps = eps_;
   return options;
 }

@@ -41,13 +41,15 @@ void drop_elements(const double* input, double* output, int64_t count,
 void norm_forward(const double* h, double* y, const AddNormOptions& options,
                   const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
   double* rstd = stats ? stats->rstd.data : nullptr;
-  if (options.norm == NormKind::layer_norm) {
-    reference::layer_norm_forward<double>(
-        h, data_or_null(options.gamma), data_or_null(options.beta), y,
-        stats ? stats->mean.data : nullptr, rstd, layout.rows, layout.dim, eps_of(options));
-  } else {
-    reference::rms_norm_forward<double>(h, data_or_null(options.gamma), options.zero_centered_gamma,
-                                        y, rstd, layout.rows, layout.dim, eps_of(options));
+  switch (options.norm) {
+    case NormKind::layer_norm:
+      return reference::layer_norm_forward<double>(
+          h, data_or_null(options.gamma), data_or_null(options.beta), y,
+          stats ? stats->mean.data : nullptr, rstd, layout.rows, layout.dim, eps_of(options));
+    case NormKind::rms_norm:
+      return reference::rms_norm_forward<double>(h, data_or_null(options.gamma),
+                                                 options.zero_centered_gamma, y, rstd, layout.rows,
+                                                 layout.dim, eps_of(options));
   }
 }
 
@@ -56,14 +58,15 @@ void norm_backward(const double* dy, const double* h, const double* dh_next, dou
                    double* dgamma, double* dbeta, const AddNormOptions& options,
                    const std::optional<SavedStats>& saved, const detail::RowLayout& layout) {
   const double* saved_rstd = saved ? saved->rstd.data : nullptr;
-  if (options.norm == NormKind::layer_norm) {
-    reference::layer_norm_backward<double>(dy, h, data_or_null(options.gamma), saved_rstd, dh_next,
-                                           dh, dgamma, dbeta, layout.rows, layout.dim,
-                                           eps_of(options));
-  } else {
-    reference::rms_norm_backward<double>(dy, h, data_or_null(options.gamma),
-                                         options.zero_centered_gamma, saved_rstd, dh_next, dh,
-                                         dgamma, layout.rows, layout.dim, eps_of(options));
+  switch (options.norm) {
+    case NormKind::layer_norm:
+      return reference::layer_norm_backward<double>(dy, h, data_or_null(options.gamma), saved_rstd,
+                                                    dh_next, dh, dgamma, dbeta, layout.rows,
+                                                    layout.dim, eps_of(options));
+    case NormKind::rms_norm:
+      return reference::rms_norm_backward<double>(
+          dy, h, data_or_null(options.gamma), options.zero_centered_gamma, saved_rstd, dh_next, dh,
+          dgamma, layout.rows, layout.dim, eps_of(options));
   }
 }
 

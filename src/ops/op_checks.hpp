@@ -326,19 +326,20 @@ RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* 
   return layout;
 }
 
-// Statistics of a fused forward (written) or backward (read): rstd always, mean for LayerNorm.
+// Statistics of a fused forward (written) or backward (read): rstd always, a mean when the
+// norm centres.
 template <class Stats, class T>
 void check_add_norm_stats(const std::optional<Stats>& stats,
                           const BasicAddNormOptions<T>& options, int64_t rows) {
   if (!stats) return;
-  if (options.norm == NormKind::layer_norm) check_count("mean", stats->mean, rows, "per row");
+  if (norm_traits(options.norm).centres) check_count("mean", stats->mean, rows, "per row");
   check_count("rstd", stats->rstd, rows, "per row");
 }
 
-// The mean a fused op reads or writes: only LayerNorm's.
+// The mean a fused op reads or writes: only a centring norm's.
 template <class Stats, class T>
 auto norm_mean(const std::optional<Stats>& stats, const BasicAddNormOptions<T>& options) {
-  return stats && options.norm == NormKind::layer_norm ? &stats->mean : nullptr;
+  return stats && norm_traits(options.norm).centres ? &stats->mean : nullptr;
 }
 
 template <class T>

@@ -49,7 +49,7 @@ cpu::NormForward forward_args(const AnyConstView& x, const AnyMutableView& y,
   args.gamma = parameter_as_float32(settings.gamma, scratch);
   args.beta = parameter_as_float32(settings.beta, scratch);
   set_norm(args, settings, layout);
-  args.mean = stats && settings.norm == NormKind::layer_norm ? stats->mean.data : nullptr;
+  args.mean = stats && norm_traits(settings.norm).centres ? stats->mean.data : nullptr;
   args.rstd = stats ? stats->rstd.data : nullptr;
   return args;
 }

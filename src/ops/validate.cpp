@@ -1,12 +1,14 @@
 #include "ops/validate.hpp"
 
-#include <cmath>
-#include <cstdint>
 #include <array>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "addnorm/error.hpp"
+#include "addnorm/ops.hpp"
 
 namespace addnorm::detail {
 
@@ -181,3 +183,15 @@ void check_disjoint(std::initializer_list<Region> outputs, std::initializer_list
 }
 
 }  // namespace addnorm::detail
+
+namespace addnorm {
+
+float narrow_to_float(const char* name, double value) {
+  if (std::isfinite(value) && std::fabs(value) > double(std::numeric_limits<float>::max())) {
+    throw Error(std::string(name) + " is " + detail::format_value(value) +
+                ", beyond float32's range (at most 3.4028235e38 in magnitude)");
+  }
+  return static_cast<float>(value);
+}
+
+}  // namespace addnorm

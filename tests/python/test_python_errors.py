@@ -255,3 +255,18 @@ def test_running_statistics_sharing_memory_are_refused(dtype):
     with pytest.raises(ValueError, match=r"running_mean overlaps x, expected separate memory"):
         addnorm.batch_norm(x, x[0], np.ones(4, dtype), training=True)
     np.testing.assert_array_equal(x, np.arange(8).reshape(2, 4))
+
+
+def test_numbers_beyond_float32_are_refused_before_conversion():
+    # A float32 call cannot hold eps = 1e50: converting it would be undefined behaviour (it used
+    # to surface as "eps is inf"). Refused by value; the same number is a fine float64 eps.
+    y = np.full((2, 4), 7.0, np.float32)
+    with pytest.raises(ValueError, match=r"eps is 1e\+50, beyond float32's range"):
+        _addnorm.layer_norm(X32, [4], None, None, y, None, None, 1e50)
+    np.testing.assert_array_equal(y, np.full((2, 4), 7.0, np.float32))
+    with pytest.raises(ValueError, match=r"eps is 1e\+50, beyond float32's range"):
+        addnorm.layer_norm(X32, 4, eps=1e50)
+    with pytest.raises(ValueError, match=r"eps is 1e\+50, beyond float32's range"):
+        addnorm.add_norm_pre(X32, X32, 4, eps=1e50)
+    wide = addnorm.layer_norm(X64, 4, eps=1e50)
+    assert np.all(np.abs(wide) < 1e-20)  # (x - mean) / sqrt(var + 1e50): all but zero

@@ -194,6 +194,12 @@ def test_strided_input_is_made_contiguous():
      ValueError, r"eps is nan, expected a finite value >= 0"),
     (lambda: ops.rms_norm(torch.ones(2, 4), [4], None, -1.0, False),
      ValueError, r"eps is -1, expected a finite value >= 0"),
+    # float32 holds eps in float32: 1e50 is refused by value, not converted (undefined
+    # behaviour) into an infinity.
+    (lambda: ops.layer_norm(torch.ones(2, 4), [4], None, None, 1e50),
+     ValueError, r"eps is 1e\+50, beyond float32's range"),
+    (lambda: ops.group_norm(torch.ones(2, 4, 3).bfloat16(), 2, None, None, 1e50),
+     ValueError, r"eps is 1e\+50, beyond float32's range"),
     (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(3, 4), [4]),
      ValueError, r"r has shape \[3, 4\], expected \[2, 4\] like input"),
     (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(2, 4), [4], norm="batch"),
@@ -215,3 +221,9 @@ def test_strided_input_is_made_contiguous():
 def test_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_a_float64_call_takes_an_eps_beyond_float32():
+    x = torch.arange(8, dtype=torch.float64).reshape(2, 4)
+    torch.testing.assert_close(ops.layer_norm(x, [4], None, None, 1e50),
+                               F.layer_norm(x, (4,), eps=1e50), rtol=1e-12, atol=0)

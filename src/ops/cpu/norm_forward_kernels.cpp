@@ -723,7 +723,7 @@ template <class SS, class SB, bool kResidual, class Normalise, class RowAt>
 void short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w, Affine form,
                 const Normalise& normalise, const RowAt& row_at) {
   constexpr int64_t kRows = static_cast<int64_t>(hn::MaxLanes(DoubleTag()));
-  const bool centre = a.norm == NormKind::layer_norm;
+  const bool centre = norm_traits(a.norm).centres;
   RowMoments moments[2][kRows];
   double rstds[2][kRows];
   auto take_moments = [&](int64_t first, int slot) {
@@ -882,7 +882,7 @@ template <class SS, class SB, bool kResidual>
 void RowLoop<SS, SB, kResidual>::groups(const NormForward& a, int64_t begin, int64_t end) const {
   using Elem = typename SS::Elem;
   const int64_t dim = a.dim;
-  const bool centre = a.norm == NormKind::layer_norm;
+  const bool centre = norm_traits(a.norm).centres;
   const Affine form = form_;
   const Parameters& w = w_;
   const NormaliseFn<SS, SB, kResidual> normalise = normalise_;
@@ -945,7 +945,7 @@ template <class SB>
 void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   using SH = Float32Rows;  // h
   const int64_t dim = a.dim;
-  const bool centre = a.norm == NormKind::layer_norm;
+  const bool centre = norm_traits(a.norm).centres;
   const Affine form = affine_form(a.gamma, a.beta, a.zero_centered_gamma);
   const Parameters w{a.gamma, a.beta, nullptr, nullptr};
   const NormaliseFn<SH, SB, false> normalise =

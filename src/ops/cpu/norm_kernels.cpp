@@ -564,7 +564,7 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   BackwardRowData<S, B> data{};
   set_row_pointers(data, a, row);
   const double count = static_cast<double>(dim);
-  const bool centre = a.norm == NormKind::layer_norm;
+  const bool centre = norm_traits(a.norm).centres;
   const auto [shift, sums] = backward_pass1<S, B, kScale>(data.x, data.dy, a.gamma, dim, centre);
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
@@ -781,7 +781,7 @@ void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, dou
 #if HWY_TARGET != HWY_SCALAR
   constexpr int64_t kLanes = static_cast<int64_t>(hn::MaxLanes(DoubleTag()));
   if (is_short_row(a.dim, S::kHalf ? kShortHalfBackwardMaxDim : kShortBackwardMaxDim)) {
-    with_flag(a.norm == NormKind::layer_norm, [&](auto centre) {
+    with_flag(norm_traits(a.norm).centres, [&](auto centre) {
       constexpr int64_t kBlock = std::max<int64_t>(kLanes, kGroupRows);
       for (int64_t first = begin; first < end; first += kBlock) {
         const int64_t count = std::min<int64_t>(kBlock, end - first);
