@@ -10,7 +10,7 @@ seconds="${FUZZ_SECONDS:-30}"
 cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" >/dev/null
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_npy_reader fuzz_lab_request fuzz_cli_numbers)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_npy_reader fuzz_lab_request fuzz_cli_numbers fuzz_raw_head)
 for target in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$target" "build-fuzz/artifacts/$target"
   echo "== fuzzing $target for ${seconds} s =="

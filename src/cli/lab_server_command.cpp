@@ -131,6 +131,27 @@ void add_lab_server_command(CLI::App& app) {
                   "Training runs and long experiments running at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  // Issue 37: experiments compute on --max-jobs workers whose OpenMP teams together use the
+  // machine's threads; requests are admitted by their estimated peak memory.
+  lab->add_option("--threads-per-job", options->server.threads_per_job,
+                  "OpenMP threads of each job worker (0: the hardware threads divided between "
+                  "the --max-jobs workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  lab->add_option("--max-queued", options->server.max_queued,
+                  "Requests waiting for a free job worker; more are answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  lab->add_option_function<double>(
+         "--job-memory-mib",
+         [options](double mib) { options->server.training.max_job_bytes = mib * (1 << 20); },
+         "Largest estimated peak memory of one training request, MiB (default 4096)")
+      ->check(CLI::Range(1.0, 1e7));
+  lab->add_option_function<double>(
+         "--total-job-memory-mib",
+         [options](double mib) { options->server.training.max_total_bytes = mib * (1 << 20); },
+         "Estimated peak memory of all running training requests together, MiB (default 8192)")
+      ->check(CLI::Range(1.0, 1e7));
   lab->callback([options] { serve(*options); });
 }
 

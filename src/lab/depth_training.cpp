@@ -182,10 +182,15 @@ const TrainingRun& TrainingSession::evaluate() {
 
 namespace {
 
+// The checkpoint comes before every optimiser step, so a cancelled run ends within one step.
 TrainingRun train_one(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
-                      uint64_t seed) {
+                      uint64_t seed, const Checkpoint& checkpoint) {
   TrainingSession session(p, placement, depth, warmup, seed);
-  while (!session.finished()) session.step();
+  for (int step = 0; !session.finished(); ++step) {
+    checkpoint(static_cast<double>(step) / p.steps);
+    session.step();
+  }
+  checkpoint(1.0);
   return session.evaluate();
 }
 
@@ -239,10 +244,10 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
   std::vector<TrainingRun> runs(jobs.size());
   run_in_parallel(
       static_cast<int64_t>(jobs.size()),
-      [&](int64_t i) {
+      [&](int64_t i, const Checkpoint& checkpoint) {
         const Job& job = jobs[static_cast<size_t>(i)];
         runs[static_cast<size_t>(i)] =
-            train_one(params, job.placement, job.depth, job.warmup, job.seed);
+            train_one(params, job.placement, job.depth, job.warmup, job.seed, checkpoint);
       },
       [&](int64_t i) { return run_work(params, jobs[static_cast<size_t>(i)].depth); },
       [&](int64_t i) {

@@ -55,7 +55,7 @@ struct SeedChanges {
 };
 
 SeedChanges measure_one(const UpdateSizeParams& params, nn::Placement placement, int depth,
-                        uint64_t seed) {
+                        uint64_t seed, const Checkpoint& checkpoint) {
   nn::SequenceModel model(model_config(params.shape, placement, depth, params.symbols + 2, seed));
   model.set_training(false);  // dropout is 0 anyway; BatchNorm would use running stats
   numpy_random::Generator generator(seed);
@@ -73,7 +73,9 @@ SeedChanges measure_one(const UpdateSizeParams& params, nn::Placement placement,
   for (const nn::Parameter* p : parameters) original.push_back(p->value.values());
 
   SeedChanges changes;
-  for (double lr : params.lrs) {
+  for (size_t k = 0; k < params.lrs.size(); ++k) {
+    const double lr = params.lrs[k];
+    checkpoint(static_cast<double>(k) / static_cast<double>(params.lrs.size()));  // a step each
     if (params.mode == UpdateMode::adam) {
       nn::AdamOptions options;
       options.schedule.kind = nn::LrScheduleKind::constant;
@@ -152,8 +154,8 @@ UpdateSizeResult run_update_size(const UpdateSizeParams& params, const Progress&
   result.params = params;
   const std::vector<SeedChanges> measured = measure_every_run(
       params,
-      [&](nn::Placement placement, int depth, uint64_t seed) {
-        return measure_one(params, placement, depth, seed);
+      [&](nn::Placement placement, int depth, uint64_t seed, const Checkpoint& checkpoint) {
+        return measure_one(params, placement, depth, seed, checkpoint);
       },
       progress);
 

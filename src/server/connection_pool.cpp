@@ -1,5 +1,7 @@
 #include "server/connection_pool.hpp"
 
+#include <system_error>
+
 namespace addnorm::server {
 
 ConnectionPool::ConnectionPool(size_t max_connections) : max_connections_(max_connections) {}
@@ -9,12 +11,25 @@ ConnectionPool::~ConnectionPool() {
 }
 
 void ConnectionPool::enqueue(std::function<void()> connection) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   waiting_.push_back(std::move(connection));
   // Threads start on demand and then stay for later connections.
   if (idle_ < waiting_.size() && threads_.size() < max_connections_) {
-    threads_.emplace_back([this] { serve(); });
-    ++idle_;
+    try {
+      threads_.emplace_back([this] { serve(); });
+      ++idle_;
+    } catch (const std::system_error&) {
+      // No thread to be had (a process or user thread limit): this is called from httplib's
+      // accept loop, where the exception would end the server. The connection waits for a
+      // running thread instead; with none at all, it is served here, holding up accepts.
+      if (threads_.empty()) {
+        std::function<void()> now = std::move(waiting_.back());
+        waiting_.pop_back();
+        lock.unlock();
+        now();
+        return;
+      }
+    }
   }
   ready_.notify_one();
 }

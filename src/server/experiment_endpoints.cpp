@@ -92,6 +92,12 @@ std::vector<ExperimentEndpoint> make_endpoints() {
            lab::validate(parsed);
            check_training_limits(parsed, limits);
            return lab::to_json(lab::run_depth_training(parsed, progress));
+         },
+         [](const nlohmann::json& params, const TrainingLimits& limits, int runs_at_once) {
+           const lab::DepthTrainingParams parsed = lab::depth_training_params_from_json(params);
+           lab::validate(parsed);
+           check_training_limits(parsed, limits);
+           return training_peak_bytes(parsed, runs_at_once);
          }});
   }
   return endpoints;

@@ -26,6 +26,12 @@ struct ExperimentEndpoint {
   std::function<nlohmann::json(const nlohmann::json& params, const TrainingLimits& limits,
                                const lab::Progress& progress)>
       run;
+  // The request's estimated peak memory in bytes when at most `runs_at_once` of its runs
+  // compute at the same time (work_limits.hpp), or empty for the experiments whose own
+  // validation keeps them small. Parses, validates and checks the limits as `run` does.
+  std::function<double(const nlohmann::json& params, const TrainingLimits& limits,
+                       int runs_at_once)>
+      peak_bytes = {};
 };
 
 const std::vector<ExperimentEndpoint>& experiment_endpoints();

@@ -8,9 +8,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <deque>
 #include <exception>
+#include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -18,9 +22,11 @@
 #include "addnorm/lab/depth_training.hpp"
 #include "lab/json_text.hpp"
 #include "server/api_error.hpp"
+#include "server/compute_pool.hpp"
 #include "server/connection_pool.hpp"
 #include "server/embedded_files.hpp"
 #include "server/experiment_endpoints.hpp"
+#include "server/guarded_http_server.hpp"
 #include "server/job_board.hpp"
 #include "server/json_body.hpp"
 #include "server/request_guard.hpp"
@@ -36,6 +42,15 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 
 constexpr int kListenBacklog = 1024;
 
+// How often a connection thread waiting for its job's result looks whether its client is still
+// there (and tells the job to stop when not): the job stops within this and one step.
+constexpr auto kClientPoll = std::chrono::milliseconds(10);
+// A busy server's 503s say when to try again.
+constexpr const char* kRetryAfterSeconds = "5";
+// Events of a training stream computed but not yet sent: a slow reader holds up the run
+// rather than letting them pile up in memory.
+constexpr size_t kMaxPendingEvents = 256;
+
 // Thrown from a long job's progress callback to end it early.
 struct JobStopped {
   std::string reason;
@@ -50,6 +65,100 @@ void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& parameter = {}) {
   send_json(res, status, error_body(message, parameter));
 }
+
+// A 503 that says when to come back: every worker busy and the queue full, or the memory budget
+// taken by running jobs.
+[[noreturn]] void refuse_busy(httplib::Response& res, const std::string& message) {
+  res.set_header("Retry-After", kRetryAfterSeconds);
+  throw ApiError(503, message);
+}
+
+// What a job worker hands back to the connection thread that waits for it.
+struct Outcome {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  nlohmann::json result;
+  std::exception_ptr error;
+  double compute_ms = 0.0;
+  std::atomic<bool> abandoned{false};  // the client left before the work began: skip it
+
+  void finish(nlohmann::json value, std::exception_ptr failure, double ms) {
+    {
+      std::lock_guard lock(mutex);
+      if (done) return;
+      done = true;
+      result = std::move(value);
+      error = std::move(failure);
+      compute_ms = ms;
+    }
+    done_cv.notify_all();
+  }
+};
+
+// Owned by the queued task: a task the pool drops unrun (the server stopping) still answers.
+// Made in place (make_shared with the outcome), never copied: a copy's end would report too.
+struct OutcomeGuard {
+  explicit OutcomeGuard(std::shared_ptr<Outcome> out) : outcome(std::move(out)) {}
+  OutcomeGuard(const OutcomeGuard&) = delete;
+  OutcomeGuard& operator=(const OutcomeGuard&) = delete;
+  std::shared_ptr<Outcome> outcome;
+  ~OutcomeGuard() {
+    outcome->finish({}, std::make_exception_ptr(JobStopped{"the server is stopping"}), 0.0);
+  }
+};
+
+// A training stream's events, from the worker that computes them to the connection thread that
+// writes them.
+class EventChannel {
+ public:
+  // The worker's side; false once the reader has gone.
+  bool push(std::string text, const Job& job) {
+    std::unique_lock lock(mutex_);
+    // Wait while the reader is behind, unless the job is ending: its last event goes anyway.
+    while (!reader_gone_ && pending_.size() >= kMaxPendingEvents && job.stop_reason().empty()) {
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (reader_gone_) return false;
+    pending_.push_back(std::move(text));
+    changed_.notify_all();
+    return true;
+  }
+  void finish() {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+    changed_.notify_all();
+  }
+  bool finished() {
+    std::lock_guard lock(mutex_);
+    return finished_;
+  }
+  // The reader's side.
+  enum class Next { event, finished, nothing_yet };
+  Next pop(std::string& text, std::chrono::milliseconds wait) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, wait, [this] { return !pending_.empty() || finished_; });
+    if (!pending_.empty()) {
+      text = std::move(pending_.front());
+      pending_.pop_front();
+      changed_.notify_all();
+      return Next::event;
+    }
+    return finished_ ? Next::finished : Next::nothing_yet;
+  }
+  void reader_gone() {
+    std::lock_guard lock(mutex_);
+    reader_gone_ = true;
+    pending_.clear();
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::string> pending_;
+  bool finished_ = false, reader_gone_ = false;
+};
 
 // The request's JSON parameters: {} for an empty body. The request guard has already checked
 // the method, the Content-Type and the size.
@@ -69,17 +178,38 @@ bool is_loopback_host(const std::string& host) {
   return !allowed_hosts_for(host, 0).empty();
 }
 
+ConnectionLimits connection_limits(const LabServerOptions& options) {
+  ConnectionLimits limits;
+  limits.head.max_bytes = options.max_head_bytes;
+  limits.head.max_fields = options.max_header_fields;
+  limits.head.max_request_line = options.max_request_line;
+  limits.max_body_bytes = options.max_body_bytes;
+  limits.read_timeout = options.read_timeout;
+  limits.write_timeout = options.read_timeout;
+  limits.head_deadline = options.head_deadline;
+  return limits;
+}
+
 struct LabServer::Impl {
   explicit Impl(LabServerOptions server_options)
-      : options(std::move(server_options)), jobs(options.max_jobs, options.job_time_limit) {}
+      : options(std::move(server_options)),
+        http(connection_limits(options), stopping),
+        jobs(options.max_jobs, options.job_time_limit),
+        budget(options.training.max_total_bytes),
+        pool(options.max_jobs,
+             options.threads_per_job > 0 ? options.threads_per_job
+                                         : threads_per_worker(options.max_jobs),
+             options.max_queued) {}
 
   LabServerOptions options;
-  httplib::Server http;
+  std::atomic<bool> stopping{false};  // before http, which watches it
+  GuardedHttpServer http;
   JobBoard jobs;
+  MemoryBudget budget;  // before pool: a queued task holds a reservation
+  ComputePool pool;     // after jobs and budget: its tasks hold jobs and reservations
   std::atomic<int> port{0};
-  int listening_socket = -1;  // set while bind() creates it
-  GuardPolicy guard;          // set by bind(), once the port is known
-  std::atomic<bool> stopping{false};
+  int listening_socket = -1;         // set while bind() creates it
+  GuardPolicy guard;                 // set by bind(), once the port is known
   std::atomic<bool> running{false};  // inside run()
 
   void install_routes();
@@ -87,6 +217,8 @@ struct LabServer::Impl {
                          httplib::Response& res);
   void handle_train(const httplib::Request& req, httplib::Response& res);
   void handle_stop(const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<void> reserve_memory(double bytes, httplib::Response& res);
+  void submit(std::function<void()> task, httplib::Response& res);
   nlohmann::json info() const;
 };
 
@@ -109,12 +241,40 @@ void guarded(httplib::Response& res, Handler&& handler, const std::vector<std::s
   }
 }
 
+std::shared_ptr<void> LabServer::Impl::reserve_memory(double bytes, httplib::Response& res) {
+  if (bytes <= 0.0) return nullptr;
+  std::shared_ptr<void> reservation = budget.reserve(bytes);
+  if (!reservation) {
+    const auto mib = [](double b) { return std::to_string(static_cast<int64_t>(b / (1 << 20))); };
+    refuse_busy(res, "the running jobs hold " + mib(budget.in_use()) + " MiB of the server's " +
+                         mib(budget.total()) +
+                         " MiB memory budget and this request needs an "
+                         "estimated " +
+                         mib(bytes) + " MiB: try again when one has ended");
+  }
+  return reservation;
+}
+
+void LabServer::Impl::submit(std::function<void()> task, httplib::Response& res) {
+  if (!pool.submit(std::move(task))) {
+    refuse_busy(res, "every job worker is busy and " + std::to_string(pool.max_queued()) +
+                         " requests are waiting already: try again shortly");
+  }
+}
+
 void LabServer::Impl::handle_experiment(const ExperimentEndpoint& endpoint,
                                         const httplib::Request& req, httplib::Response& res) {
   guarded(
       res,
       [&] {
         const nlohmann::json params = request_params(req);
+        // Refused before anything is taken: the request's estimated memory over the per-job
+        // budget (400), then a job slot (429), the server's budget (503), a worker (503).
+        double bytes = 0.0;
+        if (endpoint.peak_bytes) {
+          bytes = endpoint.peak_bytes(params, options.training, pool.team());
+          check_training_memory(bytes, options.training);
+        }
         std::shared_ptr<Job> job;
         if (endpoint.long_running) {
           job = jobs.start(endpoint.name);
@@ -124,21 +284,60 @@ void LabServer::Impl::handle_experiment(const ExperimentEndpoint& endpoint,
                                     "to end or stop one");
           }
         }
+        std::shared_ptr<void> reservation = reserve_memory(bytes, res);
         lab::Progress progress;
         if (job) {
-          progress = [&job](double, std::string_view) {
+          // Called between every optimiser step of every run (src/lab/parallel_runs.hpp): a
+          // stop request, the time limit, the server stopping, or the client hanging up (seen
+          // by the waiting connection thread, which stops the job) end the work within a step.
+          progress = [job](double, std::string_view) {
             if (std::string reason = job->stop_reason(); !reason.empty()) {
               throw JobStopped{std::move(reason)};
             }
           };
         }
-        const auto started = std::chrono::steady_clock::now();
-        const nlohmann::json result = endpoint.run(params, options.training, progress);
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-                .count();
-        res.set_header("Server-Timing", "compute;dur=" + std::to_string(ms));
-        send_json(res, 200, result);
+        auto outcome = std::make_shared<Outcome>();
+        auto pending = std::make_shared<OutcomeGuard>(outcome);
+        const TrainingLimits limits = options.training;
+        // The task owns the job and the reservation: both are released when the work ends,
+        // even if this connection has stopped waiting for it.
+        submit(
+            [&endpoint, params, limits, progress, job, reservation, pending]() mutable {
+              Outcome& out = *pending->outcome;
+              if (out.abandoned) return;
+              const auto started = std::chrono::steady_clock::now();
+              nlohmann::json result;
+              std::exception_ptr error;
+              try {
+                result = endpoint.run(params, limits, progress);
+              } catch (...) {
+                error = std::current_exception();
+              }
+              // The job leaves the board, and its memory the budget, before the answer goes:
+              // a client that asks right after sees them free.
+              progress = nullptr;
+              job.reset();
+              reservation.reset();
+              out.finish(std::move(result), std::move(error),
+                         std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - started)
+                             .count());
+            },
+            res);
+        pending.reset();
+        std::unique_lock lock(outcome->mutex);
+        while (!outcome->done) {
+          if (outcome->done_cv.wait_for(lock, kClientPoll, [&] { return outcome->done; })) break;
+          if (client_has_gone()) {
+            // Nobody to answer: the job stops at its next step, a queued one never starts.
+            outcome->abandoned = true;
+            if (job) job->request_stop("client disconnected");
+            throw JobStopped{"client disconnected"};
+          }
+        }
+        if (outcome->error) std::rethrow_exception(outcome->error);
+        res.set_header("Server-Timing", "compute;dur=" + std::to_string(outcome->compute_ms));
+        send_json(res, 200, outcome->result);
       },
       endpoint.keys);
 }
@@ -157,27 +356,82 @@ void LabServer::Impl::handle_train(const httplib::Request& req, httplib::Respons
             lab::depth_training_params_from_json(request_params(req));
         lab::validate(params);
         check_training_limits(params, options.training);
+        // The stream steps every run in turn: all of them hold their memory at once.
+        const double bytes = training_peak_bytes(params, std::numeric_limits<int>::max());
+        check_training_memory(bytes, options.training);
         std::shared_ptr<Job> job = jobs.start("training");
         if (!job) {
           throw ApiError(429, std::to_string(jobs.max_jobs()) +
                                   " long runs are going already (the limit): wait for one to "
                                   "end or stop one");
         }
-        res.set_header("Cache-Control", "no-store");
-        res.set_header("X-Job-Id", std::to_string(job->id()));
-        res.set_chunked_content_provider(
-            "text/event-stream", [params, job](size_t, httplib::DataSink& sink) {
-              const EventSink emit = [&sink](const std::string& event, const nlohmann::json& data) {
-                const std::string text = "event: " + event + "\ndata: " + data.dump() + "\n\n";
-                return sink.write(text.data(), text.size());
+        std::shared_ptr<void> reservation = reserve_memory(bytes, res);
+        // The runs compute on a job worker; this connection's thread only writes their events.
+        auto channel = std::make_shared<EventChannel>();
+        struct Closer {  // the stream ends even when the pool drops the task unrun
+          Closer(std::shared_ptr<EventChannel> events, std::shared_ptr<Job> running)
+              : channel(std::move(events)), job(std::move(running)) {}
+          Closer(const Closer&) = delete;
+          Closer& operator=(const Closer&) = delete;
+          std::shared_ptr<EventChannel> channel;
+          std::shared_ptr<Job> job;
+          ~Closer() {
+            if (channel->finished()) return;
+            const nlohmann::json data = {{"reason", "the server is stopping"}, {"step", 0}};
+            channel->push("event: stopped\ndata: " + data.dump() + "\n\n", *job);
+            channel->finish();
+          }
+        };
+        auto closer = std::make_shared<Closer>(channel, job);
+        submit(
+            [params, job, reservation, closer] {
+              EventChannel& events = *closer->channel;
+              const EventSink emit = [&](const std::string& event, const nlohmann::json& data) {
+                return events.push("event: " + event + "\ndata: " + data.dump() + "\n\n", *job);
               };
               try {
                 stream_training(params, *job, emit);
               } catch (const std::exception& e) {
                 emit("error", error_body(e.what(), {}));
               }
-              sink.done();
-              return true;
+              events.finish();
+            },
+            res);
+        closer.reset();
+        res.set_header("Cache-Control", "no-store");
+        res.set_header("X-Job-Id", std::to_string(job->id()));
+        const auto hang_up = [job, channel] {
+          job->request_stop("client disconnected");
+          channel->reader_gone();
+        };
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [channel, hang_up](size_t, httplib::DataSink& sink) {
+              for (;;) {
+                std::string text;
+                switch (channel->pop(text, kClientPoll)) {
+                  case EventChannel::Next::event:
+                    if (!sink.write(text.data(), text.size())) {
+                      hang_up();
+                      return false;
+                    }
+                    break;
+                  case EventChannel::Next::finished:
+                    sink.done();
+                    return true;
+                  case EventChannel::Next::nothing_yet:
+                    if (client_has_gone()) {
+                      hang_up();
+                      return false;
+                    }
+                    break;
+                }
+              }
+            },
+            // httplib never called the provider, or the answer failed: stop the job.
+            [hang_up, channel](bool success) {
+              if (!success) hang_up();
+              channel->reader_gone();
             });
       },
       keys);
@@ -219,7 +473,14 @@ nlohmann::json LabServer::Impl::info() const {
           {"experiments", experiments},
           {"limits",
            {{"max_body_bytes", options.max_body_bytes},
+            {"max_head_bytes", options.max_head_bytes},
+            {"max_header_fields", options.max_header_fields},
             {"max_jobs", options.max_jobs},
+            {"job_workers", pool.workers()},
+            {"threads_per_job", pool.team()},
+            {"max_queued", pool.max_queued()},
+            {"max_job_bytes", options.training.max_job_bytes},
+            {"max_total_job_bytes", options.training.max_total_bytes},
             {"job_time_limit_s", options.job_time_limit.count()},
             {"training_max_runs", options.training.max_runs},
             {"training_max_block_weights", options.training.max_parameters}}}};
@@ -232,10 +493,7 @@ void LabServer::Impl::install_routes() {
   // One request per connection: a refused request's unread body can never be taken for the
   // next request, and a connection's thread is free as soon as its answer is out.
   http.set_keep_alive_max_count(1);
-  // Every read of a request waits at most this long for the next bytes.
-  http.set_read_timeout(options.read_timeout.count(), 0);
-  // Answers go out in several writes (headers, then body chunks); without TCP_NODELAY, Nagle's
-  // algorithm meets the client's delayed ACK and a large answer waits ~40 ms for nothing.
+  // Reads and writes wait at most options.read_timeout (GuardedHttpServer's own stream).
   http.set_tcp_nodelay(true);
   // httplib's defaults (SO_REUSEADDR), plus the listening socket itself, kept so that bind()
   // can lengthen its backlog.
@@ -247,13 +505,17 @@ void LabServer::Impl::install_routes() {
   // Before routing and before the body is read: the Host and Origin the request comes with,
   // the body's framing and size, and whether it may start work (request_guard.hpp).
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const RequestHead head{req.method,
-                           req.path,
-                           req.get_header_value("Host"),
-                           req.get_header_value("Origin"),
-                           req.get_header_value("Content-Type"),
-                           req.get_header_value("Content-Length"),
-                           req.get_header_value("Transfer-Encoding")};
+    RequestHead head;
+    head.method = req.method;
+    head.path = req.path;
+    head.host = req.get_header_value("Host");
+    head.origin = req.get_header_value("Origin");
+    head.content_type = req.get_header_value("Content-Type");
+    head.content_length = req.get_header_value("Content-Length");
+    head.transfer_encoding = req.get_header_value("Transfer-Encoding");
+    head.content_encoding = req.get_header_value("Content-Encoding");
+    head.host_fields = req.get_header_value_count("Host");
+    head.content_length_fields = req.get_header_value_count("Content-Length");
     if (const auto refusal = check_request(head, guard)) {
       if (refusal->status == 405) res.set_header("Allow", "POST");
       send_error(res, refusal->status, refusal->message, refusal->parameter);
@@ -374,6 +636,8 @@ bool LabServer::run() {
 void LabServer::stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
   impl_->jobs.stop_all("the server is stopping");
+  // Queued work is dropped (its connections answer 503); running work ends at its next step.
+  impl_->pool.shutdown();
   // run() may be between its check of `stopping` and the start of listening; httplib's stop()
   // does nothing until then, so wait for it.
   while (impl_->running && !impl_->http.is_running()) {

@@ -19,7 +19,19 @@ struct LabServerOptions {
   // Connections served at once, a thread each; more wait their turn. Slow clients hold one each.
   int max_connections = 256;
   std::chrono::seconds read_timeout{5};  // the longest wait for a request's next bytes
+  // A request's head: at most this many bytes and header fields (else 431), arriving within
+  // head_deadline (else the connection is closed).
+  size_t max_head_bytes = 16 * 1024;
+  size_t max_header_fields = 100;
+  size_t max_request_line = 1024;  // else 414
+  std::chrono::seconds head_deadline{10};
   int max_jobs = 3;                    // training streams and long experiments running at once
+  // Every experiment computes on one of max_jobs job workers started with the server, never on
+  // a connection thread; each worker's OpenMP team has this many threads (0: the hardware
+  // threads divided between the workers, at least 1). Requests wait for a free worker in a
+  // queue of at most max_queued; past that they are answered 503 with Retry-After.
+  int threads_per_job = 0;
+  size_t max_queued = 64;
   std::chrono::seconds job_time_limit{120};
   TrainingLimits training;
 };

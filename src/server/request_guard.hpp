@@ -22,6 +22,12 @@ struct RequestHead {
   std::string content_type;       // "" when absent
   std::string content_length;     // "" when absent
   std::string transfer_encoding;  // "" when absent
+  std::string content_encoding;   // "" when absent
+  // How many times Host and Content-Length were sent. httplib reads the first of each; a
+  // second one is where a proxy in front and this server could disagree (request smuggling,
+  // a Host check passed by one value and routing by another), so any repeat is refused.
+  size_t host_fields = 1;
+  size_t content_length_fields = 0;  // 0 when content_length is "", else at least 1
 };
 
 struct RequestRefusal {
@@ -47,5 +53,12 @@ std::vector<std::string> allowed_hosts_for(const std::string& bound_host, int po
 
 // The refusal for this request, or nothing when it may be routed.
 std::optional<RequestRefusal> check_request(const RequestHead& head, const GuardPolicy& policy);
+
+// Whether httplib may apply the request's Range header (`ranges`: how many ranges it parsed).
+// Only one range, and only on a page file: httplib serves any number of ranges, overlapping
+// ones included, each a copy of the body (2,700 times "0-" made a 51 MB answer from a 19 KB
+// file), and it slices API answers, errors included, by the range too. Otherwise the header is
+// ignored and the whole answer sent, as RFC 9110 (section 14.2) lets a server do.
+bool honour_ranges(const std::string& method, const std::string& path, size_t ranges);
 
 }  // namespace addnorm::server

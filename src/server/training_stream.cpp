@@ -22,7 +22,8 @@ nlohmann::json finite_or_null(double value) {
 
 }  // namespace
 
-void stream_training(const lab::DepthTrainingParams& params, Job& job, const EventSink& emit) {
+void stream_training(const lab::DepthTrainingParams& params, Job& job, const EventSink& emit,
+                     const std::function<bool()>& client_gone) {
   lab::validate(params);
   std::vector<lab::TrainingSession> runs;
   nlohmann::json run_list = nlohmann::json::array();
@@ -48,14 +49,16 @@ void stream_training(const lab::DepthTrainingParams& params, Job& job, const Eve
     return;
   }
   for (int step = 1; step <= params.steps; ++step) {
-    const std::string reason = job.stop_reason();
-    if (!reason.empty()) {
-      emit("stopped",
-           {{"reason", reason}, {"step", step - 1}, {"elapsed_s", job.elapsed_seconds()}});
-      return;
-    }
     nlohmann::json losses = nlohmann::json::array(), grad_norms = nlohmann::json::array();
     for (lab::TrainingSession& run : runs) {
+      // Before every run's step, not only every round of steps: a round of 12 deep runs is
+      // 12 steps long, and a stop should wait for one.
+      if (client_gone && client_gone()) job.request_stop("client disconnected");
+      if (const std::string reason = job.stop_reason(); !reason.empty()) {
+        emit("stopped",
+             {{"reason", reason}, {"step", step - 1}, {"elapsed_s", job.elapsed_seconds()}});
+        return;
+      }
       if (run.finished()) {  // stopped early on a non-finite loss
         losses.push_back(nullptr);
         grad_norms.push_back(nullptr);

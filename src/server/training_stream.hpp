@@ -27,7 +27,9 @@ using EventSink = std::function<bool(const std::string& event, const nlohmann::j
 //   done     {"elapsed_s", "runs": [{"eval_loss", "eval_accuracy", "steps_to_target",
 //             "diverged"}, ...]}
 //   stopped  {"reason": "...", "step": last step completed, "elapsed_s"}
-// A client that goes away stops the run at the next step.
-void stream_training(const lab::DepthTrainingParams& params, Job& job, const EventSink& emit);
+// A client that goes away stops the run at the next step: `client_gone` is asked before every
+// run's step (an event that cannot be sent says so too).
+void stream_training(const lab::DepthTrainingParams& params, Job& job, const EventSink& emit,
+                     const std::function<bool()>& client_gone = {});
 
 }  // namespace addnorm::server

@@ -244,3 +244,166 @@ def test_bursts_see_no_resets(lab):
     with ThreadPoolExecutor(max_workers=20) as pool:
         results = list(pool.map(one, range(200)))
     assert results == [200] * 200, [r for r in results if r != 200][:5]
+
+
+# Issue 37: the server stays bounded whatever a client sends. Each test below reproduces one
+# finding and measures the bound it now keeps.
+
+GROWTH_KIB = 32 * 1024  # what one of the attacks below may add to the server's peak RSS
+
+
+def test_many_ranges_are_ignored(lab):
+    port, pid = lab
+    status, _, page = exchange(port, f"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+                               .encode())
+    assert status == 200 and len(page) > 1000
+    # One range on a page file is served as asked.
+    status, headers, part = exchange(port, (f"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                            "Range: bytes=0-9\r\n\r\n").encode())
+    assert status == 206 and part == page[:10]
+    assert headers["content-range"] == f"bytes 0-9/{len(page)}"
+    # 2,700 overlapping ranges once made a 51 MB answer of this file, and 100 of them 6.69 GB of
+    # RSS; now the header is ignored and the file is sent once.
+    many = (f"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Range: bytes=" + ",".join(["0-"] * 2700) + "\r\n\r\n").encode()
+    before = peak_rss_kib(pid)
+    for _ in range(100):
+        status, headers, body = exchange(port, many)
+        assert status == 200 and body == page
+    growth = peak_rss_kib(pid) - before
+    print(f"peak RSS growth over 100 many-range requests: {growth} KiB")
+    assert growth < GROWTH_KIB
+    # A long single range (httplib's std::regex recursed per character over it) is ignored too.
+    status, _, body = exchange(port, (f"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                      "Range: bytes=" + "0" * 8000 + "-\r\n\r\n").encode())
+    assert status == 200 and body == page
+    # API answers are never sliced (a 200 with part of the JSON).
+    status, _, body = exchange(port, (f"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                      "Range: bytes=0-3\r\n\r\n").encode())
+    assert status == 200 and json.loads(body)["name"] == "addnorm lab"
+
+
+def test_bodies_without_a_length_are_refused_before_reading(lab):
+    port, pid = lab
+    head = (f"POST /api/gradient-flow HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Content-Type: application/json\r\n\r\n").encode()
+    status, _, body = exchange(port, head)
+    assert status == 411 and json.loads(body)["parameter"] == "body"
+    # 300 MB sent after such a head once peaked at 1.15 GB; now nothing past the head is read.
+    before = peak_rss_kib(pid)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head)
+        try:
+            for _ in range(300):
+                sock.sendall(b"1" * (1 << 20))
+                sent += 1
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    growth = peak_rss_kib(pid) - before
+    print(f"no-length body: {sent} MiB sent, peak RSS growth {growth} KiB")
+    assert sent < 300 and growth < GROWTH_KIB
+    # A method the guard lets through without a length gets no body bytes either.
+    status, _, _ = exchange(port, (f"DELETE /api/info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+                                   "x" * 4000).encode())
+    assert status in (404, 405)
+    assert alive(port)
+
+
+def test_compressed_bodies_are_refused(lab):
+    port, _ = lab
+    status, answer = request(port, "POST", "/api/gradient-flow", b"\x1f\x8b",
+                             {"Content-Encoding": "gzip"})
+    assert status == 415 and answer["parameter"] == "body"
+
+
+def test_header_fields_are_capped(lab):
+    port, pid = lab
+    fields = "".join(f"X-{i}: v\r\n" for i in range(99))  # + Host: 100 fields, the limit
+    status, _ = request(port, "GET", "/api/info", headers=None, host=f"127.0.0.1:{port}\r\n{fields[:-2]}")
+    assert status == 200
+    status, answer = request(port, "GET", "/api/info",
+                             host=f"127.0.0.1:{port}\r\n{fields}X-99: v")
+    assert status == 431 and answer["parameter"] == "headers"
+    status, answer = request(port, "GET", "/api/info", headers={"X-Big": "a" * 17000})
+    assert status == 431 and "16384" in answer["error"]
+    # One request with a million fields (~12 MB) once got a 200 and held ~100 MB.
+    before = peak_rss_kib(pid)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            sock.sendall(f"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+            block = b"X-a: b\r\n" * 10000
+            for _ in range(100):
+                sock.sendall(block)
+            sock.sendall(b"\r\n")
+            answer = sock.recv(65536)
+        except (BrokenPipeError, ConnectionResetError):
+            answer = b""
+    assert not answer.startswith(b"HTTP/1.1 200")
+    growth = peak_rss_kib(pid) - before
+    print(f"a million header fields: peak RSS growth {growth} KiB")
+    assert growth < GROWTH_KIB
+    assert alive(port)
+
+
+def test_long_request_lines_are_refused(lab):
+    port, _ = lab
+    # httplib matched an 8 KB path against its routes with std::regex, touching ~4.6 MB of the
+    # connection thread's stack for good; the lab's paths are short.
+    status, answer = request(port, "GET", "/" + "a" * 2000)
+    assert status == 414 and answer["parameter"] == "path"
+    assert request(port, "GET", "/" + "a" * 900)[0] == 404
+
+
+def test_repeated_host_or_length_is_refused(lab):
+    port, _ = lab
+    status, answer = request(port, "GET", "/api/info", host=f"127.0.0.1:{port}\r\nHost: attacker.example")
+    assert status == 400 and answer["parameter"] == "Host"
+    status, answer = request(port, "POST", "/api/gradient-flow", b"{}", {"content-length": "2"})
+    assert status == 400 and answer["parameter"] == "body"
+
+
+def test_json_nests_at_most_16_levels(lab):
+    port, _ = lab
+    for levels, refused in ((16, False), (17, True)):
+        body = b'{"x":' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+        status, answer = request(port, "POST", "/api/norm-steps", body)
+        assert status == 400
+        assert ("nests deeper" in answer["error"]) == refused, (levels, answer)
+
+
+def long_depth_training():
+    return json.dumps({"placements": ["post_norm", "pre_norm"], "depths": [2], "d_model": 16,
+                       "n_heads": 2, "d_ff": 32, "length": 3, "batch": 4, "steps": 20000,
+                       "warmups": [False, True], "warmup_steps": 100, "seeds": 1,
+                       "grad_history_points": 1}).encode()
+
+
+def test_sigterm_ends_work_in_flight(addnorm_bin):
+    """SIGTERM during a depth-training: the process exits within a few steps' time (it once
+    closed its port and computed on for 90 s)."""
+    process = subprocess.Popen([str(addnorm_bin), "lab", "--port", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/", process.stdout.readline()).group(1))
+        answers = []
+        worker = threading.Thread(target=lambda: answers.append(
+            request(port, "POST", "/api/depth-training", long_depth_training())))
+        worker.start()
+        deadline = time.monotonic() + 30
+        while not running_jobs(port) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        assert running_jobs(port)
+        started = time.monotonic()
+        process.terminate()
+        process.wait(timeout=30)
+        latency = time.monotonic() - started
+        worker.join()
+        print(f"SIGTERM to exit with a depth-training in flight: {latency:.3f} s")
+        assert latency < 3.0
+        assert answers and answers[0][0] == 503, answers
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -113,6 +113,7 @@ TEST(RequestGuard, WorkStartsOnlyFromJsonPosts) {
     head.content_type = type;
     EXPECT_EQ(status_of(head), 415) << type;
   }
+  head.content_length = "2";  // (without one, a POST is refused 411 whatever its type)
   for (const char* type :
        {"application/json", "application/json; charset=utf-8", "Application/JSON"}) {
     head.content_type = type;
@@ -126,6 +127,58 @@ TEST(RequestGuard, WorkStartsOnlyFromJsonPosts) {
   EXPECT_EQ(status_of(page), 0);
   page.path = "/index.html";
   EXPECT_EQ(status_of(page), 0);
+}
+
+// Issue 37's findings on framing: a second Host (the first won) or Content-Length, a body
+// without a length (read to the end of the connection), a compressed body (inflated past the
+// limit), all refused before the body is read.
+TEST(RequestGuard, RepeatedHostOrLengthIsRefused) {
+  RequestHead head = post_json();
+  head.host_fields = 2;
+  auto refusal = check_request(head, loopback_policy());
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->status, 400);
+  EXPECT_EQ(refusal->parameter, "Host");
+  head.host_fields = 1;
+  head.content_length_fields = 2;
+  refusal = check_request(head, loopback_policy());
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->status, 400);
+  EXPECT_EQ(refusal->parameter, "body");
+}
+
+TEST(RequestGuard, BodiesWithoutALengthAreRefused) {
+  for (const char* method : {"POST", "PUT", "PATCH"}) {
+    RequestHead head = post_json();
+    head.method = method;
+    head.path = "/anything";
+    head.content_length.clear();
+    EXPECT_EQ(status_of(head), 411) << method;
+    head.content_length = "0";
+    EXPECT_EQ(status_of(head), 0) << method;
+  }
+  RequestHead get;
+  get.method = "GET";
+  get.path = "/index.html";
+  get.host = "127.0.0.1:8787";
+  EXPECT_EQ(status_of(get), 0);
+}
+
+TEST(RequestGuard, CompressedBodiesAreRefused) {
+  RequestHead head = post_json();
+  for (const char* encoding : {"gzip", "br", "deflate", "identity"}) {
+    head.content_encoding = encoding;
+    EXPECT_EQ(status_of(head), 415) << encoding;
+  }
+}
+
+TEST(RequestGuard, OnlyOneRangeAndOnlyOnPageFiles) {
+  EXPECT_TRUE(honour_ranges("GET", "/index.html", 1));
+  EXPECT_FALSE(honour_ranges("GET", "/index.html", 0));
+  EXPECT_FALSE(honour_ranges("GET", "/index.html", 2));
+  EXPECT_FALSE(honour_ranges("GET", "/index.html", 2700));
+  EXPECT_FALSE(honour_ranges("GET", "/api/info", 1));  // would slice the JSON, status 200
+  EXPECT_FALSE(honour_ranges("POST", "/api/gradient-flow", 1));
 }
 
 TEST(RequestGuard, MessagesQuoteHostileValuesShortAndValid) {
