@@ -131,11 +131,11 @@ void add_lab_server_command(CLI::App& app) {
                   "Training runs and long experiments running at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
-  // Issue 37: experiments compute on --max-jobs workers whose OpenMP teams together use the
+  // Issue 37: experiments compute on --max-jobs + 1 workers whose OpenMP teams together use the
   // machine's threads; requests are admitted by their estimated peak memory.
   lab->add_option("--threads-per-job", options->server.threads_per_job,
                   "OpenMP threads of each job worker (0: the hardware threads divided between "
-                  "the --max-jobs workers)")
+                  "the --max-jobs + 1 workers)")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
   lab->add_option("--max-queued", options->server.max_queued,

@@ -68,12 +68,16 @@ void ComputePool::shutdown() {
 
 void ComputePool::work() {
   // This thread's team size (an OpenMP per-thread setting), and the team itself, made now by
-  // an empty region; libgomp keeps it for the regions of every later task.
+  // a region that counts its threads; libgomp keeps the team for the regions of every later
+  // task. (GCC drops an empty region entirely, so the region must do something.)
   omp_set_num_threads(team_);
-#pragma omp parallel
-  {} {
+  int members = 0;
+#pragma omp parallel reduction(+ : members)
+  members += 1;
+  {
     std::lock_guard lock(mutex_);
     ++started_;
+    team_threads_ += members;
   }
   started_cv_.notify_all();
   for (;;) {

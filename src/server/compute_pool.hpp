@@ -46,6 +46,9 @@ class ComputePool {
 
   int workers() const { return static_cast<int>(threads_.size()); }
   int team() const { return team_; }
+  // The OpenMP threads the workers' teams hold, counted by each worker at its start (the
+  // workers themselves included): workers() x team() unless the runtime gave fewer.
+  int team_threads() const { return team_threads_; }
   size_t max_queued() const { return max_queued_; }
 
  private:
@@ -57,7 +60,8 @@ class ComputePool {
   std::condition_variable ready_;
   std::deque<std::function<void()>> queue_;
   std::vector<std::thread> threads_;
-  int started_ = 0;  // workers whose OpenMP team exists
+  int started_ = 0;       // workers whose OpenMP team exists
+  int team_threads_ = 0;  // written before the constructor returns, read-only after
   std::condition_variable started_cv_;
   bool stopping_ = false;
 };

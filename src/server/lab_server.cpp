@@ -190,15 +190,22 @@ ConnectionLimits connection_limits(const LabServerOptions& options) {
   return limits;
 }
 
+// One worker more than long runs may hold: long runs are at most max_jobs (the job board counts
+// queued ones too), so one worker is always left for the quick experiments, which would
+// otherwise wait behind a training run for as long as it lasts.
+int job_workers(int max_jobs) {
+  return max_jobs + 1;
+}
+
 struct LabServer::Impl {
   explicit Impl(LabServerOptions server_options)
       : options(std::move(server_options)),
         http(connection_limits(options), stopping),
         jobs(options.max_jobs, options.job_time_limit),
         budget(options.training.max_total_bytes),
-        pool(options.max_jobs,
+        pool(job_workers(options.max_jobs),
              options.threads_per_job > 0 ? options.threads_per_job
-                                         : threads_per_worker(options.max_jobs),
+                                         : threads_per_worker(job_workers(options.max_jobs)),
              options.max_queued) {}
 
   LabServerOptions options;
@@ -478,6 +485,7 @@ nlohmann::json LabServer::Impl::info() const {
             {"max_jobs", options.max_jobs},
             {"job_workers", pool.workers()},
             {"threads_per_job", pool.team()},
+            {"team_threads", pool.team_threads()},
             {"max_queued", pool.max_queued()},
             {"max_job_bytes", options.training.max_job_bytes},
             {"max_total_job_bytes", options.training.max_total_bytes},

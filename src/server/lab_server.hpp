@@ -26,9 +26,10 @@ struct LabServerOptions {
   size_t max_request_line = 1024;  // else 414
   std::chrono::seconds head_deadline{10};
   int max_jobs = 3;                    // training streams and long experiments running at once
-  // Every experiment computes on one of max_jobs job workers started with the server, never on
-  // a connection thread; each worker's OpenMP team has this many threads (0: the hardware
-  // threads divided between the workers, at least 1). Requests wait for a free worker in a
+  // Every experiment computes on one of max_jobs + 1 job workers started with the server, never
+  // on a connection thread (the extra one keeps quick experiments from waiting behind long
+  // runs); each worker's OpenMP team has this many threads (0: the hardware threads divided
+  // between the workers, at least 1). Requests wait for a free worker in a
   // queue of at most max_queued; past that they are answered 503 with Retry-After.
   int threads_per_job = 0;
   size_t max_queued = 64;

@@ -105,8 +105,9 @@ def test_threads_stay_bounded_under_a_burst(addnorm_bin):
     try:
         limits = info(port)
         workers, team = limits["job_workers"], limits["threads_per_job"]
-        assert (workers, team) == (3, 2)
+        assert (workers, team) == (4, 2)  # --max-jobs 3, plus one for quick experiments
         # Every worker's team exists from the start.
+        assert limits["team_threads"] == workers * team
         assert status_field(process.pid, "Threads") >= 1 + workers * team
         bound = MAX_CONNECTIONS + workers * team + CONSTANT_THREADS
         peak, done = [0], threading.Event()
@@ -147,6 +148,9 @@ def test_threads_stay_bounded_under_a_burst(addnorm_bin):
 
 
 def test_a_full_queue_is_503_with_retry_after(addnorm_bin):
+    """--max-jobs 1 gives two workers: the training run holds one, the other serves the quick
+    experiments, whose queue has one place here. Eight gradient-flow requests at once (each
+    ~0.3 s of draws) fill worker and queue: the rest are told when to come back."""
     process, port = start_lab(addnorm_bin, "--max-jobs", "1", "--max-queued", "1")
     try:
         answers = []
@@ -154,20 +158,25 @@ def test_a_full_queue_is_503_with_retry_after(addnorm_bin):
             target=lambda: answers.append(post(port, "/api/depth-training", long_training())))
         runner.start()
         wait_for_jobs(port, 1)
-        time.sleep(0.2)  # the job is on the only worker now
-        waiting = []
-        queued = threading.Thread(
-            target=lambda: waiting.append(post(port, "/api/norm-steps", {})))
-        queued.start()
-        time.sleep(0.5)  # in the queue's one place
-        status, headers, answer = post(port, "/api/norm-steps", {})
-        assert status == 503 and headers.get("retry-after") == "5", answer
-        assert "busy" in answer["error"]
+        time.sleep(0.2)  # the job is on its worker now
+        quick = []
+        burst = [threading.Thread(target=lambda: quick.append(post(port, "/api/gradient-flow", {})))
+                 for _ in range(8)]
+        for thread in burst:
+            thread.start()
+        for thread in burst:
+            thread.join()
+        statuses = Counter(status for status, _, _ in quick)
+        assert set(statuses) == {200, 503}, statuses
+        # The free worker ran one while another waited: quick work does not wait for training.
+        assert statuses[200] >= 2, statuses
+        for status, headers, answer in quick:
+            if status == 503:
+                assert headers.get("retry-after") == "5" and "busy" in answer["error"], answer
+        assert [job["kind"] for job in jobs(port)] == ["depth-training"]
         exchange(port, "POST", "/api/jobs/stop", {"job": jobs(port)[0]["id"]})
         runner.join()
-        queued.join()
         assert answers[0][0] == 503 and "stopped by request" in answers[0][2]["error"]
-        assert waiting[0][0] == 200
     finally:
         stop_lab(process)
 

@@ -28,6 +28,7 @@ int team_size() {
 TEST(ComputePool, TasksRunOnTheWorkersWithTheirTeam) {
   ComputePool pool(2, 3, 4);
   EXPECT_EQ(pool.workers(), 2);
+  EXPECT_EQ(pool.team_threads(), 6);  // the teams exist before the first task
   std::promise<std::pair<std::thread::id, int>> ran;
   ASSERT_TRUE(pool.submit([&] { ran.set_value({std::this_thread::get_id(), team_size()}); }));
   const auto [thread, team] = ran.get_future().get();
