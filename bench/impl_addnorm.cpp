@@ -93,15 +93,15 @@ void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector
                      }});
       break;
     case Op::add_norm_pre_fwd:
-      out.push_back({name, "fused, " + note,
-                     [=] { add_norm_pre(x, r, normalized, h, y, pre, stats); }});
+      out.push_back(
+          {name, "fused, " + note, [=] { add_norm_pre(x, r, normalized, h, y, pre, stats); }});
       break;
     case Op::add_norm_pre_bwd:
       // dh = LN'(dy) at h + dh_next: the residual stream's gradient, as the float32 op.
-      out.push_back({name, "fused, " + note, [=] {
-                       add_norm_pre_backward(dy, dh_next, h_in, normalized, {dx, dgamma, dbeta}, pre,
-                                             saved);
-                     }});
+      out.push_back(
+          {name, "fused, " + note, [=] {
+             add_norm_pre_backward(dy, dh_next, h_in, normalized, {dx, dgamma, dbeta}, pre, saved);
+           }});
       break;
     case Op::add_norm_post_fwd:
       out.push_back(

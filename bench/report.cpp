@@ -27,9 +27,10 @@ std::string case_title(const Case& c) {
   const double mib = double(c.elements() * dtype_bytes(c.dtype)) / double(1 << 20);
   return op_name(c.op) + "  " + dtype_name(c.dtype) + "  " + std::to_string(c.rows) + " x " +
          std::to_string(c.dim) + " (" + format("%.3g", mib) + " MiB" +
-         (c.decode ? ", decode" : c.in_cache ? ", in cache" : "") + ")  " +
-         std::to_string(c.threads) +
-         (c.threads == 1 ? " thread" : " threads");
+         (c.decode     ? ", decode"
+          : c.in_cache ? ", in cache"
+                       : "") +
+         ")  " + std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads");
 }
 
 bool same_case(const Case& a, const Case& b) {
@@ -49,8 +50,11 @@ std::string fault_mark(const Record& r) {
 
 std::string case_label(const Case& c) {
   return op_name(c.op) + " " + dtype_name(c.dtype) + " " + std::to_string(c.rows) + "x" +
-         std::to_string(c.dim) + (c.decode ? " decode" : c.in_cache ? " in cache" : "") + " t=" +
-         std::to_string(c.threads);
+         std::to_string(c.dim) +
+         (c.decode     ? " decode"
+          : c.in_cache ? " in cache"
+                       : "") +
+         " t=" + std::to_string(c.threads);
 }
 
 }  // namespace
@@ -190,17 +194,16 @@ void print_summary(std::ostream& out, const std::vector<Record>& records,
     }
     if (markdown) out << "| ";
     const std::string rows_text =
-        std::to_string(c.rows) + (c.decode        ? (markdown ? " (decode)" : "d")
+        std::to_string(c.rows) + (c.decode     ? (markdown ? " (decode)" : "d")
                                   : c.in_cache ? (markdown ? " (in cache)" : "c")
-                                                 : "");
+                                               : "");
     // A decode case's copy ceiling (a few KiB in L1) says nothing; its cells are ns per call.
     const std::string ceiling_text = c.decode ? "-" : format("%.1f", ceiling);
-    const std::string addnorm_text =
-        !addnorm ? "-"
-        : c.decode
-            ? speed_text(*addnorm) + fault_mark(*addnorm)
-            : speed_text(*addnorm) + " (" + format("%.0f", addnorm->pct_of_ceiling) + "%)" +
-                  fault_mark(*addnorm);
+    const std::string addnorm_text = !addnorm   ? "-"
+                                     : c.decode ? speed_text(*addnorm) + fault_mark(*addnorm)
+                                                : speed_text(*addnorm) + " (" +
+                                                      format("%.0f", addnorm->pct_of_ceiling) +
+                                                      "%)" + fault_mark(*addnorm);
     out << (markdown ? op_name(c.op) : pad(op_name(c.op), 21, true)) << sep
         << pad(dtype_name(c.dtype), 5, true) << sep
         << (markdown ? std::to_string(c.dim) : pad(std::to_string(c.dim), 5)) << sep

@@ -3,9 +3,9 @@
 // lists split from the input at NUL bytes. A parse error is an accepted outcome; an accepted
 // value must be one the option's type holds exactly as typed.
 #include <cmath>
-#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The README's second command: installs what is missing, builds, and runs every test: the C++
-# tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all tests (C++ and the
-# Python tests against NumPy and PyTorch) on the release build, the fuzzers for a bounded time,
-# the lab page's browser tests, and the C++ package as users install and link it.
+# The README's second command: installs what is missing, checks the format, builds, and runs
+# every test: the C++ tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all
+# tests (C++ and the Python tests against NumPy and PyTorch) on the release build, the fuzzers
+# for a bounded time, the lab page's browser tests, and the C++ package as users install and
+# link it.
 # The last lines are CTest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs="$(nproc)"
+
+echo "== format (clang-format, .clang-format) =="
+bash scripts/check-format.sh
 
 echo "== build (release) =="
 bash scripts/build.sh

@@ -26,8 +26,8 @@ struct float16 {
   uint16_t bits = 0;
 };
 
-float to_float(bfloat16 value);  // exact
-float to_float(float16 value);   // exact
+float to_float(bfloat16 value);     // exact
+float to_float(float16 value);      // exact
 bfloat16 to_bfloat16(float value);  // round to nearest even; NaN stays NaN
 float16 to_float16(float value);    // round to nearest even; overflow to Inf, NaN stays NaN
 

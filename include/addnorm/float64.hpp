@@ -80,9 +80,8 @@ void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
 void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
                    const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
                    std::optional<NormStats> stats = {});
-void add_norm_post_backward(ConstView dy, ConstView x, ConstView s,
-                            const Shape& normalized_shape, const AddNormPostGrads& grads,
-                            const AddNormOptions& options = {},
+void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
+                            const AddNormPostGrads& grads, const AddNormOptions& options = {},
                             const DropoutOptions& dropout = {},
                             std::optional<SavedStats> saved = {});
 

@@ -149,7 +149,7 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis);
 template <class T>
 struct BasicRmsNormOptions {
   std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
-  bool zero_centered_gamma = false;  // scale by (1 + gamma), so gamma = 0 is the identity
+  bool zero_centered_gamma = false;   // scale by (1 + gamma), so gamma = 0 is the identity
   T eps = T(norm_traits(NormKind::rms_norm).default_eps);
 };
 using RmsNormOptions = BasicRmsNormOptions<float>;
@@ -250,7 +250,7 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
 // thread count and is regenerated in the backward rather than stored.
 template <class T>
 struct BasicDropoutOptions {
-  T p = 0;             // drop probability in [0, 1); kept values are scaled by 1 / (1 - p)
+  T p = 0;  // drop probability in [0, 1); kept values are scaled by 1 / (1 - p)
   uint64_t seed = 0;
   uint64_t offset = 0;  // element offset into the seed's stream, for many tensors per step;
                         // offset + element count must fit in 64 bits
@@ -269,9 +269,9 @@ template <class T>
 struct BasicAddNormOptions {
   NormKind norm = NormKind::layer_norm;
   std::optional<NormConst<T>> gamma;
-  std::optional<NormConst<T>> beta;  // LayerNorm only
-  bool zero_centered_gamma = false;         // RMSNorm only
-  std::optional<T> eps = std::nullopt;      // absent: the kind's default_eps, the plain op's
+  std::optional<NormConst<T>> beta;     // LayerNorm only
+  bool zero_centered_gamma = false;     // RMSNorm only
+  std::optional<T> eps = std::nullopt;  // absent: the kind's default_eps, the plain op's
 };
 using AddNormOptions = BasicAddNormOptions<float>;
 // The eps a fused op runs with: the one given, or the kind's default.
@@ -318,8 +318,7 @@ struct BasicAddNormPostGrads {
 using AddNormPostGrads = BasicAddNormPostGrads<float>;
 void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
-                            const AddNormOptions& options = {},
-                            const DropoutOptions& dropout = {},
+                            const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
                             std::optional<SavedStats> saved = {});
 
 }  // namespace addnorm

@@ -22,8 +22,8 @@ inline constexpr int kMaxRank = 8;
 class Shape {
  public:
   Shape() = default;
-  Shape(std::initializer_list<int64_t> dims);        // throws Error when rank > kMaxRank
-  explicit Shape(std::span<const int64_t> dims);     // throws Error when rank > kMaxRank
+  Shape(std::initializer_list<int64_t> dims);     // throws Error when rank > kMaxRank
+  explicit Shape(std::span<const int64_t> dims);  // throws Error when rank > kMaxRank
 
   int rank() const { return rank_; }
   int64_t operator[](int axis) const { return dims_[static_cast<size_t>(axis)]; }

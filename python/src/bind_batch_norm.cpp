@@ -64,8 +64,7 @@ void batch_norm_backward(const py::object& dy, const py::object& x, const py::ob
     using T = decltype(zero);
     const TensorView<const T> dy_view = view_of<const T>("dy", dy);
     const TensorView<const T> x_view = view_of<const T>("x", x);
-    const BasicBatchNormGrads<T> grads{view_of<T>("dx", dx),
-                                       optional_view_of<T>("dweight", dgamma),
+    const BasicBatchNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicBatchNormOptions<T> options = options_of<T>(call);
     const std::optional<BasicRunningStats<T>> running = running_of<T>(call);

@@ -47,8 +47,7 @@ void layer_norm_backward(const py::object& dy, const py::object& x, const Dims& 
     using T = decltype(zero);
     const TensorView<const T> dy_view = view_of<const T>("dy", dy);
     const TensorView<const T> x_view = view_of<const T>("x", x);
-    const BasicLayerNormGrads<T> grads{view_of<T>("dx", dx),
-                                       optional_view_of<T>("dweight", dgamma),
+    const BasicLayerNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
                                            optional_view_of<const T>("bias", beta),
@@ -81,8 +80,7 @@ void rms_norm_backward(const py::object& dy, const py::object& x, const Dims& no
     using T = decltype(zero);
     const TensorView<const T> dy_view = view_of<const T>("dy", dy);
     const TensorView<const T> x_view = view_of<const T>("x", x);
-    const BasicRmsNormGrads<T> grads{view_of<T>("dx", dx),
-                                     optional_view_of<T>("dweight", dgamma)};
+    const BasicRmsNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma)};
     const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
                                          zero_centered_gamma, argument_as<T>("eps", eps)};
     const Shape shape = shape_from(normalized_shape);

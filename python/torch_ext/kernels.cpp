@@ -475,21 +475,18 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   const at::Tensor ds = at::empty(x.sizes(), x.options());
   if (x.numel() > 0 && is_16_bit(x.scalar_type())) {
     run_library([&] {
-      add_norm_post_backward(any_view(dy), any_view(x), any_view(s),
-                             shape_of(spec.normalized_shape),
-                             {any_mutable(grads.dx), any_mutable(ds),
-                              optional_mutable<float>(grads.dweight),
-                              optional_mutable<float>(grads.dbias)},
-                             any_norm_options(t, spec), dropout_options<float>(dropout),
-                             stats_in<float>(t));
+      add_norm_post_backward(
+          any_view(dy), any_view(x), any_view(s), shape_of(spec.normalized_shape),
+          {any_mutable(grads.dx), any_mutable(ds), optional_mutable<float>(grads.dweight),
+           optional_mutable<float>(grads.dbias)},
+          any_norm_options(t, spec), dropout_options<float>(dropout), stats_in<float>(t));
     });
   } else if (x.numel() > 0) {
     with_element_type(x, [&](auto element) {
       using T = decltype(element);
       run_library([&] {
         library::add_norm_post_backward(
-            const_view<T>(dy), const_view<T>(x), const_view<T>(s),
-            shape_of(spec.normalized_shape),
+            const_view<T>(dy), const_view<T>(x), const_view<T>(s), shape_of(spec.normalized_shape),
             {mutable_view<T>(grads.dx), mutable_view<T>(ds), optional_mutable<T>(grads.dweight),
              optional_mutable<T>(grads.dbias)},
             norm_options<T>(t, spec), dropout_options<T>(dropout), stats_in<T>(t));
@@ -727,9 +724,8 @@ at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
   if (x.numel() == 0) return y;
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
-    run_library([&] {
-      library::dropout(const_view<T>(x), mutable_view<T>(y), dropout_options<T>(spec));
-    });
+    run_library(
+        [&] { library::dropout(const_view<T>(x), mutable_view<T>(y), dropout_options<T>(spec)); });
   });
   return y;
 }

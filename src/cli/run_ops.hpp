@@ -26,7 +26,7 @@ struct RunSettings {
 
   float eps = 1e-5f;
   uint64_t num_groups = 1;  // GroupNorm
-  bool eps_given = false;  // the fused ops: otherwise the norm kind's default
+  bool eps_given = false;   // the fused ops: otherwise the norm kind's default
   bool zero_centered_gamma = false;
   std::string norm = "layer_norm";  // the fused ops' norm: layer_norm or rms_norm
 

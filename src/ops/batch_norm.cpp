@@ -5,8 +5,8 @@
 #include "addnorm/ops.hpp"
 #include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/cpu/scratch.hpp"
-#include "ops/reference/batch_norm.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/reference/batch_norm.hpp"
 
 namespace addnorm {
 
@@ -40,8 +40,8 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
     for (int64_t c = 0; c < channels; ++c) {
       rstd[c] = 1.0 / std::sqrt(variance[c] + double(options.eps));
       if (running) {
-        reference::update_running(running->mean.data[c], running->var.data[c], mean[c],
-                                  variance[c], layout.per_channel(), double(options.momentum),
+        reference::update_running(running->mean.data[c], running->var.data[c], mean[c], variance[c],
+                                  layout.per_channel(), double(options.momentum),
                                   options.convention);
       }
       if (batch_stats) {

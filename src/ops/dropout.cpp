@@ -1,8 +1,8 @@
 // Dropout with counter-based masks (ops/reference/philox.hpp): element i of a tensor uses
 // element offset + i of the seed's stream, whatever the thread count.
+#include "ops/cpu/dropout.hpp"
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
-#include "ops/cpu/dropout.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/dropout_detail.hpp"
 #include "ops/op_checks.hpp"

@@ -7,7 +7,9 @@
 
 namespace addnorm {
 
-int64_t dtype_size(DType dtype) { return dtype == DType::float32 ? 4 : 2; }
+int64_t dtype_size(DType dtype) {
+  return dtype == DType::float32 ? 4 : 2;
+}
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
@@ -21,7 +23,9 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
-float to_float(bfloat16 value) { return std::bit_cast<float>(uint32_t{value.bits} << 16); }
+float to_float(bfloat16 value) {
+  return std::bit_cast<float>(uint32_t{value.bits} << 16);
+}
 
 bfloat16 to_bfloat16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);

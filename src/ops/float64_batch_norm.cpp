@@ -48,8 +48,7 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
       rstd = running_rstd(*running, c, options.eps);
     }
     reference::normalise_channel<double>(x.data, data_or_null(options.gamma),
-                                         data_or_null(options.beta), y.data, layout, c, mean,
-                                         rstd);
+                                         data_or_null(options.beta), y.data, layout, c, mean, rstd);
   }
 }
 
@@ -62,12 +61,12 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
   double* dbeta = data_or_null(grads.dbeta);
   for (int64_t c = 0; c < layout.channels; ++c) {
     if (options.training) {
-      reference::batch_norm_backward_channel<double>(dy.data, x.data, gamma, grads.dx.data,
-                                                     dgamma, dbeta, layout, c, options.eps);
+      reference::batch_norm_backward_channel<double>(dy.data, x.data, gamma, grads.dx.data, dgamma,
+                                                     dbeta, layout, c, options.eps);
     } else {
       reference::batch_norm_eval_backward_channel<double>(
-          dy.data, x.data, gamma, grads.dx.data, dgamma, dbeta, layout, c,
-          running->mean.data[c], running_rstd(*running, c, options.eps));
+          dy.data, x.data, gamma, grads.dx.data, dgamma, dbeta, layout, c, running->mean.data[c],
+          running_rstd(*running, c, options.eps));
     }
   }
 }

@@ -18,13 +18,11 @@ auto data_or_null(const std::optional<View>& view) {
 
 void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
                 const LayerNormOptions& options, std::optional<NormStats> stats) {
-  const detail::RowLayout layout =
-      detail::check_layer_norm(x, normalized_shape, y, options, stats);
-  reference::layer_norm_forward<double>(x.data, data_or_null(options.gamma),
-                                        data_or_null(options.beta), y.data,
-                                        stats ? stats->mean.data : nullptr,
-                                        stats ? stats->rstd.data : nullptr, layout.rows,
-                                        layout.dim, options.eps);
+  const detail::RowLayout layout = detail::check_layer_norm(x, normalized_shape, y, options, stats);
+  reference::layer_norm_forward<double>(
+      x.data, data_or_null(options.gamma), data_or_null(options.beta), y.data,
+      stats ? stats->mean.data : nullptr, stats ? stats->rstd.data : nullptr, layout.rows,
+      layout.dim, options.eps);
 }
 
 void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
@@ -33,10 +31,9 @@ void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shap
   const detail::RowLayout layout =
       detail::check_layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
   reference::layer_norm_backward<double>(dy.data, x.data, data_or_null(options.gamma),
-                                         saved ? saved->rstd.data : nullptr, nullptr,
-                                         grads.dx.data, data_or_null(grads.dgamma),
-                                         data_or_null(grads.dbeta), layout.rows, layout.dim,
-                                         options.eps);
+                                         saved ? saved->rstd.data : nullptr, nullptr, grads.dx.data,
+                                         data_or_null(grads.dgamma), data_or_null(grads.dbeta),
+                                         layout.rows, layout.dim, options.eps);
 }
 
 void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,

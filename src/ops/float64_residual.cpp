@@ -106,10 +106,10 @@ void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, Mutab
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
                            const AddNormOptions& options, std::optional<SavedStats> saved) {
-  const detail::RowLayout layout = detail::check_add_norm_pre_backward(
-      dy, dh_next, h, normalized_shape, grads, options, saved);
-  norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data,
-                data_or_null(grads.dgamma), data_or_null(grads.dbeta), options, saved, layout);
+  const detail::RowLayout layout =
+      detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
+  norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data, data_or_null(grads.dgamma),
+                data_or_null(grads.dbeta), options, saved, layout);
 }
 
 void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,

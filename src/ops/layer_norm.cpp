@@ -19,8 +19,7 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
 
 void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
                 const LayerNormOptions& options, std::optional<NormStats> stats) {
-  const detail::RowLayout layout =
-      detail::check_layer_norm(x, normalized_shape, y, options, stats);
+  const detail::RowLayout layout = detail::check_layer_norm(x, normalized_shape, y, options, stats);
   detail::run_norm_forward(x, std::nullopt, std::nullopt, y, detail::norm_settings(options), stats,
                            layout);
 }

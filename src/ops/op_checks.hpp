@@ -131,8 +131,8 @@ RowLayout check_layer_norm_backward(const NormConst<T>& dy, const NormConst<T>& 
 }
 
 template <class T>
-RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape, const NormMutable<T>& y,
-                         const BasicRmsNormOptions<T>& options,
+RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape,
+                         const NormMutable<T>& y, const BasicRmsNormOptions<T>& options,
                          const std::optional<Mutable<T>>& rstd) {
   return check_norm_forward<T>(x, normalized_shape, y, options.gamma, std::optional<NormConst<T>>{},
                                options.eps, nullptr, rstd ? &*rstd : nullptr);
@@ -140,8 +140,7 @@ RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape, c
 
 template <class T>
 RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
-                                  const Shape& normalized_shape,
-                                  const BasicRmsNormGrads<T>& grads,
+                                  const Shape& normalized_shape, const BasicRmsNormGrads<T>& grads,
                                   const BasicRmsNormOptions<T>& options,
                                   const MaybeConst<T>& saved_rstd) {
   return check_norm_backward<T>(
@@ -272,13 +271,12 @@ reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
     check_shape("batch rstd", batch_stats->rstd, Shape{layout.channels});
   }
   // The running statistics are outputs (updated in place): neither may overlap the other.
-  check_disjoint(
-      {region("y", y), region("running_mean", running ? &running->mean : nullptr),
-       region("running_var", running ? &running->var : nullptr),
-       region("batch mean", batch_stats ? &batch_stats->mean : nullptr),
-       region("batch rstd", batch_stats ? &batch_stats->rstd : nullptr)},
-      {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
-      {{"y", "x"}});
+  check_disjoint({region("y", y), region("running_mean", running ? &running->mean : nullptr),
+                  region("running_var", running ? &running->var : nullptr),
+                  region("batch mean", batch_stats ? &batch_stats->mean : nullptr),
+                  region("batch rstd", batch_stats ? &batch_stats->rstd : nullptr)},
+                 {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
+                 {{"y", "x"}});
   return layout;
 }
 
@@ -329,8 +327,8 @@ RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* 
 // Statistics of a fused forward (written) or backward (read): rstd always, a mean when the
 // norm centres.
 template <class Stats, class T>
-void check_add_norm_stats(const std::optional<Stats>& stats,
-                          const BasicAddNormOptions<T>& options, int64_t rows) {
+void check_add_norm_stats(const std::optional<Stats>& stats, const BasicAddNormOptions<T>& options,
+                          int64_t rows) {
   if (!stats) return;
   if (norm_traits(options.norm).centres) check_count("mean", stats->mean, rows, "per row");
   check_count("rstd", stats->rstd, rows, "per row");
@@ -351,9 +349,9 @@ void check_add_norm_grads(const std::optional<Mutable<T>>& dgamma,
 }
 
 template <class T>
-RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r, const Shape& normalized_shape,
-                             const NormMutable<T>& h, const NormMutable<T>& y,
-                             const BasicAddNormOptions<T>& options,
+RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r,
+                             const Shape& normalized_shape, const NormMutable<T>& h,
+                             const NormMutable<T>& y, const BasicAddNormOptions<T>& options,
                              const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
   check_shape("h", h, x.shape);
@@ -372,7 +370,8 @@ RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r, const
 }
 
 template <class T>
-RowLayout check_add_norm_pre_backward(const NormConst<T>& dy, const std::optional<NormConst<T>>& dh_next,
+RowLayout check_add_norm_pre_backward(const NormConst<T>& dy,
+                                      const std::optional<NormConst<T>>& dh_next,
                                       const NormConst<T>& h, const Shape& normalized_shape,
                                       const BasicAddNormPreGrads<T>& grads,
                                       const BasicAddNormOptions<T>& options,
@@ -389,17 +388,17 @@ RowLayout check_add_norm_pre_backward(const NormConst<T>& dy, const std::optiona
   check_add_norm_stats(saved, options, layout.rows);
   check_disjoint(
       {region("dh", grads.dh), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
-      {region("dy", dy), region("dh_next", dh_next), region("h", h),
-       region("gamma", options.gamma), region("beta", options.beta),
-       region("mean", norm_mean(saved, options)),
+      {region("dy", dy), region("dh_next", dh_next), region("h", h), region("gamma", options.gamma),
+       region("beta", options.beta), region("mean", norm_mean(saved, options)),
        region("rstd", saved ? &saved->rstd : nullptr)},
       {{"dh", "dy"}, {"dh", "dh_next"}, {"dh", "h"}});
   return layout;
 }
 
 template <class T>
-RowLayout check_add_norm_post(const NormConst<T>& x, const NormConst<T>& s, const Shape& normalized_shape,
-                              const NormMutable<T>& y, const BasicAddNormOptions<T>& options,
+RowLayout check_add_norm_post(const NormConst<T>& x, const NormConst<T>& s,
+                              const Shape& normalized_shape, const NormMutable<T>& y,
+                              const BasicAddNormOptions<T>& options,
                               const BasicDropoutOptions<T>& dropout,
                               const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
@@ -415,8 +414,8 @@ RowLayout check_add_norm_post(const NormConst<T>& x, const NormConst<T>& s, cons
 }
 
 template <class T>
-RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T>& x, const NormConst<T>& s,
-                                       const Shape& normalized_shape,
+RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T>& x,
+                                       const NormConst<T>& s, const Shape& normalized_shape,
                                        const BasicAddNormPostGrads<T>& grads,
                                        const BasicAddNormOptions<T>& options,
                                        const BasicDropoutOptions<T>& dropout,
@@ -430,9 +429,8 @@ RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T
   check_add_norm_stats(saved, options, layout.rows);
   check_disjoint({region("dx", grads.dx), region("ds", grads.ds), region("dgamma", grads.dgamma),
                   region("dbeta", grads.dbeta)},
-                 {region("dy", dy), region("x", x), region("s", s),
-                  region("gamma", options.gamma), region("beta", options.beta),
-                  region("mean", norm_mean(saved, options)),
+                 {region("dy", dy), region("x", x), region("s", s), region("gamma", options.gamma),
+                  region("beta", options.beta), region("mean", norm_mean(saved, options)),
                   region("rstd", saved ? &saved->rstd : nullptr)},
                  {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
   return layout;

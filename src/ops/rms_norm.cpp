@@ -7,8 +7,7 @@ namespace addnorm {
 
 void rms_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
               const RmsNormOptions& options, OptionalMutable rstd) {
-  const detail::RowLayout layout =
-      detail::check_rms_norm(x, normalized_shape, y, options, rstd);
+  const detail::RowLayout layout = detail::check_rms_norm(x, normalized_shape, y, options, rstd);
   std::optional<NormStats> stats;
   if (rstd) stats = NormStats{{}, *rstd};
   detail::run_norm_forward(x, std::nullopt, std::nullopt, y, detail::norm_settings(options), stats,

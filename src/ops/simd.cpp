@@ -6,7 +6,9 @@
 
 namespace addnorm {
 
-std::string simd_target() { return cpu::current_target_name(); }
+std::string simd_target() {
+  return cpu::current_target_name();
+}
 
 std::vector<std::string> simd_targets() {
   std::vector<std::string> names;

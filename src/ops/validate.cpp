@@ -124,15 +124,31 @@ void check_dropout_p_as(T p) {
 
 }  // namespace
 
-std::string format_value(float value) { return shortest_text(value); }
-std::string format_value(double value) { return shortest_text(value); }
+std::string format_value(float value) {
+  return shortest_text(value);
+}
+std::string format_value(double value) {
+  return shortest_text(value);
+}
 
-void check_eps(float eps) { check_eps_as(eps); }
-void check_eps(double eps) { check_eps_as(eps); }
-void check_momentum(float momentum) { check_momentum_as(momentum); }
-void check_momentum(double momentum) { check_momentum_as(momentum); }
-void check_dropout_p(float p) { check_dropout_p_as(p); }
-void check_dropout_p(double p) { check_dropout_p_as(p); }
+void check_eps(float eps) {
+  check_eps_as(eps);
+}
+void check_eps(double eps) {
+  check_eps_as(eps);
+}
+void check_momentum(float momentum) {
+  check_momentum_as(momentum);
+}
+void check_momentum(double momentum) {
+  check_momentum_as(momentum);
+}
+void check_dropout_p(float p) {
+  check_dropout_p_as(p);
+}
+void check_dropout_p(double p) {
+  check_dropout_p_as(p);
+}
 
 void refuse_gradient_without_parameter(const char* grad_name, const char* param_name) {
   throw Error(std::string(grad_name) + " was requested but " + param_name +
@@ -164,10 +180,10 @@ void check_pair(const Region& output, const Region& other,
     return;
   }
   throw Error(std::string(output.name) + " overlaps " + other.name + ", expected " +
-              (allowed ? (output.element == other.element
-                              ? "exactly the same memory or separate memory"
-                              : "separate memory (it stores another type)")
-                       : "separate memory"));
+              (allowed
+                   ? (output.element == other.element ? "exactly the same memory or separate memory"
+                                                      : "separate memory (it stores another type)")
+                   : "separate memory"));
 }
 
 }  // namespace

@@ -43,8 +43,7 @@ void check_count(const char* name, const TensorView<T>& view, int64_t count, con
 
 // Checks that normalized_shape is non-empty and equals the trailing dims of the input named
 // x_name (x, or h in the pre-norm backward).
-RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape,
-                     const char* x_name = "x");
+RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name = "x");
 
 // A float for an error message, with enough digits that a value just outside a range never
 // prints as one inside it.

@@ -25,7 +25,7 @@ struct LabServerOptions {
   size_t max_header_fields = 100;
   size_t max_request_line = 1024;  // else 414
   std::chrono::seconds head_deadline{10};
-  int max_jobs = 3;                    // training streams and long experiments running at once
+  int max_jobs = 3;  // training streams and long experiments running at once
   // Every experiment computes on one of max_jobs + 1 job workers started with the server, never
   // on a connection thread (the extra one keeps quick experiments from waiting behind long
   // runs); each worker's OpenMP team has this many threads (0: the hardware threads divided

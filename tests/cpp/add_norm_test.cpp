@@ -104,8 +104,8 @@ double pre_norm_loss(const std::vector<double>& x, const std::vector<double>& r,
     reference::layer_norm_forward<double>(h.data(), gamma.data(), beta.data(), y.data(), nullptr,
                                           nullptr, rows, dim, 1e-5);
   } else {
-    reference::rms_norm_forward<double>(h.data(), gamma.data(), false, y.data(), nullptr, rows,
-                                        dim, 1e-5);
+    reference::rms_norm_forward<double>(h.data(), gamma.data(), false, y.data(), nullptr, rows, dim,
+                                        1e-5);
   }
   return testing::dot(y, dy) + testing::dot(h, dh_next);
 }
@@ -119,18 +119,18 @@ TEST(AddNormPreBackward, MatchesFiniteDifferencesOfTheComposedBlock) {
   const auto gamma = random_floats(dim, 15, 0.5f, 1.5f), beta = random_floats(dim, 16);
   for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     const bool layer = norm == NormKind::layer_norm;
-    AddNormOptions options{norm, ConstView{gamma.data(), normalized},
-                           layer ? OptionalConst(ConstView{beta.data(), normalized})
-                                 : std::nullopt};
+    AddNormOptions options{
+        norm, ConstView{gamma.data(), normalized},
+        layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
     std::vector<float> h(rows * dim), y(rows * dim), dh(rows * dim), dgamma(dim), dbeta(dim);
     add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h.data(), shape},
                  {y.data(), shape}, options);
-    add_norm_pre_backward({dy.data(), shape}, ConstView{dh_next.data(), shape},
-                          {h.data(), shape}, normalized,
-                          {{dh.data(), shape}, MutableView{dgamma.data(), normalized},
-                           layer ? OptionalMutable(MutableView{dbeta.data(), normalized})
-                                 : std::nullopt},
-                          options);
+    add_norm_pre_backward(
+        {dy.data(), shape}, ConstView{dh_next.data(), shape}, {h.data(), shape}, normalized,
+        {{dh.data(), shape},
+         MutableView{dgamma.data(), normalized},
+         layer ? OptionalMutable(MutableView{dbeta.data(), normalized}) : std::nullopt},
+        options);
     // The float64 finite differences are taken at the float32 h (= x + r rounded), through r.
     const auto h64 = widen(h), zeros = std::vector<double>(h.size(), 0.0);
     const auto g64 = widen(gamma), b64 = layer ? widen(beta) : std::vector<double>(dim, 0.0);
@@ -140,8 +140,8 @@ TEST(AddNormPreBackward, MatchesFiniteDifferencesOfTheComposedBlock) {
         return pre_norm_loss(which == 0 ? p : h64, zeros, which == 1 ? p : g64,
                              which == 2 ? p : b64, dy64, dhn64, norm, rows, dim);
       };
-      return testing::matches_finite_differences(
-          loss, which == 0 ? h64 : (which == 1 ? g64 : b64), analytic, 1e-6, 1e-5);
+      return testing::matches_finite_differences(loss, which == 0 ? h64 : (which == 1 ? g64 : b64),
+                                                 analytic, 1e-6, 1e-5);
     };
     SCOPED_TRACE(layer ? "layer_norm" : "rms_norm");
     EXPECT_TRUE(numeric_check(widen(dh), 0));
@@ -166,7 +166,8 @@ TEST(AddNormPostBackward, MatchesFiniteDifferencesThroughTheDropoutMask) {
                          ConstView{beta.data(), normalized}};
   std::vector<float> dx(rows * dim), ds(rows * dim), dgamma(dim), dbeta(dim);
   add_norm_post_backward({dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
-                         {{dx.data(), shape}, {ds.data(), shape},
+                         {{dx.data(), shape},
+                          {ds.data(), shape},
                           MutableView{dgamma.data(), normalized},
                           MutableView{dbeta.data(), normalized}},
                          options, dropout_options);

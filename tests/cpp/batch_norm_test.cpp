@@ -65,8 +65,8 @@ TEST_P(BatchNormTest, TrainingNormalisesWithBatchStatisticsAndUpdatesRunningStat
     options.convention = convention;
     batch_norm({x.data(), shape}, {y.data(), shape}, options,
                RunningStats{{running_mean.data(), {channels}}, {running_var.data(), {channels}}});
-    EXPECT_TRUE(within_ulps(y, normalise_float64(x, m, gamma, beta, channels, length, 1e-5), 2,
-                            4.0));
+    EXPECT_TRUE(
+        within_ulps(y, normalise_float64(x, m, gamma, beta, channels, length, 1e-5), 2, 4.0));
     std::vector<double> want_mean(channels), want_var(channels);
     for (int64_t c = 0; c < channels; ++c) {
       if (convention == MomentumConvention::pytorch) {
@@ -94,21 +94,20 @@ TEST_P(BatchNormTest, InferenceUsesRunningStatistics) {
   auto running_var = random_floats(channels, 85, 0.5f, 3.0f);
   const auto running_mean_before = running_mean, running_var_before = running_var;
   std::vector<float> y(x.size());
-  BatchNormOptions options{ConstView{gamma.data(), {channels}},
-                           ConstView{beta.data(), {channels}}};
+  BatchNormOptions options{ConstView{gamma.data(), {channels}}, ConstView{beta.data(), {channels}}};
   options.training = false;
   batch_norm({x.data(), shape}, {y.data(), shape}, options,
              RunningStats{{running_mean.data(), {channels}}, {running_var.data(), {channels}}});
   const Moments running{widen(running_mean), widen(running_var)};
-  EXPECT_TRUE(within_ulps(y, normalise_float64(x, running, gamma, beta, channels, length, 1e-5),
-                          2, 4.0));
+  EXPECT_TRUE(
+      within_ulps(y, normalise_float64(x, running, gamma, beta, channels, length, 1e-5), 2, 4.0));
   EXPECT_EQ(running_mean, running_mean_before);  // inference never updates them
   EXPECT_EQ(running_var, running_var_before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
-                         ::testing::Values(Shape{2, 1}, Shape{3, 3}, Shape{16, 5},
-                                           Shape{4, 3, 7}, Shape{2, 8, 33}),
+                         ::testing::Values(Shape{2, 1}, Shape{3, 3}, Shape{16, 5}, Shape{4, 3, 7},
+                                           Shape{2, 8, 33}),
                          [](const ::testing::TestParamInfo<Shape>& shape_info) {
                            std::string name;
                            for (int64_t dim : shape_info.param.dims()) {
@@ -180,12 +179,12 @@ TEST(BatchNormBackward, MatchesFloat64InBothModes) {
                              ConstView{beta.data(), {channels}}};
     options.training = training;
     std::vector<float> dx(120), dgamma(channels), dbeta(channels);
-    batch_norm_backward({dy.data(), shape}, {x.data(), shape},
-                        {{dx.data(), shape}, MutableView{dgamma.data(), {channels}},
-                         MutableView{dbeta.data(), {channels}}},
-                        options,
-                        RunningStats{{running_mean.data(), {channels}},
-                                     {running_var.data(), {channels}}});
+    batch_norm_backward(
+        {dy.data(), shape}, {x.data(), shape},
+        {{dx.data(), shape},
+         MutableView{dgamma.data(), {channels}},
+         MutableView{dbeta.data(), {channels}}},
+        options, RunningStats{{running_mean.data(), {channels}}, {running_var.data(), {channels}}});
     SCOPED_TRACE(training);
     EXPECT_TRUE(within_ulps(dx, want_dx, 2, 8.0));
     EXPECT_TRUE(within_ulps(dgamma, want_dgamma, 2, 8.0));

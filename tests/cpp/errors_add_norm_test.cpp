@@ -31,8 +31,8 @@ template <class Call>
 void add_option_rejections(std::vector<Rejection<Call>>& rejections) {
   add_tensor_rejections<Call>(rejections, "gamma",
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
-  add_tensor_rejections<Call>(rejections, "beta",
-                              [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {2, 4});
+  add_tensor_rejections<Call>(
+      rejections, "beta", [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {2, 4});
   add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   rejections.push_back({"beta with rms_norm",
                         [](Call& c, Arena&) { c.options.norm = NormKind::rms_norm; },
@@ -172,8 +172,8 @@ TEST(AddNormPreBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {3, 7});
   add_tensor_rejections<Call>(rejections, "dh_next",
                               [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 8, 1});
-  add_tensor_rejections<Call>(rejections, "dh", [](Call& c) -> AnyMutableView& { return c.grads.dh; },
-                              kX, {2, 8});
+  add_tensor_rejections<Call>(rejections, "dh",
+                              [](Call& c) -> AnyMutableView& { return c.grads.dh; }, kX, {2, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);
   add_per_row_rejections<Call>(rejections, "rstd",
@@ -306,10 +306,10 @@ TEST(AddNormPostBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {3, 7});
   add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
                               {8, 3});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> AnyMutableView& { return c.grads.dx; },
-                              kX, {3, 1});
-  add_tensor_rejections<Call>(rejections, "ds", [](Call& c) -> AnyMutableView& { return c.grads.ds; },
-                              kX, {4, 8});
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> AnyMutableView& { return c.grads.dx; }, kX, {3, 1});
+  add_tensor_rejections<Call>(rejections, "ds",
+                              [](Call& c) -> AnyMutableView& { return c.grads.ds; }, kX, {4, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);
   add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.dropout; });

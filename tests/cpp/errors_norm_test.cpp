@@ -52,8 +52,8 @@ TEST(LayerNormErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {24});
   add_tensor_rejections<Call>(rejections, "gamma",
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
-  add_tensor_rejections<Call>(rejections, "beta",
-                              [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {1, 8});
+  add_tensor_rejections<Call>(
+      rejections, "beta", [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {1, 8});
   add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
   add_per_row_rejections<Call>(rejections, "mean",
                                [](Call& c) -> MutableView& { return c.stats->mean; });
@@ -123,8 +123,8 @@ TEST(LayerNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
   add_normalized_shape_rejections(rejections, "x");
   add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
                               {3, 7});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> AnyMutableView& { return c.grads.dx; },
-                              kX, {4, 8});
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> AnyMutableView& { return c.grads.dx; }, kX, {4, 8});
   add_tensor_rejections<Call>(rejections, "gamma",
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
   add_tensor_rejections<Call>(rejections, "beta",
@@ -198,8 +198,8 @@ TEST(RmsNormErrors, RejectsEveryBadArgumentWithoutWriting) {
   add_normalized_shape_rejections(rejections, "x");
   add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
                               {3, 9});
-  add_tensor_rejections<Call>(rejections, "gamma",
-                              [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {3, 8});
+  add_tensor_rejections<Call>(
+      rejections, "gamma", [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {3, 8});
   add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
   add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> MutableView& { return *c.rstd; });
   rejections.insert(
@@ -260,8 +260,8 @@ TEST(RmsNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
   add_normalized_shape_rejections(rejections, "x");
   add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
                               {8, 3});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> AnyMutableView& { return c.grads.dx; },
-                              kX, {3, 8, 1});
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> AnyMutableView& { return c.grads.dx; }, kX, {3, 8, 1});
   add_tensor_rejections<Call>(rejections, "gamma",
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {9});
   add_tensor_rejections<Call>(rejections, "dgamma",

@@ -283,14 +283,13 @@ void add_per_row_rejections(std::vector<Rejection<Call>>& rejections, const std:
                             Access access) {
   using View = std::remove_reference_t<decltype(access(std::declval<Call&>()))>;
   for (const Shape& wrong : {Shape{2}, Shape{4}, Shape{3, 8}}) {
-    rejections.push_back(
-        {name + " shaped " + wrong.to_string(),
-         [access, wrong](Call& call, ArenaOf<Call>& arena) {
-         access(call) = arena.template make<View>(wrong);
-       },
-         {name + " has " + std::to_string(wrong.numel()) + " elements (shape " + wrong.to_string() +
-              ")",
-          "expected 3 (one per row)"}});
+    rejections.push_back({name + " shaped " + wrong.to_string(),
+                          [access, wrong](Call& call, ArenaOf<Call>& arena) {
+                            access(call) = arena.template make<View>(wrong);
+                          },
+                          {name + " has " + std::to_string(wrong.numel()) + " elements (shape " +
+                               wrong.to_string() + ")",
+                           "expected 3 (one per row)"}});
   }
   rejections.push_back({name + " without data",
                         [access](Call& call, ArenaOf<Call>&) { access(call).data = nullptr; },

@@ -112,8 +112,8 @@ TEST(Float64Errors, LayerNormBackward) {
   add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
   add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
                               {3, 7});
-  add_tensor_rejections<Call>(rejections, "dx",
-                              [](Call& c) -> MutableView& { return c.grads.dx; }, kX, {4, 8});
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.grads.dx; },
+                              kX, {4, 8});
   add_tensor_rejections<Call>(rejections, "dgamma",
                               [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {7});
   add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
@@ -122,14 +122,16 @@ TEST(Float64Errors, LayerNormBackward) {
   rejections.insert(
       rejections.end(),
       {
-          {"dgamma without gamma", [](Call& c, Arena64&) { c.options.gamma.reset(); },
+          {"dgamma without gamma",
+           [](Call& c, Arena64&) { c.options.gamma.reset(); },
            {"dgamma was requested but gamma is absent"}},
           {"dgamma partly over gamma",
            [](Call& c, Arena64&) { c.grads.dgamma = inside(*c.options.gamma, 2); },
            overlap_message("dgamma", "gamma")},
           {"dx partly over dy", [](Call& c, Arena64&) { c.grads.dx = inside(c.dy, 4); },
            partial_alias_message("dx", "dy")},
-          {"dbeta inside dx", [](Call& c, Arena64&) { c.grads.dbeta = inside(c.grads.dx, 3, kDim); },
+          {"dbeta inside dx",
+           [](Call& c, Arena64&) { c.grads.dbeta = inside(c.grads.dx, 3, kDim); },
            overlap_message("dx", "dbeta")},
       });
   expect_all_rejected(&valid_layer_norm_backward, rejections);
@@ -196,14 +198,14 @@ TEST(Float64Errors, RmsNormBackward) {
   add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
   add_per_row_rejections<Call>(rejections, "rstd",
                                [](Call& c) -> ConstView& { return *c.saved_rstd; });
-  rejections.insert(
-      rejections.end(),
-      {
-          {"dgamma without gamma", [](Call& c, Arena64&) { c.options.gamma.reset(); },
-           {"dgamma was requested but gamma is absent"}},
-          {"dx partly over x", [](Call& c, Arena64&) { c.grads.dx = inside(c.x, 2); },
-           partial_alias_message("dx", "x")},
-      });
+  rejections.insert(rejections.end(),
+                    {
+                        {"dgamma without gamma",
+                         [](Call& c, Arena64&) { c.options.gamma.reset(); },
+                         {"dgamma was requested but gamma is absent"}},
+                        {"dx partly over x", [](Call& c, Arena64&) { c.grads.dx = inside(c.x, 2); },
+                         partial_alias_message("dx", "x")},
+                    });
   expect_all_rejected(&valid_rms_norm_backward, rejections);
 }
 
@@ -298,16 +300,17 @@ BatchNormBackwardCall valid_batch_norm_backward(Arena64& arena) {
 TEST(Float64Errors, BatchNormBackward) {
   using Call = BatchNormBackwardCall;
   std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "dx",
-                              [](Call& c) -> MutableView& { return c.grads.dx; }, kBatch,
-                              {4, 5, 2});
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.grads.dx; },
+                              kBatch, {4, 5, 2});
   add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
   rejections.insert(
       rejections.end(),
       {
-          {"momentum 5", [](Call& c, Arena64&) { c.options.momentum = 5.0; },
+          {"momentum 5",
+           [](Call& c, Arena64&) { c.options.momentum = 5.0; },
            {"momentum is 5, expected a value in [0, 1]"}},
-          {"dbeta without beta", [](Call& c, Arena64&) { c.options.beta.reset(); },
+          {"dbeta without beta",
+           [](Call& c, Arena64&) { c.options.beta.reset(); },
            {"dbeta was requested but beta is absent"}},
           {"dgamma inside dx",
            [](Call& c, Arena64&) { c.grads.dgamma = inside(c.grads.dx, 0, kChannels); },
@@ -356,7 +359,9 @@ struct AddCall {
   void operator()() const { float64::add(x, r, out); }
 };
 
-AddCall valid_add(Arena64& arena) { return {arena.input(kX), arena.input(kX), arena.output(kX)}; }
+AddCall valid_add(Arena64& arena) {
+  return {arena.input(kX), arena.input(kX), arena.output(kX)};
+}
 
 TEST(Float64Errors, Add) {
   using Call = AddCall;
@@ -378,14 +383,17 @@ struct AddNormPreCall {
   MutableView y;
   float64::AddNormOptions options;
   std::optional<float64::NormStats> stats;
-  void operator()() const {
-    float64::add_norm_pre(x, r, normalized_shape, h, y, options, stats);
-  }
+  void operator()() const { float64::add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
 };
 
 AddNormPreCall valid_add_norm_pre(Arena64& arena) {
   float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
-  return {arena.input(kX), arena.input(kX), kDim, arena.output(kX), arena.output(kX), options,
+  return {arena.input(kX),
+          arena.input(kX),
+          kDim,
+          arena.output(kX),
+          arena.output(kX),
+          options,
           float64::NormStats{arena.output(kRows), arena.output(kRows)}};
 }
 
@@ -399,7 +407,8 @@ TEST(Float64Errors, AddNormPre) {
   rejections.insert(
       rejections.end(),
       {
-          {"beta with rms_norm", [](Call& c, Arena64&) { c.options.norm = NormKind::rms_norm; },
+          {"beta with rms_norm",
+           [](Call& c, Arena64&) { c.options.norm = NormKind::rms_norm; },
            {"beta was given for rms_norm"}},
           {"zero-centred gamma with layer_norm",
            [](Call& c, Arena64&) { c.options.zero_centered_gamma = true; },
@@ -468,15 +477,19 @@ struct AddNormPostCall {
 
 AddNormPostCall valid_add_norm_post(Arena64& arena) {
   float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
-  return {arena.input(kX), arena.input(kX), kDim, arena.output(kX), options, {0.1, 3, 5},
+  return {arena.input(kX),
+          arena.input(kX),
+          kDim,
+          arena.output(kX),
+          options,
+          {0.1, 3, 5},
           float64::NormStats{arena.output(kRows), arena.output(kRows)}};
 }
 
 TEST(Float64Errors, AddNormPost) {
   using Call = AddNormPostCall;
   std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
-                              {24});
+  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX, {24});
   add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_dropout_rejections<Call>(rejections,
                                [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
@@ -515,21 +528,21 @@ AddNormPostBackwardCall valid_add_norm_post_backward(Arena64& arena) {
 TEST(Float64Errors, AddNormPostBackward) {
   using Call = AddNormPostBackwardCall;
   std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "ds",
-                              [](Call& c) -> MutableView& { return c.grads.ds; }, kX, {3, 9});
+  add_tensor_rejections<Call>(rejections, "ds", [](Call& c) -> MutableView& { return c.grads.ds; },
+                              kX, {3, 9});
   add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_dropout_rejections<Call>(rejections,
                                [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
-  rejections.insert(
-      rejections.end(),
-      {
-          {"ds the same as dx", [](Call& c, Arena64&) { c.grads.ds = c.grads.dx; },
-           overlap_message("dx", "ds")},
-          {"ds partly over s", [](Call& c, Arena64&) { c.grads.ds = inside(c.s, 2); },
-           partial_alias_message("ds", "s")},
-          {"dbeta without beta", [](Call& c, Arena64&) { c.options.beta.reset(); },
-           {"dbeta was requested but beta is absent"}},
-      });
+  rejections.insert(rejections.end(),
+                    {
+                        {"ds the same as dx", [](Call& c, Arena64&) { c.grads.ds = c.grads.dx; },
+                         overlap_message("dx", "ds")},
+                        {"ds partly over s", [](Call& c, Arena64&) { c.grads.ds = inside(c.s, 2); },
+                         partial_alias_message("ds", "s")},
+                        {"dbeta without beta",
+                         [](Call& c, Arena64&) { c.options.beta.reset(); },
+                         {"dbeta was requested but beta is absent"}},
+                    });
   expect_all_rejected(&valid_add_norm_post_backward, rejections);
 }
 

@@ -30,10 +30,10 @@ TEST(Float64Ops, LayerNormAgreesWithTheFloat32Op) {
                                  ConstView{beta.data(), normalized}};
   layer_norm({x.data(), shape}, normalized, {y.data(), shape}, options,
              NormStats{{mean.data(), {rows}}, {rstd.data(), {rows}}});
-  layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
-                      {{dx.data(), shape}, MutableView{dg.data(), normalized},
-                       MutableView{db.data(), normalized}},
-                      options);
+  layer_norm_backward(
+      {dy.data(), shape}, {x.data(), shape}, normalized,
+      {{dx.data(), shape}, MutableView{dg.data(), normalized}, MutableView{db.data(), normalized}},
+      options);
 
   std::vector<double> y64(x.size()), dx64(x.size()), dg64(dim), db64(dim), mean64(rows),
       rstd64(rows);
@@ -42,7 +42,8 @@ TEST(Float64Ops, LayerNormAgreesWithTheFloat32Op) {
   float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64,
                       float64::NormStats{{mean64.data(), {rows}}, {rstd64.data(), {rows}}});
   float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
-                               {{dx64.data(), shape}, float64::MutableView{dg64.data(), normalized},
+                               {{dx64.data(), shape},
+                                float64::MutableView{dg64.data(), normalized},
                                 float64::MutableView{db64.data(), normalized}},
                                options64);
   EXPECT_TRUE(within_ulps(y, y64, 2, 4.0));
@@ -62,8 +63,8 @@ TEST(Float64Ops, BatchNormTrainingAgreesWithTheFloat32Op) {
                                  ConstView{beta.data(), channels}, true, 0.3f};
   batch_norm({x.data(), shape}, {y.data(), shape}, options,
              RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
-  batch_norm_backward({dy.data(), shape}, {x.data(), shape}, {{dx.data(), shape}, std::nullopt, std::nullopt},
-                      options);
+  batch_norm_backward({dy.data(), shape}, {x.data(), shape},
+                      {{dx.data(), shape}, std::nullopt, std::nullopt}, options);
 
   const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma), b64 = widen(beta);
   std::vector<double> y64(105), dx64(105), running_mean64(3, 0.5), running_var64(3, 2.0);
@@ -71,9 +72,9 @@ TEST(Float64Ops, BatchNormTrainingAgreesWithTheFloat32Op) {
   const float64::BatchNormOptions options64{float64::ConstView{g64.data(), channels},
                                             float64::ConstView{b64.data(), channels}, true,
                                             double(0.3f)};
-  float64::batch_norm({x64.data(), shape}, {y64.data(), shape}, options64,
-                      float64::RunningStats{{running_mean64.data(), channels},
-                                            {running_var64.data(), channels}});
+  float64::batch_norm(
+      {x64.data(), shape}, {y64.data(), shape}, options64,
+      float64::RunningStats{{running_mean64.data(), channels}, {running_var64.data(), channels}});
   float64::batch_norm_backward({dy64.data(), shape}, {x64.data(), shape},
                                {{dx64.data(), shape}, std::nullopt, std::nullopt}, options64);
   EXPECT_TRUE(within_ulps(y, y64, 2, 4.0));
@@ -99,13 +100,11 @@ TEST(Float64Ops, PostNormDropsTheSameElementsAsTheFloat32Op) {
   const auto x64 = widen(x), s64 = widen(s), dy64 = widen(dy);
   const float64::DropoutOptions dropout64{double(dropout.p), dropout.seed, dropout.offset};
   std::vector<double> y64(n), dx64(n), ds64(n);
-  float64::add_norm_post({x64.data(), shape}, {s64.data(), shape}, normalized,
-                         {y64.data(), shape}, {}, dropout64);
-  float64::add_norm_post_backward({dy64.data(), shape}, {x64.data(), shape}, {s64.data(), shape},
-                                  normalized,
-                                  {{dx64.data(), shape}, {ds64.data(), shape}, std::nullopt,
-                                   std::nullopt},
-                                  {}, dropout64);
+  float64::add_norm_post({x64.data(), shape}, {s64.data(), shape}, normalized, {y64.data(), shape},
+                         {}, dropout64);
+  float64::add_norm_post_backward(
+      {dy64.data(), shape}, {x64.data(), shape}, {s64.data(), shape}, normalized,
+      {{dx64.data(), shape}, {ds64.data(), shape}, std::nullopt, std::nullopt}, {}, dropout64);
   int dropped = 0;
   for (size_t i = 0; i < n; ++i) {
     ASSERT_EQ(ds[i] == 0.0f, ds64[i] == 0.0) << "element " << i;

@@ -64,10 +64,21 @@ Result run_layer_norm(const std::vector<float>& x, const Shape& shape, const Sha
 // Shapes of rank 1 to 4, normalising over one or two trailing dims, D from 1 to 8192.
 TEST(LayerNorm, MatchesFloat64OnShapeSweep) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{1}, {1}},           {{7}, {7}},           {{3, 1}, {1}},          {{5, 2}, {2}},
-      {{4, 64}, {64}},      {{3, 65}, {65}},      {{2, 3, 128}, {128}},   {{2, 511}, {511}},
-      {{2, 2, 768}, {768}}, {{3, 1024}, {1024}},  {{2, 4097}, {4097}},    {{1, 8192}, {8192}},
-      {{2, 3, 4, 5}, {4, 5}}, {{2, 2, 3, 7}, {2, 3, 7}}, {{6, 8}, {6, 8}},
+      {{1}, {1}},
+      {{7}, {7}},
+      {{3, 1}, {1}},
+      {{5, 2}, {2}},
+      {{4, 64}, {64}},
+      {{3, 65}, {65}},
+      {{2, 3, 128}, {128}},
+      {{2, 511}, {511}},
+      {{2, 2, 768}, {768}},
+      {{3, 1024}, {1024}},
+      {{2, 4097}, {4097}},
+      {{1, 8192}, {8192}},
+      {{2, 3, 4, 5}, {4, 5}},
+      {{2, 2, 3, 7}, {2, 3, 7}},
+      {{6, 8}, {6, 8}},
   };
   uint32_t seed = 1;
   for (const auto& [shape, normalized] : cases) {
@@ -151,9 +162,9 @@ TEST(LayerNorm, ExtremeMagnitudesStayAccurate) {
 
 TEST(LayerNorm, NonFiniteValuePoisonsOnlyItsRow) {
   const int64_t dim = 16;
-  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
-                          std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity()}) {
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
     auto x = random_floats(3 * dim, 5);
     x[dim + 4] = bad;
     const Result got = run_layer_norm(x, {3, dim}, {dim}, nullptr, nullptr);
@@ -258,7 +269,8 @@ TEST(LayerNormBackward, LargeMeanRowsStayExact) {
                                          want.data(), nullptr, nullptr, 1, dim, 1e-5);
   const Result stats = run_layer_norm(x, {dim}, {dim}, nullptr, nullptr);
   std::vector<float> dx(dim);
-  layer_norm_backward({dy.data(), {dim}}, {x.data(), {dim}}, {dim}, {{dx.data(), {dim}}, std::nullopt, std::nullopt}, {},
+  layer_norm_backward({dy.data(), {dim}}, {x.data(), {dim}}, {dim},
+                      {{dx.data(), {dim}}, std::nullopt, std::nullopt}, {},
                       SavedStats{{stats.mean.data(), {1}}, {stats.rstd.data(), {1}}});
   EXPECT_TRUE(within_ulps(dx, want, 4, 8.0));
 }

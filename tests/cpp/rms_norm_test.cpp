@@ -46,8 +46,8 @@ std::vector<float> run_rms_norm(const std::vector<float>& x, const Shape& shape,
 
 TEST(RmsNorm, MatchesFloat64OnShapeSweep) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{1}, {1}},         {{5, 3}, {3}},         {{4, 64}, {64}},      {{2, 3, 129}, {129}},
-      {{2, 768}, {768}},  {{2, 4097}, {4097}},   {{1, 8192}, {8192}},  {{2, 3, 4, 5}, {4, 5}},
+      {{1}, {1}},        {{5, 3}, {3}},       {{4, 64}, {64}},     {{2, 3, 129}, {129}},
+      {{2, 768}, {768}}, {{2, 4097}, {4097}}, {{1, 8192}, {8192}}, {{2, 3, 4, 5}, {4, 5}},
   };
   uint32_t seed = 100;
   for (const auto& [shape, normalized] : cases) {
@@ -134,10 +134,10 @@ TEST(RmsNormBackward, MatchesFloat64WithAndWithoutSavedRstd) {
              MutableView{rstd.data(), Shape{rows}});
     for (const bool use_saved : {false, true}) {
       std::vector<float> dx(x.size()), dgamma(dim);
-      rms_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
-                        {{dx.data(), shape}, MutableView{dgamma.data(), normalized}}, options,
-                        use_saved ? OptionalConst(ConstView{rstd.data(), Shape{rows}})
-                                  : std::nullopt);
+      rms_norm_backward(
+          {dy.data(), shape}, {x.data(), shape}, normalized,
+          {{dx.data(), shape}, MutableView{dgamma.data(), normalized}}, options,
+          use_saved ? OptionalConst(ConstView{rstd.data(), Shape{rows}}) : std::nullopt);
       SCOPED_TRACE(dim);
       EXPECT_TRUE(within_ulps(dx, want_dx, use_saved ? 4 : 2, 4.0));
       EXPECT_TRUE(within_ulps(dgamma, want_dgamma, 2, 4.0));

@@ -59,8 +59,8 @@ inline ::testing::AssertionResult within_ulps(const std::vector<float>& got,
     const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
     if (!(error <= allowed)) {
       return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << ", want " << want[i] << " (error "
-             << error << " > allowed " << allowed << ")";
+             << "element " << i << ": got " << got[i] << ", want " << want[i] << " (error " << error
+             << " > allowed " << allowed << ")";
     }
     if (error / (float_ulp(want[i]) + float_ulp(scale)) > worst) {
       worst = error / (float_ulp(want[i]) + float_ulp(scale));
@@ -76,8 +76,8 @@ inline ::testing::AssertionResult within_ulps_each(const std::vector<float>& got
                                                    const std::vector<double>& want, double ulps,
                                                    const std::vector<double>& scales) {
   if (got.size() != want.size() || scales.size() != want.size()) {
-    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << ", " << want.size()
-                                         << ", " << scales.size();
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << got.size() << ", " << want.size() << ", " << scales.size();
   }
   double worst = 0;
   size_t worst_at = 0;
@@ -148,8 +148,7 @@ inline double max_abs(const std::vector<double>& values) {
 template <class Loss>
 ::testing::AssertionResult matches_finite_differences(Loss loss, std::vector<double> point,
                                                       const std::vector<double>& analytic,
-                                                      double step = 1e-6,
-                                                      double tolerance = 1e-6) {
+                                                      double step = 1e-6, double tolerance = 1e-6) {
   for (size_t i = 0; i < point.size(); ++i) {
     const double saved = point[i];
     point[i] = saved + step;
@@ -159,8 +158,8 @@ template <class Loss>
     point[i] = saved;
     const double numeric = (up - down) / (2 * step);
     if (!(std::fabs(numeric - analytic[i]) <= tolerance * (1 + std::fabs(analytic[i])))) {
-      return ::testing::AssertionFailure() << "component " << i << ": finite difference "
-                                           << numeric << ", analytic " << analytic[i];
+      return ::testing::AssertionFailure() << "component " << i << ": finite difference " << numeric
+                                           << ", analytic " << analytic[i];
     }
   }
   return ::testing::AssertionSuccess();

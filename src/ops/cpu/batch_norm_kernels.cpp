@@ -940,9 +940,8 @@ void batch_statistics(const float* x, const BatchShape& shape, double* mean, dou
   }
 }
 
-void batch_normalise(const float* x, const double* mean, const double* rstd,
-                     const double* variance, const float* gamma, const float* beta, float* y,
-                     const BatchShape& shape) {
+void batch_normalise(const float* x, const double* mean, const double* rstd, const double* variance,
+                     const float* gamma, const float* beta, float* y, const BatchShape& shape) {
   Scratch scratch;
   const NormaliseTables tables =
       normalise_constants(scratch, mean, rstd, variance, gamma, beta, shape.channels);

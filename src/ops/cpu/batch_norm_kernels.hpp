@@ -24,17 +24,15 @@ void batch_statistics(const float* x, const BatchShape& shape, double* mean, dou
 // mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the
 // batch's variance, or the running variance in inference): a channel below
 // kFloat32LanesMinVariance (norm_numerics.hpp) is normalised in float64 lanes.
-void batch_normalise(const float* x, const double* mean, const double* rstd,
-                     const double* variance, const float* gamma, const float* beta, float* y,
-                     const BatchShape& shape);
+void batch_normalise(const float* x, const double* mean, const double* rstd, const double* variance,
+                     const float* gamma, const float* beta, float* y, const BatchShape& shape);
 
 // Training-mode backward (statistics recomputed from x) and inference-mode backward (running
 // statistics as constants). dx may be dy or x; dgamma, dbeta nullable.
-void batch_norm_backward_training(const float* dy, const float* x, const float* gamma,
-                                  float* dx, float* dgamma, float* dbeta, const BatchShape& shape,
-                                  double eps);
+void batch_norm_backward_training(const float* dy, const float* x, const float* gamma, float* dx,
+                                  float* dgamma, float* dbeta, const BatchShape& shape, double eps);
 void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
-                                   const double* mean, const double* rstd, float* dx,
-                                   float* dgamma, float* dbeta, const BatchShape& shape);
+                                   const double* mean, const double* rstd, float* dx, float* dgamma,
+                                   float* dbeta, const BatchShape& shape);
 
 }  // namespace addnorm::cpu

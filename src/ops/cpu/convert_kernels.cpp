@@ -22,7 +22,6 @@ using narrow::widen_one;
 using FloatTag = hn::ScalableTag<float>;
 using U16Tag = hn::Rebind<uint16_t, FloatTag>;
 
-
 template <Half kType>
 void widen_row(const uint16_t* HWY_RESTRICT source, float* HWY_RESTRICT target, int64_t count) {
   const FloatTag df;
@@ -72,14 +71,13 @@ void narrow_row_streaming(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRI
   const auto bytes = static_cast<uintptr_t>(hn::Lanes(du16) * sizeof(uint16_t));
   const auto misalignment = reinterpret_cast<uintptr_t>(target) % bytes;
   if (misalignment % sizeof(uint16_t) == 0) {
-    const int64_t head = misalignment == 0
-                             ? 0
-                             : static_cast<int64_t>((bytes - misalignment) / sizeof(uint16_t));
+    const int64_t head =
+        misalignment == 0 ? 0 : static_cast<int64_t>((bytes - misalignment) / sizeof(uint16_t));
     for (; i < head && i < count; ++i) target[i] = narrow_one(kType, source[i]);
     for (; i + 2 * n <= count; i += 2 * n) {
-      hn::Stream(narrow::narrow_pair<kType>(df, hn::LoadU(df, source + i),
-                                            hn::LoadU(df, source + i + n)),
-                 du16, target + i);
+      hn::Stream(
+          narrow::narrow_pair<kType>(df, hn::LoadU(df, source + i), hn::LoadU(df, source + i + n)),
+          du16, target + i);
     }
     hwy::FlushStream();
   }

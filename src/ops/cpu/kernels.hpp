@@ -22,7 +22,9 @@ namespace addnorm::cpu {
 // element instead of 12. Below it, the output is left in cache for whatever reads it next.
 // 8 MiB is twice this machine's L2 (2 x 2 MiB); the shared L3 is not counted on.
 inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
-inline bool streams_output(int64_t bytes) { return bytes >= kStreamingStoreBytes; }
+inline bool streams_output(int64_t bytes) {
+  return bytes >= kStreamingStoreBytes;
+}
 
 // Whether a norm forward (LayerNorm, RMSNorm, pre-norm; not post-norm) whose outputs (y, and h
 // with a residual) are all 16-bit streams them, per CPU family. AMD EPYC (Zen 5) uses ordinary
@@ -54,16 +56,16 @@ struct DropoutInput {
 // mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
-  const void* residual = nullptr;  // nullable
-  void* h = nullptr;               // required when residual is given; may be x or residual
-  const float* gamma = nullptr;    // nullable
-  const float* beta = nullptr;     // nullable; LayerNorm only
-  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
-  void* y = nullptr;               // may be x (or h) when of the same type
+  const void* residual = nullptr;         // nullable
+  void* h = nullptr;                      // required when residual is given; may be x or residual
+  const float* gamma = nullptr;           // nullable
+  const float* beta = nullptr;            // nullable; LayerNorm only
+  bool zero_centered_gamma = false;       // RMSNorm: scale by 1 + gamma
+  void* y = nullptr;                      // may be x (or h) when of the same type
   DType storage = DType::float32;         // of x and h
   DType branch_storage = DType::float32;  // of residual and y
-  float* mean = nullptr;           // nullable, one per row
-  float* rstd = nullptr;           // nullable, one per row
+  float* mean = nullptr;                  // nullable, one per row
+  float* rstd = nullptr;                  // nullable, one per row
   int64_t rows = 0;
   int64_t dim = 0;
   double eps = 0;
@@ -84,7 +86,7 @@ struct NormBackward {
   const void* dy = nullptr;
   const void* x = nullptr;
   const float* gamma = nullptr;       // nullable
-  bool zero_centered_gamma = false;  // RMSNorm: scale by 1 + gamma
+  bool zero_centered_gamma = false;   // RMSNorm: scale by 1 + gamma
   const float* saved_rstd = nullptr;  // nullable
   const void* dh_next = nullptr;      // nullable
   void* dx = nullptr;                 // may be dy, x or dh_next

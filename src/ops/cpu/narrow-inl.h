@@ -58,7 +58,8 @@ hn::Vec<DF> float16_to_float32_lanes(DF df, hn::Vec<hn::RebindToUnsigned<DF>> ha
   const auto nan = hn::Or(special, hn::Set(di32, 0x00400000));
   const auto smallest_normal = hn::Set(df, 0x1p-14f);
   const auto subnormal = hn::BitCast(
-      di32, hn::Sub(hn::BitCast(df, hn::Add(magnitude, hn::Set(di32, 113 << 23))), smallest_normal));
+      di32,
+      hn::Sub(hn::BitCast(df, hn::Add(magnitude, hn::Set(di32, 113 << 23))), smallest_normal));
   auto out = hn::IfThenElse(hn::Eq(exponent, hn::Zero(di32)), subnormal, normal);
   out = hn::IfThenElse(hn::Eq(exponent, hn::Set(di32, 0x0F800000)),
                        hn::IfThenElse(hn::Gt(magnitude, hn::Set(di32, 0x0F800000)), nan, special),
@@ -109,14 +110,14 @@ hn::Vec<hn::RebindToUnsigned<DF>> float16_bits(DF df, hn::Vec<DF> v) {
   const auto bits = hn::BitCast(di32, v);
   const auto magnitude = hn::And(bits, hn::Set(di32, 0x7FFFFFFF));
   const auto lsb = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di32, 1));
-  const auto normal = hn::Sub(
-      hn::ShiftRight<13>(hn::Add(hn::Add(magnitude, hn::Set(di32, 0xFFF)), lsb)),
-      hn::Set(di32, 112 << 10));
+  const auto normal =
+      hn::Sub(hn::ShiftRight<13>(hn::Add(hn::Add(magnitude, hn::Set(di32, 0xFFF)), lsb)),
+              hn::Set(di32, 112 << 10));
   const auto half = hn::Set(df, 0.5f);
-  const auto subnormal = hn::Sub(
-      hn::BitCast(di32, hn::Add(hn::BitCast(df, magnitude), half)), hn::BitCast(di32, half));
-  const auto nan = hn::Or(hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di32, 0x3FF)),
-                          hn::Set(di32, 0x7E00));
+  const auto subnormal = hn::Sub(hn::BitCast(di32, hn::Add(hn::BitCast(df, magnitude), half)),
+                                 hn::BitCast(di32, half));
+  const auto nan =
+      hn::Or(hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di32, 0x3FF)), hn::Set(di32, 0x7E00));
   auto out = hn::IfThenElse(hn::Lt(magnitude, hn::Set(di32, 0x38800000)), subnormal, normal);
   out = hn::IfThenElse(hn::Lt(magnitude, hn::Set(di32, 0x477FF000)), out, hn::Set(di32, 0x7C00));
   out = hn::IfThenElse(hn::Gt(magnitude, hn::Set(di32, 0x7F800000)), nan, out);

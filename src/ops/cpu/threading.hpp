@@ -35,7 +35,9 @@ void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
 }
 
 // The number of fixed row chunks a backward reduces over: a function of the row count only.
-inline int64_t reduction_chunks(int64_t rows) { return std::min<int64_t>(rows, 16); }
+inline int64_t reduction_chunks(int64_t rows) {
+  return std::min<int64_t>(rows, 16);
+}
 
 // The first row of chunk `chunk` of [0, rows) cut into `chunks` fixed chunks.
 inline int64_t chunk_begin(int64_t rows, int64_t chunks, int64_t chunk) {

@@ -34,8 +34,8 @@ RowMoments<T> row_moments(const T* x, int64_t dim) {
 }
 
 template <class T>
-void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean_out,
-                        T* rstd_out, int64_t rows, int64_t dim, double eps) {
+void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean_out, T* rstd_out,
+                        int64_t rows, int64_t dim, double eps) {
   using A = Acc<T>;
   for (int64_t row = 0; row < rows; ++row) {
     const T* xr = x + row * dim;
@@ -70,8 +70,8 @@ void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean
 // dx may be the same memory as x or dy (each row is read completely before it is written).
 template <class T>
 void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* saved_rstd,
-                         const T* dh_next, T* dx, T* dgamma, T* dbeta, int64_t rows,
-                         int64_t dim, double eps) {
+                         const T* dh_next, T* dx, T* dgamma, T* dbeta, int64_t rows, int64_t dim,
+                         double eps) {
   using A = Acc<T>;
   std::vector<A> dgamma_sum(dgamma ? static_cast<size_t>(dim) : 0, A(0));
   std::vector<A> dbeta_sum(dbeta ? static_cast<size_t>(dim) : 0, A(0));

@@ -29,9 +29,9 @@ inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
 // The 32 random bits of element `element` of the stream keyed by `seed`.
 inline uint32_t philox_bits(uint64_t seed, uint64_t element) {
   const uint64_t block = element / 4;
-  const auto out = philox4x32_10(
-      {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u},
-      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  const auto out =
+      philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u},
+                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
   return out[element % 4];
 }
 

@@ -93,9 +93,9 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
       } else {
         reference::rms_norm_forward<double>(x64.data(), g64.data(), false, want_y.data(), nullptr,
                                             c.rows, c.dim, 1e-5);
-        reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false,
-                                             nullptr, nullptr, want_dx.data(), want_dg.data(),
-                                             c.rows, c.dim, 1e-5);
+        reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false, nullptr,
+                                             nullptr, want_dx.data(), want_dg.data(), c.rows, c.dim,
+                                             1e-5);
         const RmsNormOptions options{ConstView{gamma.data(), normalized}, false, 1e-5f};
         rms_norm({x.data(), shape}, normalized, {y.data(), shape}, options);
         rms_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
@@ -113,10 +113,9 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
 
       // The fused pre-norm op equals add followed by the norm, bit for bit.
       std::vector<float> h(x.size()), y_fused(x.size()), h_ref(x.size()), y_ref(x.size());
-      AddNormOptions fused{layer ? NormKind::layer_norm : NormKind::rms_norm,
-                           ConstView{gamma.data(), normalized},
-                           layer ? OptionalConst(ConstView{beta.data(), normalized})
-                                 : std::nullopt};
+      AddNormOptions fused{
+          layer ? NormKind::layer_norm : NormKind::rms_norm, ConstView{gamma.data(), normalized},
+          layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
       add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h.data(), shape},
                    {y_fused.data(), shape}, fused);
       add({x.data(), shape}, {r.data(), shape}, {h_ref.data(), shape});
@@ -214,7 +213,8 @@ TEST(FastKernels, BatchNormIsThreadDeterministicAndExactForLargeMeans) {
     batch_norm({x.data(), shape}, {y.data(), shape}, options,
                RunningStats{{running_mean.data(), {channels}}, {running_var.data(), {channels}}});
     batch_norm_backward({dy.data(), shape}, {x.data(), shape},
-                        {{dx.data(), shape}, MutableView{dg.data(), {channels}},
+                        {{dx.data(), shape},
+                         MutableView{dg.data(), {channels}},
                          MutableView{db.data(), {channels}}},
                         options);
     for (auto* part : {&dx, &dg, &db, &running_mean, &running_var}) {

@@ -152,8 +152,7 @@ void backward(bool layer, bool with_dh_next, bool bf16_dy, const std::vector<flo
     const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
                                  layer ? OptionalConst(b) : std::nullopt};
     add_norm_pre_backward(dyv, AnyConstView{dh_next.data() + at, shape}, {x.data() + at, shape},
-                          normalized, {dxv, dg, layer ? std::optional(db) : std::nullopt},
-                          options);
+                          normalized, {dxv, dg, layer ? std::optional(db) : std::nullopt}, options);
   } else if (layer) {
     layer_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg, db}, {g, b});
   } else {
@@ -185,8 +184,8 @@ TEST_P(InterleavedRows, BackwardWholeCallsEqualRowByRowCallsBitForBit) {
                        (with_dh_next ? " dh_next" : "") + (bf16_dy ? " bf16 dy" : ""));
           std::vector<float> alone(n);
           for (int64_t row = 0; row < rows; ++row) {
-            backward(layer, with_dh_next, bf16_dy, x, dy, dy_bf16, dh_next, gamma, beta, dim,
-                     row, 1, alone);
+            backward(layer, with_dh_next, bf16_dy, x, dy, dy_bf16, dh_next, gamma, beta, dim, row,
+                     1, alone);
           }
           for (const int threads : {1, 2, 3}) {
             omp_set_num_threads(threads);

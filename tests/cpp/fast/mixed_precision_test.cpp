@@ -4,8 +4,8 @@
 // without the fused residual add, streaming or not.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -126,8 +126,8 @@ void reference_backward(bool layer, const std::vector<double>& dy, const std::ve
     reference::layer_norm_backward<double>(dy.data(), x.data(), gamma.data(), nullptr, nullptr,
                                            dx.data(), dgamma.data(), nullptr, rows, dim, 1e-5);
   } else {
-    reference::rms_norm_backward<double>(dy.data(), x.data(), gamma.data(), false, nullptr,
-                                         nullptr, dx.data(), dgamma.data(), rows, dim, 1e-5);
+    reference::rms_norm_backward<double>(dy.data(), x.data(), gamma.data(), false, nullptr, nullptr,
+                                         dx.data(), dgamma.data(), rows, dim, 1e-5);
   }
   if (dh_next) {
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += (*dh_next)[i];
@@ -167,9 +167,9 @@ TEST_P(ConversionsOnEveryTarget, WideningIsExactForEveryPattern) {
         const double mantissa = i & ((1u << mantissa_bits) - 1);
         const double magnitude =
             exponent == top ? std::numeric_limits<double>::infinity()
-            : exponent == 0 ? std::ldexp(mantissa, 1 - bias - mantissa_bits)
-                            : std::ldexp(1.0 + std::ldexp(mantissa, -mantissa_bits),
-                                         exponent - bias);
+            : exponent == 0
+                ? std::ldexp(mantissa, 1 - bias - mantissa_bits)
+                : std::ldexp(1.0 + std::ldexp(mantissa, -mantissa_bits), exponent - bias);
         ASSERT_EQ(static_cast<double>(wide[i]), (i & 0x8000) ? -magnitude : magnitude)
             << dtype_name(dtype) << " pattern " << i;
       }
@@ -194,7 +194,8 @@ Float16Sweep float16_sweep() {
   };
   for (uint32_t low = 0; low < 0x7C00; ++low) {  // low and low + 1: finite, the last up to Inf
     const double a = to_float(float16{static_cast<uint16_t>(low)});
-    const double b = low + 1 == 0x7C00 ? 65536.0 : to_float(float16{static_cast<uint16_t>(low + 1)});
+    const double b =
+        low + 1 == 0x7C00 ? 65536.0 : to_float(float16{static_cast<uint16_t>(low + 1)});
     const auto midpoint = static_cast<float>((a + b) / 2);  // exact in float32
     const auto even = static_cast<int32_t>(low % 2 == 0 ? low : low + 1);
     for (const uint32_t sign : {0u, 0x8000u}) {
@@ -224,11 +225,11 @@ TEST_P(ConversionsOnEveryTarget, Float16NarrowingMatchesAtEveryRoundingBoundary)
     cpu::from_float32(sweep.values.data(), narrow.data(), DType::float16, count, stream);
     for (size_t i = 0; i < sweep.values.size(); ++i) {
       const uint16_t scalar = to_float16(sweep.values[i]).bits;
-      ASSERT_EQ(narrow[i], scalar) << "float32 bits 0x" << std::hex
-                                   << std::bit_cast<uint32_t>(sweep.values[i]);
+      ASSERT_EQ(narrow[i], scalar)
+          << "float32 bits 0x" << std::hex << std::bit_cast<uint32_t>(sweep.values[i]);
       if (sweep.want[i] >= 0) {
-        ASSERT_EQ(narrow[i], sweep.want[i]) << "float32 bits 0x" << std::hex
-                                            << std::bit_cast<uint32_t>(sweep.values[i]);
+        ASSERT_EQ(narrow[i], sweep.want[i])
+            << "float32 bits 0x" << std::hex << std::bit_cast<uint32_t>(sweep.values[i]);
       }
     }
   }
@@ -275,8 +276,8 @@ TEST_P(ConversionsOnEveryTarget, NarrowingRoundsToNearestEven) {
     std::vector<uint16_t> narrow(values.size());
     cpu::from_float32(values.data(), narrow.data(), dtype, static_cast<int64_t>(values.size()));
     for (size_t i = 0; i < values.size(); ++i) {
-      const uint16_t scalar = dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits
-                                                       : to_float16(values[i]).bits;
+      const uint16_t scalar =
+          dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits : to_float16(values[i]).bits;
       ASSERT_EQ(narrow[i], scalar) << dtype_name(dtype) << " " << values[i];
       expect_round_to_nearest_even(values[i], narrow[i], dtype);
     }
@@ -287,8 +288,8 @@ TEST_P(ConversionsOnEveryTarget, NarrowingRoundsToNearestEven) {
         std::vector<uint16_t> streamed(values.size() + 64, 0xDEAD);
         const auto count_used = std::min<int64_t>(count, static_cast<int64_t>(values.size()));
         cpu::from_float32(values.data(), streamed.data() + shift, dtype, count_used, true);
-        ASSERT_TRUE(std::equal(narrow.begin(), narrow.begin() + count_used,
-                               streamed.begin() + shift))
+        ASSERT_TRUE(
+            std::equal(narrow.begin(), narrow.begin() + count_used, streamed.begin() + shift))
             << dtype_name(dtype) << " shift " << shift << " count " << count_used;
         ASSERT_EQ(streamed[static_cast<size_t>(shift + count_used)], 0xDEAD) << "wrote past";
       }
@@ -325,8 +326,8 @@ std::vector<float> widen_all(const std::vector<uint16_t>& bits, DType dtype) {
   for (size_t i = 0; i < got.size(); ++i) {
     const double allowed = unit * (std::fabs(want[i]) + scale);
     if (!(std::fabs(got[i] - want[i]) <= allowed)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", want "
-                                           << want[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", want " << want[i];
     }
   }
   return ::testing::AssertionSuccess();
@@ -347,17 +348,17 @@ TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
       const auto gamma = widen(widen_all(gamma_bits, dtype)), beta64 = widen(beta);
       std::vector<double> want_y(x.size()), want_dx(x.size()), want_dgamma(dim);
       if (layer) {
-        reference::layer_norm_forward<double>(x.data(), gamma.data(), beta64.data(),
-                                              want_y.data(), nullptr, nullptr, rows, dim, 1e-5);
-        reference::layer_norm_backward<double>(dy.data(), x.data(), gamma.data(), nullptr,
-                                               nullptr, want_dx.data(), want_dgamma.data(),
-                                               nullptr, rows, dim, 1e-5);
+        reference::layer_norm_forward<double>(x.data(), gamma.data(), beta64.data(), want_y.data(),
+                                              nullptr, nullptr, rows, dim, 1e-5);
+        reference::layer_norm_backward<double>(dy.data(), x.data(), gamma.data(), nullptr, nullptr,
+                                               want_dx.data(), want_dgamma.data(), nullptr, rows,
+                                               dim, 1e-5);
       } else {
         reference::rms_norm_forward<double>(x.data(), gamma.data(), false, want_y.data(), nullptr,
                                             rows, dim, 1e-5);
         reference::rms_norm_backward<double>(dy.data(), x.data(), gamma.data(), false, nullptr,
-                                             nullptr, want_dx.data(), want_dgamma.data(), rows,
-                                             dim, 1e-5);
+                                             nullptr, want_dx.data(), want_dgamma.data(), rows, dim,
+                                             1e-5);
       }
       NormSettings options;
       options.norm = norm;
@@ -397,8 +398,8 @@ TEST(MixedPrecision, Float32ResidualStreamWithBfloat16Activations) {
   for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], stream[i] + update[i]);
   const auto h64 = widen(h);
   std::vector<double> want(h.size());
-  reference::layer_norm_forward<double>(h64.data(), nullptr, nullptr, want.data(), nullptr,
-                                        nullptr, rows, dim, 1e-5);
+  reference::layer_norm_forward<double>(h64.data(), nullptr, nullptr, want.data(), nullptr, nullptr,
+                                        rows, dim, 1e-5);
   EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, DType::bfloat16), want, DType::bfloat16, 1.0));
 }
 
@@ -485,71 +486,73 @@ std::vector<float> stress_rows(const std::string& kind, int64_t rows, int64_t di
 // Calls of fewer than 4 rows (decoding) skip the per-call set-up (the bfloat16 pairs, the check
 // of gamma and beta for NaN): 2 rows take that path, 5 the other.
 TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
- for (const int64_t rows : {2, 5}) {
-  for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const std::string kind :
-         {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first", "near_max"}) {
-      for (const int64_t dim : {1, 7, 33, 64, 128, 200, 1000}) {
-        for (int affine = 0; affine < 4; ++affine) {
-          // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm 1+gamma.
-          const bool layer = affine < 2;
-          SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
-                       std::to_string(dim) + " affine " + std::to_string(affine) +
-                       " rows " + std::to_string(rows));
-          const Shape shape{rows, dim}, normalized{dim};
-          const auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
-          const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
-          const auto beta = random_floats(static_cast<size_t>(dim), 63);
-          const auto x = widen(widen_all(x_bits, dtype));
-          std::vector<double> scale(static_cast<size_t>(dim)), shift(static_cast<size_t>(dim));
-          for (size_t i = 0; i < scale.size(); ++i) {
-            scale[i] = affine == 1 ? 1.0 : affine == 3 ? 1.0 + gamma[i] : gamma[i];
-            shift[i] = layer ? beta[i] : 0.0;
-          }
-          std::vector<double> want_y(x.size()), want_mean(rows), want_rstd(rows);
-          if (layer) {
-            reference::layer_norm_forward<double>(x.data(), scale.data(), shift.data(),
-                                                  want_y.data(), want_mean.data(),
-                                                  want_rstd.data(), rows, dim, 1e-5);
-          } else {
-            reference::rms_norm_forward<double>(x.data(), scale.data(), false, want_y.data(),
-                                                want_rstd.data(), rows, dim, 1e-5);
-          }
-          NormSettings options;
-          options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
-          if (affine != 1) options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
-          if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
-          options.zero_centered_gamma = affine == 3;
-          std::vector<uint16_t> y_bits(x.size());
-          std::vector<float> mean(rows), rstd(rows);
-          norm_forward(AnyConstView(x_bits.data(), shape, dtype), normalized,
-                       AnyMutableView(y_bits.data(), shape, dtype), options,
-                       NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
-          const auto y = widen_all(y_bits, dtype);
-          for (int64_t row = 0; row < rows; ++row) {
-            const auto at = static_cast<size_t>(row * dim);
-            const std::vector<float> got(y.begin() + static_cast<std::ptrdiff_t>(at),
-                                         y.begin() + static_cast<std::ptrdiff_t>(at + dim));
-            const std::vector<double> want(want_y.begin() + static_cast<std::ptrdiff_t>(at),
-                                           want_y.begin() + static_cast<std::ptrdiff_t>(at + dim));
-            if (kind == "nan_row" && row == 1) {
-              for (float v : got) ASSERT_TRUE(std::isnan(v));
-              ASSERT_TRUE(std::isnan(rstd[1]));
-              continue;
+  for (const int64_t rows : {2, 5}) {
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      for (const std::string kind :
+           {"ordinary", "large_mean", "constant_row", "nan_row", "outliers_first", "near_max"}) {
+        for (const int64_t dim : {1, 7, 33, 64, 128, 200, 1000}) {
+          for (int affine = 0; affine < 4; ++affine) {
+            // 0: LayerNorm gamma+beta, 1: LayerNorm beta only, 2: RMSNorm gamma, 3: RMSNorm
+            // 1+gamma.
+            const bool layer = affine < 2;
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + kind + " dim " +
+                         std::to_string(dim) + " affine " + std::to_string(affine) + " rows " +
+                         std::to_string(rows));
+            const Shape shape{rows, dim}, normalized{dim};
+            const auto x_bits = narrow_all(stress_rows(kind, rows, dim, dtype), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
+            const auto beta = random_floats(static_cast<size_t>(dim), 63);
+            const auto x = widen(widen_all(x_bits, dtype));
+            std::vector<double> scale(static_cast<size_t>(dim)), shift(static_cast<size_t>(dim));
+            for (size_t i = 0; i < scale.size(); ++i) {
+              scale[i] = affine == 1 ? 1.0 : affine == 3 ? 1.0 + gamma[i] : gamma[i];
+              shift[i] = layer ? beta[i] : 0.0;
             }
-            EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
-            EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
-                        1e-6 * want_rstd[static_cast<size_t>(row)]);
+            std::vector<double> want_y(x.size()), want_mean(rows), want_rstd(rows);
             if (layer) {
-              EXPECT_NEAR(mean[static_cast<size_t>(row)], want_mean[static_cast<size_t>(row)],
-                          1e-6 * (std::fabs(want_mean[static_cast<size_t>(row)]) + 1));
+              reference::layer_norm_forward<double>(x.data(), scale.data(), shift.data(),
+                                                    want_y.data(), want_mean.data(),
+                                                    want_rstd.data(), rows, dim, 1e-5);
+            } else {
+              reference::rms_norm_forward<double>(x.data(), scale.data(), false, want_y.data(),
+                                                  want_rstd.data(), rows, dim, 1e-5);
+            }
+            NormSettings options;
+            options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
+            if (affine != 1) options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
+            if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
+            options.zero_centered_gamma = affine == 3;
+            std::vector<uint16_t> y_bits(x.size());
+            std::vector<float> mean(rows), rstd(rows);
+            norm_forward(AnyConstView(x_bits.data(), shape, dtype), normalized,
+                         AnyMutableView(y_bits.data(), shape, dtype), options,
+                         NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
+            const auto y = widen_all(y_bits, dtype);
+            for (int64_t row = 0; row < rows; ++row) {
+              const auto at = static_cast<size_t>(row * dim);
+              const std::vector<float> got(y.begin() + static_cast<std::ptrdiff_t>(at),
+                                           y.begin() + static_cast<std::ptrdiff_t>(at + dim));
+              const std::vector<double> want(
+                  want_y.begin() + static_cast<std::ptrdiff_t>(at),
+                  want_y.begin() + static_cast<std::ptrdiff_t>(at + dim));
+              if (kind == "nan_row" && row == 1) {
+                for (float v : got) ASSERT_TRUE(std::isnan(v));
+                ASSERT_TRUE(std::isnan(rstd[1]));
+                continue;
+              }
+              EXPECT_TRUE(within_storage_ulp(got, want, dtype, 1.0)) << "row " << row;
+              EXPECT_NEAR(rstd[static_cast<size_t>(row)], want_rstd[static_cast<size_t>(row)],
+                          1e-6 * want_rstd[static_cast<size_t>(row)]);
+              if (layer) {
+                EXPECT_NEAR(mean[static_cast<size_t>(row)], want_mean[static_cast<size_t>(row)],
+                            1e-6 * (std::fabs(want_mean[static_cast<size_t>(row)]) + 1));
+              }
             }
           }
         }
       }
     }
   }
- }
 }
 
 // Runs body(dtype, dim, layer, with_dh) over both 16-bit types, dims 7, 64, 128 and 200, and the
@@ -559,8 +562,8 @@ void for_each_backward_variant(const Body& body) {
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const int64_t dim : {7, 64, 128, 200}) {
       for (int variant = 0; variant < 4; ++variant) {
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) +
-                     " variant " + std::to_string(variant));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) + " variant " +
+                     std::to_string(variant));
         body(dtype, dim, variant % 2 == 0, variant >= 2);
       }
     }
@@ -583,8 +586,7 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
     const auto dh = widen_all(dh_bits, dtype);
     const auto g64 = widen(gamma);
     std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
-    reference_backward(layer, dy, x, g64, rows, dim, with_dh ? &dh : nullptr, want_dx,
-                       want_dgamma);
+    reference_backward(layer, dy, x, g64, rows, dim, with_dh ? &dh : nullptr, want_dx, want_dgamma);
     const NormSettings options = gamma_options(layer, gamma, normalized);
     std::vector<float> dgamma(static_cast<size_t>(dim));
     // dx written over dy (an allowed alias) in the variants with dh_next.
@@ -598,8 +600,8 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
                   with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
                           : std::nullopt);
     const std::vector<uint16_t> got(dx_bits, dx_bits + count);
-    EXPECT_TRUE(within_storage_ulp(widen_all(got, dtype), want_dx, dtype,
-                                   8 * testing::max_abs(want_dx)));
+    EXPECT_TRUE(
+        within_storage_ulp(widen_all(got, dtype), want_dx, dtype, 8 * testing::max_abs(want_dx)));
     EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
   });
 }
@@ -649,12 +651,11 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
             std::vector<double> gamma64(gamma.begin(), gamma.end());
             if (layer) {
               reference::layer_norm_forward<double>(h64.data(), gamma64.data(), nullptr,
-                                                    want_y.data(), nullptr, want_rstd.data(),
-                                                    rows, dim, 1e-5);
+                                                    want_y.data(), nullptr, want_rstd.data(), rows,
+                                                    dim, 1e-5);
             } else {
-              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
-                                                  want_y.data(), want_rstd.data(), rows, dim,
-                                                  1e-5);
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false, want_y.data(),
+                                                  want_rstd.data(), rows, dim, 1e-5);
             }
             NormSettings options;
             options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
@@ -730,8 +731,8 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
             const int64_t rows = 5;
             const Shape shape{rows, dim}, normalized{dim};
             const auto x = stress_rows(kind, rows, dim, DType::float32);
-            const auto r_bits = narrow_all(
-                random_floats(static_cast<size_t>(rows * dim), 75, -0.5f, 0.5f), dtype);
+            const auto r_bits =
+                narrow_all(random_floats(static_cast<size_t>(rows * dim), 75, -0.5f, 0.5f), dtype);
             const auto gamma = random_floats(static_cast<size_t>(dim), 76, 0.5f, 1.5f);
             const auto beta = random_floats(static_cast<size_t>(dim), 77);
             const auto r = widen_all(r_bits, dtype);
@@ -747,8 +748,8 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
                                                     want_y.data(), nullptr, nullptr, rows, dim,
                                                     1e-5);
             } else {
-              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false,
-                                                  want_y.data(), nullptr, rows, dim, 1e-5);
+              reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false, want_y.data(),
+                                                  nullptr, rows, dim, 1e-5);
             }
             NormSettings options;
             options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
@@ -786,44 +787,46 @@ TEST_P(NarrowNormOnEveryTarget, StreamingStoresGiveTheSameBits) {
   const int64_t rows = 6;
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const bool residual : {false, true}) {
-     for (const bool float32_stream : {false, true}) {
-      for (const int64_t dim : {5, 64, 203}) {
-        for (const int64_t shift : {0, 1, 9}) {
-          const auto x_floats = random_floats(static_cast<size_t>(rows * dim), 64);
-          const auto x_bits = narrow_all(x_floats, dtype);
-          const auto r_bits =
-              narrow_all(random_floats(static_cast<size_t>(rows * dim), 67), dtype);
-          const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
-          std::vector<std::vector<uint16_t>> outputs;
-          for (const bool stream : {false, true}) {
-            std::vector<uint16_t> y(x_bits.size() + 64), h(x_bits.size() + 64);
-            std::vector<float> h_floats(x_bits.size() + 64);
-            cpu::NormForward args;
-            args.x = float32_stream ? static_cast<const void*>(x_floats.data()) : x_bits.data();
-            args.residual = residual ? r_bits.data() : nullptr;
-            args.h = !residual ? nullptr
-                     : float32_stream ? static_cast<void*>(h_floats.data() + shift)
-                                      : h.data() + shift;
-            args.y = y.data() + shift;
-            args.storage = float32_stream ? DType::float32 : dtype;
-            args.branch_storage = dtype;
-            args.gamma = gamma.data();
-            args.rows = rows;
-            args.dim = dim;
-            args.eps = 1e-5;
-            args.stream_outputs = stream;
-            cpu::norm_forward_range(args, 0, rows);
-            y.insert(y.end(), h.begin(), h.end());
-            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
-            for (float v : h_floats) y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v)));
-            outputs.push_back(y);
+      for (const bool float32_stream : {false, true}) {
+        for (const int64_t dim : {5, 64, 203}) {
+          for (const int64_t shift : {0, 1, 9}) {
+            const auto x_floats = random_floats(static_cast<size_t>(rows * dim), 64);
+            const auto x_bits = narrow_all(x_floats, dtype);
+            const auto r_bits =
+                narrow_all(random_floats(static_cast<size_t>(rows * dim), 67), dtype);
+            const auto gamma = random_floats(static_cast<size_t>(dim), 65, 0.5f, 1.5f);
+            std::vector<std::vector<uint16_t>> outputs;
+            for (const bool stream : {false, true}) {
+              std::vector<uint16_t> y(x_bits.size() + 64), h(x_bits.size() + 64);
+              std::vector<float> h_floats(x_bits.size() + 64);
+              cpu::NormForward args;
+              args.x = float32_stream ? static_cast<const void*>(x_floats.data()) : x_bits.data();
+              args.residual = residual ? r_bits.data() : nullptr;
+              args.h = !residual        ? nullptr
+                       : float32_stream ? static_cast<void*>(h_floats.data() + shift)
+                                        : h.data() + shift;
+              args.y = y.data() + shift;
+              args.storage = float32_stream ? DType::float32 : dtype;
+              args.branch_storage = dtype;
+              args.gamma = gamma.data();
+              args.rows = rows;
+              args.dim = dim;
+              args.eps = 1e-5;
+              args.stream_outputs = stream;
+              cpu::norm_forward_range(args, 0, rows);
+              y.insert(y.end(), h.begin(), h.end());
+              for (float v : h_floats)
+                y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+              for (float v : h_floats)
+                y.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v)));
+              outputs.push_back(y);
+            }
+            EXPECT_EQ(outputs[0], outputs[1])
+                << dtype_name(dtype) << " dim " << dim << " shift " << shift
+                << (residual ? " residual" : "") << (float32_stream ? " float32 stream" : "");
           }
-          EXPECT_EQ(outputs[0], outputs[1]) << dtype_name(dtype) << " dim " << dim << " shift "
-                                            << shift << (residual ? " residual" : "")
-                                            << (float32_stream ? " float32 stream" : "");
         }
       }
-     }
     }
   }
 }

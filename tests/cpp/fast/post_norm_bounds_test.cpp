@@ -33,7 +33,9 @@ class PostNormBounds : public ::testing::TestWithParam<int64_t> {
 };
 
 // The factor f = c / 2^floor(log2 c) by which scaling by c can grow an error counted in ulp.
-double ulp_growth(double c) { return c / std::exp2(std::floor(std::log2(c))); }
+double ulp_growth(double c) {
+  return c / std::exp2(std::floor(std::log2(c)));
+}
 
 void check_bounds(int64_t rows, int64_t dim, float p, bool layer) {
   SCOPED_TRACE(std::string(layer ? "layer" : "rms") + " " + std::to_string(rows) + "x" +
@@ -90,9 +92,9 @@ void check_bounds(int64_t rows, int64_t dim, float p, bool layer) {
     if (!layer) mean_g = 0;
     for (int64_t i = 0; i < dim; ++i) {
       const auto at = static_cast<size_t>(row * dim + i);
-      dx_scale[at] = rstd[static_cast<size_t>(row)] *
-                     (std::fabs(dy64[at] * g64[static_cast<size_t>(i)]) + std::fabs(mean_g) +
-                      std::fabs(x_hat[at] * mean_g_xhat));
+      dx_scale[at] =
+          rstd[static_cast<size_t>(row)] * (std::fabs(dy64[at] * g64[static_cast<size_t>(i)]) +
+                                            std::fabs(mean_g) + std::fabs(x_hat[at] * mean_g_xhat));
       want_ds[at] = keep[at] ? c * want_dx[at] : 0.0;
       ds_scale[at] = keep[at] ? c * dx_scale[at] : 0.0;
     }

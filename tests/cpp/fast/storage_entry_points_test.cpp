@@ -60,8 +60,8 @@ double unit(double value, DType dtype) {
 
 // got (stored as dtype) is want rounded to dtype, give or take the float32 work before the
 // rounding: within one unit, plus `slack` (absolute) for gradients' cancellation.
-void expect_within_unit(const std::vector<float>& got, const std::vector<double>& want,
-                        DType dtype, double slack = 0) {
+void expect_within_unit(const std::vector<float>& got, const std::vector<double>& want, DType dtype,
+                        double slack = 0) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_LE(std::fabs(got[i] - want[i]), unit(want[i], dtype) + slack)
@@ -99,10 +99,9 @@ TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
     layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, dtype), options,
                NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
     layer_norm_backward(dy.view(shape), x.view(shape), normalized,
-                        {AnyMutableView(dx.data(), shape, dtype),
-                         MutableView{dgamma.data(), {dim}}, MutableView{dbeta.data(), {dim}}},
-                        options,
-                        SavedStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
+                        {AnyMutableView(dx.data(), shape, dtype), MutableView{dgamma.data(), {dim}},
+                         MutableView{dbeta.data(), {dim}}},
+                        options, SavedStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
 
     const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide);
     const auto g64 = as_double(gamma.wide), b64 = as_double(beta.wide);
@@ -172,8 +171,8 @@ TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
   const std::vector<float> gamma = random_floats(dim, 33, 0.5f, 1.5f);
   std::vector<float> h(rows * dim);
   std::vector<uint16_t> y(rows * dim);
-  add_norm_pre(ConstView{x.data(), shape}, r.view(shape), normalized,
-               MutableView{h.data(), shape}, AnyMutableView(y.data(), shape, dtype),
+  add_norm_pre(ConstView{x.data(), shape}, r.view(shape), normalized, MutableView{h.data(), shape},
+               AnyMutableView(y.data(), shape, dtype),
                AddNormOptions{NormKind::rms_norm, ConstView{gamma.data(), {dim}}, std::nullopt,
                               false, 1e-6f});
   for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x[i] + r.wide[i]) << i;
@@ -187,8 +186,8 @@ TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
 // The mirror image: a 16-bit residual stream (x and h; in the backward h, dh_next and dh) with
 // float32 activations (r and y; dy), run by the kernels without staging. h is x + r rounded once
 // to its type, bit for bit; y, within a few float32 roundings of the float64 norm of that h (the
-// stream's float32 block sums add a few float32 roundings of the row's magnitude, docs/numerics.md);
-// dh within one unit of its type of the float64 gradient.
+// stream's float32 block sums add a few float32 roundings of the row's magnitude,
+// docs/numerics.md); dh within one unit of its type of the float64 gradient.
 TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
   const DType dtype = storage();
   for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
@@ -201,10 +200,10 @@ TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
     const std::vector<float> dy = random_floats(rows * dim, 54);
     const std::vector<float> gamma = random_floats(dim, 55, 0.5f, 1.5f);
     const std::vector<float> beta = random_floats(dim, 56);
-    const AddNormOptions options{norm, ConstView{gamma.data(), {dim}},
-                                 layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}})
-                                       : std::nullopt,
-                                 false, 1e-5f};
+    const AddNormOptions options{
+        norm, ConstView{gamma.data(), {dim}},
+        layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}}) : std::nullopt, false,
+        1e-5f};
     std::vector<uint16_t> h(rows * dim), dh(rows * dim);
     std::vector<float> y(rows * dim), mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
     add_norm_pre(x.view(shape), ConstView{r.data(), shape}, normalized,
@@ -215,10 +214,9 @@ TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
                                                      : to_float16(x.wide[i] + r[i]).bits;
       ASSERT_EQ(h[i], want) << i;
     }
-    AddNormPreGrads grads{AnyMutableView(dh.data(), shape, dtype),
-                          MutableView{dgamma.data(), {dim}},
-                          layer ? std::optional<MutableView>(MutableView{dbeta.data(), {dim}})
-                                : std::nullopt};
+    AddNormPreGrads grads{
+        AnyMutableView(dh.data(), shape, dtype), MutableView{dgamma.data(), {dim}},
+        layer ? std::optional<MutableView>(MutableView{dbeta.data(), {dim}}) : std::nullopt};
     add_norm_pre_backward(ConstView{dy.data(), shape}, dh_next.view(shape),
                           AnyConstView(h.data(), shape, dtype), normalized, grads, options,
                           SavedStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
@@ -230,17 +228,19 @@ TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
     const Shape param{dim};
     const float64::AddNormOptions options64{
         norm, float64::ConstView{g64.data(), param},
-        layer ? float64::OptionalConst(float64::ConstView{b64.data(), param}) : std::nullopt,
-        false, 1e-5};
+        layer ? float64::OptionalConst(float64::ConstView{b64.data(), param}) : std::nullopt, false,
+        1e-5};
     std::vector<double> x_zero(rows * dim, 0.0), h_again(rows * dim);
-    float64::add_norm_pre({h64.data(), shape}, {x_zero.data(), shape}, normalized,
-                          {h_again.data(), shape}, {y64.data(), shape}, options64,
-                          float64::NormStats{{mean64.data(), row_shape}, {rstd64.data(), row_shape}});
+    float64::add_norm_pre(
+        {h64.data(), shape}, {x_zero.data(), shape}, normalized, {h_again.data(), shape},
+        {y64.data(), shape}, options64,
+        float64::NormStats{{mean64.data(), row_shape}, {rstd64.data(), row_shape}});
     const auto dh_next64 = as_double(dh_next.wide);
     float64::add_norm_pre_backward(
         {dy64.data(), shape}, float64::ConstView{dh_next64.data(), shape}, {h64.data(), shape},
         normalized,
-        {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), param},
+        {{dx64.data(), shape},
+         float64::MutableView{dgamma64.data(), param},
          layer ? std::optional<float64::MutableView>(float64::MutableView{dbeta64.data(), param})
                : std::nullopt},
         options64);
@@ -368,14 +368,13 @@ TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TypesAndTargets, SixteenBitStorage,
-    ::testing::Combine(::testing::Values(DType::bfloat16, DType::float16),
-                       ::testing::ValuesIn(cpu::available_targets())),
-    [](const auto& param_info) {
-      return std::string(dtype_name(std::get<0>(param_info.param))) + "_" +
-             cpu::target_name(std::get<1>(param_info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(TypesAndTargets, SixteenBitStorage,
+                         ::testing::Combine(::testing::Values(DType::bfloat16, DType::float16),
+                                            ::testing::ValuesIn(cpu::available_targets())),
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(std::get<0>(param_info.param))) + "_" +
+                                  cpu::target_name(std::get<1>(param_info.param));
+                         });
 
 // The two 16-bit types together: a residual stream of one (x and h; in the backward x or h,
 // dh_next and dx) with a branch of the other (r and y; dy), run by the kernels directly on every
@@ -555,11 +554,11 @@ TEST_P(SixteenBitStorage, PostNormIsTheFloat32OpRoundedOnce) {
   std::vector<float> mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
   add_norm_post(x.view(shape), s.view(shape), normalized, AnyMutableView(y.data(), shape, dtype),
                 options, dropout, NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
-  add_norm_post_backward(dy.view(shape), x.view(shape), s.view(shape), normalized,
-                         {AnyMutableView(dx.data(), shape, dtype),
-                          AnyMutableView(ds.data(), shape, dtype),
-                          MutableView{dgamma.data(), {dim}}, MutableView{dbeta.data(), {dim}}},
-                         options, dropout);
+  add_norm_post_backward(
+      dy.view(shape), x.view(shape), s.view(shape), normalized,
+      {AnyMutableView(dx.data(), shape, dtype), AnyMutableView(ds.data(), shape, dtype),
+       MutableView{dgamma.data(), {dim}}, MutableView{dbeta.data(), {dim}}},
+      options, dropout);
 
   const Shape param{dim};
   const AddNormOptions options32{NormKind::layer_norm, ConstView{gamma.wide.data(), param},

@@ -38,8 +38,8 @@ std::vector<double> reference_x_hat(const std::vector<double>& x, int64_t rows, 
     reference::layer_norm_forward<double>(x.data(), nullptr, nullptr, x_hat.data(), nullptr,
                                           nullptr, rows, dim, eps);
   } else {
-    reference::rms_norm_forward<double>(x.data(), nullptr, false, x_hat.data(), nullptr, rows,
-                                        dim, eps);
+    reference::rms_norm_forward<double>(x.data(), nullptr, false, x_hat.data(), nullptr, rows, dim,
+                                        eps);
   }
   return x_hat;
 }
@@ -62,7 +62,7 @@ std::vector<double> column_sums_of_abs(const std::vector<double>& dy,
 struct TinyCase {
   float scale;  // x = U(-2, 3) * scale
   int64_t dim;
-  bool saved;   // backward with the forward's saved rstd
+  bool saved;  // backward with the forward's saved rstd
 };
 
 void check_tiny_rows(const TinyCase& c, bool layer) {
@@ -91,7 +91,8 @@ void check_tiny_rows(const TinyCase& c, bool layer) {
     const LayerNormOptions with_beta{g, ConstView{zeros.data(), normalized},
                                      static_cast<float>(eps)};
     layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
-                        {{dx.data(), shape}, MutableView{dg.data(), normalized},
+                        {{dx.data(), shape},
+                         MutableView{dg.data(), normalized},
                          MutableView{db.data(), normalized}},
                         with_beta, saved);
   } else {
@@ -108,15 +109,14 @@ void check_tiny_rows(const TinyCase& c, bool layer) {
   if (layer) {
     reference::layer_norm_forward<double>(x64.data(), g64.data(), nullptr, want_y.data(), nullptr,
                                           nullptr, rows, c.dim, eps);
-    reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), saved_rstd,
-                                           nullptr, want_dx.data(), want_dg.data(),
-                                           want_db.data(), rows, c.dim, eps);
+    reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), saved_rstd, nullptr,
+                                           want_dx.data(), want_dg.data(), want_db.data(), rows,
+                                           c.dim, eps);
   } else {
-    reference::rms_norm_forward<double>(x64.data(), g64.data(), false, want_y.data(), nullptr,
-                                        rows, c.dim, eps);
+    reference::rms_norm_forward<double>(x64.data(), g64.data(), false, want_y.data(), nullptr, rows,
+                                        c.dim, eps);
     reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false, saved_rstd,
-                                         nullptr, want_dx.data(), want_dg.data(), rows, c.dim,
-                                         eps);
+                                         nullptr, want_dx.data(), want_dg.data(), rows, c.dim, eps);
   }
   // y = x_hat * gamma: no beta, so nothing hides an error in x_hat.
   EXPECT_TRUE(within_ulps(y, want_y, 2));
@@ -124,11 +124,11 @@ void check_tiny_rows(const TinyCase& c, bool layer) {
   EXPECT_TRUE(within_ulps(dx, want_dx, 4, testing::max_abs(want_dx)));
   // dgamma and dbeta: within 4 ulp of the terms that cancel in each sum.
   const auto x_hat = reference_x_hat(x64, rows, c.dim, layer, eps);
-  EXPECT_TRUE(testing::within_ulps_each(dg, want_dg, 4,
-                                        column_sums_of_abs(dy64, &x_hat, rows, c.dim)));
+  EXPECT_TRUE(
+      testing::within_ulps_each(dg, want_dg, 4, column_sums_of_abs(dy64, &x_hat, rows, c.dim)));
   if (layer) {
-    EXPECT_TRUE(testing::within_ulps_each(db, want_db, 4,
-                                          column_sums_of_abs(dy64, nullptr, rows, c.dim)));
+    EXPECT_TRUE(
+        testing::within_ulps_each(db, want_db, 4, column_sums_of_abs(dy64, nullptr, rows, c.dim)));
   }
 }
 
