@@ -1,5 +1,8 @@
 """`python -m addnorm`: what is installed — the version, the SIMD target the kernels run on,
-and what is available (dtypes of the NumPy functions, PyTorch, torch.ops.addnorm, 16-bit)."""
+and what is available (dtypes of the NumPy functions, PyTorch, torch.ops.addnorm, 16-bit).
+`python -m addnorm diagnose module:factory`: the lab's measurements on a user's model
+(_diagnose_cli.py)."""
+import sys
 from pathlib import Path
 
 import addnorm
@@ -49,4 +52,7 @@ def report():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["diagnose"]:
+        from ._diagnose_cli import main
+        sys.exit(main(sys.argv[2:]))
     print("\n".join(report()))

@@ -17,7 +17,8 @@ Modules: LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNo
 state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused residual add + norm,
 pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm, batch_norm, group_norm,
 instance_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
-arguments).
+arguments). diagnose(model, batch): the lab's Add & Norm measurements on any PyTorch model
+(docs/diagnose.md).
 """
 from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, group_norm,
                                instance_norm, layer_norm, rms_norm)
@@ -25,10 +26,13 @@ from ._torch_batch_norm2d import BatchNorm2d
 from ._torch_modules import (AddNorm, BatchNorm1d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                              InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
 from ._torch_patch import patch, unpatch
+from ._diagnose import diagnose, diagnose_pairs
+from ._diagnose_report import Diagnosis
 
 __all__ = [
-    "AddNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
-    "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm", "add_norm_post", "add_norm_pre",
-    "batch_norm", "dropout", "group_norm", "instance_norm", "layer_norm", "patch", "rms_norm",
-    "unpatch",
+    "AddNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Diagnosis", "GroupNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm", "add_norm_post",
+    "add_norm_pre",
+    "batch_norm", "diagnose", "diagnose_pairs", "dropout", "group_norm", "instance_norm",
+    "layer_norm", "patch", "rms_norm", "unpatch",
 ]

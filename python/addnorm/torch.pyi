@@ -1,6 +1,6 @@
 # Type stubs for addnorm.torch: the differentiable functions, the drop-in modules, patch and
 # unpatch. Tensors are CPU tensors of a dtype in addnorm._torch_dtypes.SUPPORTED_DTYPES.
-from typing import Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
 from torch import Tensor
@@ -84,3 +84,31 @@ class AddNorm(torch.nn.Module):
 def patch(model: torch.nn.Module, rms_norm: bool = ...,
           batch_norm: bool = ...) -> torch.nn.Module: ...
 def unpatch(model: torch.nn.Module) -> torch.nn.Module: ...
+
+
+class Diagnosis:
+    structure: dict[str, Any]
+    settings: dict[str, Any]
+    runs: list[dict[str, Any]]
+    depth: int
+    placement: str
+    summary: dict[str, dict[str, float]]
+    blocks: list[dict[str, Any]]
+    reference: dict[str, Any] | None
+    verdicts: list[str]
+    def table(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def plot(self, path: str) -> str: ...
+
+def diagnose(model: torch.nn.Module | Sequence[torch.nn.Module], batch: Any,
+             loss_fn: Callable[[Any, Any], Tensor] | None = ..., *,
+             blocks: str | Sequence[str] | None = ...,
+             optimizer: type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
+             | None = ...,
+             lr: float = ..., seed: int = ...) -> Diagnosis: ...
+def diagnose_pairs(pairs: Sequence[tuple[torch.nn.Module, Sequence[Any]]],
+                   loss_fn: Callable[[Any, Any], Tensor] | None = ..., *,
+                   blocks: str | Sequence[str] | None = ...,
+                   optimizer: type[torch.optim.Optimizer]
+                   | Callable[..., torch.optim.Optimizer] | None = ...,
+                   lr: float = ..., seed: int = ...) -> Diagnosis: ...
