@@ -72,9 +72,10 @@ results="$build_dir/browser-tests.tap"
 status=0
 # One file at a time: the load test measures latencies and must not share the machine with the
 # browser. Each run is bounded in time.
-for file in chart_scale.test.mjs lab.test.mjs layout.test.mjs load.test.mjs; do
+for file in chart_scale.test.mjs diagnosis_file.test.mjs lab.test.mjs layout.test.mjs load.test.mjs; do
   if ! (cd tests/browser && LAB_URL="$url" SCREENSHOT_DIR="$screenshots" CHROMIUM="$chromium" \
-        timeout 240 node --test "$file") 2>&1 | tee -a "$results"; then
+        ADDNORM_PYTHONPATH="$build_dir/python" timeout 240 node --test "$file") 2>&1 |
+      tee -a "$results"; then
     status=1
   fi
 done

@@ -2,8 +2,9 @@
 
 The lab (docs/lab.md) measures on its own stacks how the gradient reaches the bottom block, how
 the residual stream grows with depth, whether tokens collapse toward one direction and how far
-one optimiser step moves the output. diagnose() measures the same on any model, with hooks, and
-puts each number beside what the lab found for stacks of the same placement and depth.
+one optimiser step moves the output. diagnose() measures the same on any model, by recording
+its modules' calls, and puts each number beside what the lab found for stacks of the same
+placement and depth.
 """
 import inspect
 import math
@@ -17,7 +18,7 @@ from ._diagnose_report import Diagnosis
 class _Preserved:
     """Puts the model back exactly as it was: parameter and buffer values (bit for bit), each
     parameter's .grad object and requires_grad flag, every module's training flag, and torch's
-    global RNG state."""
+    global RNG states (CPU, and CUDA where present)."""
 
     def __init__(self, model):
         self.model = model
@@ -28,7 +29,12 @@ class _Preserved:
         self.buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
         self.modes = [(m, m.training) for m in self.model.modules()]
         self.rng = torch.get_rng_state()
+        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         return self
+
+    def trainable(self):
+        """The floating-point parameters the user trains (requires_grad as given)."""
+        return [p for p, _, _, flag in self.parameters if flag and p.is_floating_point()]
 
     def restore_values(self):
         with torch.no_grad():
@@ -45,15 +51,22 @@ class _Preserved:
         for module, mode in self.modes:
             module.training = mode
         torch.set_rng_state(self.rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
         return False
+
+
+def _random_like(tensor, generator):
+    """N(0, 1) of tensor's shape, drawn on the CPU from `generator` (so the draw is the same on
+    every device), then moved to tensor's device in float32."""
+    return torch.randn(tensor.shape, generator=generator).to(tensor.device)
 
 
 def _readout_loss(output, seed):
     """The default loss: a fixed random linear readout of the output, sum(out * g) / sqrt(n)
     with g ~ N(0, 1) from `seed`. Its gradient with respect to the output does not depend on the
     output's scale, so what reaches each block is the model's doing, not the loss's."""
-    generator = torch.Generator().manual_seed(seed)
-    g = torch.randn(output.shape, generator=generator, dtype=torch.float32)
+    g = _random_like(output, torch.Generator().manual_seed(seed))
     return (output.float() * g).sum() / math.sqrt(output.numel())
 
 
@@ -80,59 +93,21 @@ def _relative(a, b):
     return float((a.float() - b.float()).norm()) / denominator if denominator > 0 else float("nan")
 
 
-class _Recorder:
-    """Hooks on the blocks and norms for one forward: each block's input (and its other
-    positional arguments, for the shortcut probe) and output, and each norm's input and output
-    with the block it ran in."""
+def _output_of(model, batch):
+    output = probe.model_output(probe.forward(model, batch))
+    if output is None:
+        raise ValueError("the model's output holds no floating-point tensor; diagnose needs one "
+                         "(a tensor, or a tuple or dict holding one: logits first)")
+    return output
 
-    def __init__(self, blocks, norms, names):
-        self.blocks, self.norms, self.names = blocks, norms, names
-        self.inputs, self.extra, self.outputs = {}, {}, {}
-        self.norm_records = {index: [] for index in range(len(blocks))}
-        self.current = []
-        self.hooks = []
 
-    def __enter__(self):
-        for index, (_, block) in enumerate(self.blocks):
-            self.hooks.append(block.register_forward_pre_hook(self._enter_block(index)))
-            self.hooks.append(block.register_forward_hook(self._leave_block(index)))
-        for module in self.norms:
-            self.hooks.append(module.register_forward_hook(self._norm_ran))
-        return self
-
-    def __exit__(self, *exc):
-        for hook in self.hooks:
-            hook.remove()
-        return False
-
-    def _enter_block(self, index):
-        def hook(module, args):
-            self.current.append(index)
-            if index not in self.inputs and args and torch.is_tensor(args[0]):
-                self.inputs[index] = args[0].detach()
-                self.extra[index] = tuple(args[1:])
-        return hook
-
-    def _leave_block(self, index):
-        def hook(module, args, output):
-            self.current.pop()
-            tensor = probe.first_tensor(output)
-            if index not in self.outputs and tensor is not None:
-                self.outputs[index] = tensor.detach()
-        return hook
-
-    def _norm_ran(self, module, args, output):
-        if not self.current or not args or not torch.is_tensor(args[0]):
-            return
-        if len(args) > 1 and torch.is_tensor(args[1]) and probe._is_addnorm_fused(module):
-            norm_input = (args[0] + args[1]).detach()  # the fused box normalises x + branch
-            norm_output = output[1] if isinstance(output, tuple) else output
-        else:
-            norm_input, norm_output = args[0].detach(), probe.first_tensor(output)
-        if norm_output is not None:
-            self.norm_records[self.current[-1]].append(
-                (self.names.get(module, type(module).__name__), norm_input,
-                 norm_output.detach()))
+def _norm_record(module, call):
+    """(input, output) of a norm's call: the fused AddNorm normalises x + branch."""
+    if probe._is_addnorm_fused(module) and len(call.args) > 1:
+        output = call.output[1] if isinstance(call.output, tuple) else call.output
+        return (call.args[0] + call.args[1]).detach(), output.detach()
+    output = probe.first_float(call.output)
+    return call.input.detach(), None if output is None else output.detach()
 
 
 def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, saved):
@@ -140,15 +115,10 @@ def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, s
     parameters = [p for p in model.parameters() if p.is_floating_point()]
     for parameter in parameters:
         parameter.grad = None
-        parameter.requires_grad_(True)
-    with _Recorder(blocks, norms, names) as recorder:
-        output = probe.first_tensor(probe.forward(model, batch))
-    if output is None:
-        raise ValueError("the model's output holds no tensor; diagnose needs one to measure")
-    missing = [blocks[i][0] for i in range(len(blocks)) if i not in recorder.outputs]
-    if missing:
-        raise ValueError(f"blocks {missing!r} did not run in the forward (or gave no tensor); "
-                         "name the blocks the model calls with blocks=[...]")
+    block_modules = [block for _, block in blocks]
+    with probe.Recorder(block_modules + list(norms)) as recorder:
+        output = _output_of(model, batch)
+    calls = recorder.calls
     loss = loss_fn(output, batch) if loss_fn is not None else _readout_loss(output, seed)
     if not torch.is_tensor(loss) or loss.numel() != 1:
         raise ValueError("loss_fn returned no scalar tensor; expected loss_fn(output, batch) "
@@ -156,12 +126,22 @@ def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, s
     loss.float().backward()
     per_block = []
     for index, (name, block) in enumerate(blocks):
+        call = calls.get(block)
+        x_out = probe.first_float(call.output) if call else None
+        if call is None or call.input is None or x_out is None:
+            raise ValueError(f"block {name} did not run in this forward, or had no floating-point "
+                             "tensor in and out; name the blocks the model calls with blocks=")
         grads = [p.grad.float().pow(2).sum() for p in block.parameters() if p.grad is not None]
-        x_in, x_out = recorder.inputs[index], recorder.outputs[index]
-        batch_first = probe.batch_first_of(block)
-        cosine, residual = probe.token_geometry(x_out, batch_first)
-        shortcut = probe.shortcut_share(block, x_in, recorder.extra[index], seed + index)
-        records = recorder.norm_records[index]
+        x_in, x_out = call.input.detach(), x_out.detach()
+        cosine, residual = probe.token_geometry(x_out, probe.batch_first_of(block))
+        same_shape = x_in.shape == x_out.shape
+        shortcut = probe.shortcut_share(block, call, seed + index) if same_shape else math.nan
+        records = []  # (module, input, output) of the block's norms, in call order
+        for module in sorted((m for m in norms if m in calls and block in calls[m].parents),
+                             key=lambda m: calls[m].began):
+            norm_in, norm_out = _norm_record(module, calls[module])
+            if norm_out is not None:
+                records.append((module, norm_in, norm_out))
         per_block.append({
             "name": name,
             "grad_norm": float(torch.stack(grads).sum().sqrt()) if grads else 0.0,
@@ -170,16 +150,23 @@ def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, s
             "token_cosine": cosine,
             "relative_residual": residual,
             "shortcut": shortcut,
-            "placement": probe.placement_of(block, records, x_in, x_out, x_out.dtype, shortcut),
-            "norms": [{"name": norm_name, "kind": norms_kind(norms, names, norm_name),
+            "calls": call.count,
+            "placement": probe.placement_of(block, records, x_in, x_out, x_out.dtype,
+                                            shortcut if same_shape else 1.0),
+            "norms": [{"name": names[module], "kind": norms[module].kind,
                        "input_rms": probe.rms(norm_in), "output_rms": probe.rms(norm_out)}
-                      for norm_name, norm_in, norm_out in records],
+                      for module, norm_in, norm_out in records],
         })
-    before = output.detach()
-    step = _optimizer_for(optimizer, [p for p in parameters if p.grad is not None], lr)
-    step.step()
+    # The one-step change: every output from the same kind of forward (no autograd), since
+    # PyTorch may take other paths without it (TransformerEncoder's nested tensors). The step
+    # moves the parameters the user trains (all of them when none is trainable).
     with torch.no_grad():
-        after = probe.first_tensor(probe.forward(model, batch))
+        before = _output_of(model, batch).detach().clone()
+    trainable = [p for p in saved.trainable() if p.grad is not None] or \
+        [p for p in parameters if p.grad is not None]
+    _optimizer_for(optimizer, trainable, lr).step()
+    with torch.no_grad():
+        after = _output_of(model, batch)
         deltas = [(p, p.detach() - value) for p, value, _, _ in saved.parameters
                   if p.is_floating_point()]
         saved.restore_values()
@@ -187,9 +174,9 @@ def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, s
         for parameter, delta in deltas:
             size = float(delta.float().norm())
             if size > 0:
-                r = torch.randn(delta.shape, generator=generator, dtype=torch.float32)
+                r = _random_like(delta, generator)
                 parameter.add_((r * (size / float(r.norm()))).to(parameter.dtype))
-        perturbed = probe.first_tensor(probe.forward(model, batch))
+        perturbed = _output_of(model, batch)
         saved.restore_values()
     for parameter in parameters:
         parameter.grad = None
@@ -200,39 +187,43 @@ def _measure(model, batch, loss_fn, blocks, norms, names, optimizer, lr, seed, s
     }
 
 
-def norms_kind(norms, names, norm_name):
-    for module, info in norms.items():
-        if names.get(module) == norm_name:
-            return info.kind
-    return "unknown"
-
-
-def diagnose(model, batch, loss_fn=None, *, blocks=None, optimizer=None, lr=1e-3, seed=0):
+def diagnose(model, batch, loss_fn=None, *, batches=None, blocks=None, optimizer=None, lr=1e-3,
+             seed=0):
     """The lab's Add & Norm measurements on a PyTorch model, beside the lab's own results.
 
     model: an nn.Module, or a list of them (several seeds of one architecture).
-    batch: what the model takes (a tensor; a tuple or list passed as positional arguments; a
-        dict as keywords), or a list of such batches: every (model, batch) pair is measured and
-        each figure is reported as median and interquartile range over them.
+    batch: what the model takes: a tensor, a tuple (positional arguments) or a dict (keywords).
+    batches: more batches (a list of such); every (model, batch) pair is measured and each
+        figure is reported as median and interquartile range over them.
     loss_fn(output, batch) -> scalar tensor; default: a fixed random linear readout of the
-        output (its gradient does not depend on the output's scale).
+        output (its gradient does not depend on the output's scale). The output is the model's
+        tensor, or a dict's logits / last_hidden_state, or the first floating tensor.
     blocks: the blocks' module names (or the name of the ModuleList/Sequential holding them);
-        default: the largest group of repeated children holding a norm.
+        default: the largest group of repeated children that run one after the other.
     optimizer: for the one-step update size: None (Adam at lr), a torch.optim class, or a
-        function of the parameters returning an optimiser. A fresh one is used; the model's
-        parameters are put back after the step.
+        function of the parameters returning an optimiser. A fresh one steps the parameters
+        that require grad (all, when none does); the model is put back after the step.
     seed: the readout's, the perturbation's and the shortcut probe's random draws.
 
-    Measured in eval mode (dropout off), with gradients on; afterwards the model's parameters,
-    buffers, gradients, requires_grad flags, training modes and torch's RNG state are as they
-    were. Returns a Diagnosis: .table() (text), .to_dict() (JSON), .plot(path) (matplotlib).
+    Measured in eval mode (dropout off) with gradients on, whatever the caller's grad mode;
+    afterwards the model's parameters, buffers, gradients, requires_grad flags, training modes
+    and torch's RNG states are as they were. Returns a Diagnosis: .table() (text), .to_dict()
+    (JSON), .plot(path) (matplotlib).
     """
     models = list(model) if isinstance(model, (list, tuple)) else [model]
-    batches = list(batch) if isinstance(batch, list) else [batch]
-    if not batches:
-        raise ValueError("batch is an empty list, expected at least one batch")
-    return diagnose_pairs([(m, batches) for m in models], loss_fn, blocks=blocks,
+    if batches is not None and not isinstance(batches, (list, tuple)):
+        raise TypeError(f"batches is a {type(batches).__name__}, expected a list of batches")
+    every_batch = [batch] + list(batches or [])
+    return diagnose_pairs([(m, every_batch) for m in models], loss_fn, blocks=blocks,
                           optimizer=optimizer, lr=lr, seed=seed)
+
+
+def _survey(model, batch, blocks):
+    """One forward with every module's first call recorded, then the norms and blocks."""
+    with probe.Recorder(model.modules()) as recorder:
+        _output_of(model, batch)
+    norms = probe.find_norms(model, recorder.calls)
+    return norms, probe.find_blocks(model, norms, recorder.calls, blocks), recorder.calls
 
 
 def diagnose_pairs(pairs, loss_fn=None, *, blocks=None, optimizer=None, lr=1e-3, seed=0):
@@ -242,21 +233,28 @@ def diagnose_pairs(pairs, loss_fn=None, *, blocks=None, optimizer=None, lr=1e-3,
         raise TypeError("model is not an nn.Module (or a list of them)")
     runs, structure = [], None
     for model_index, (one_model, batches) in enumerate(pairs):
-        with _Preserved(one_model) as saved:
+        with _Preserved(one_model) as saved, torch.enable_grad():
             one_model.eval()
-            norms = probe.find_norms(one_model, batches[0])
-            found = probe.find_blocks(one_model, norms, blocks)
+            # Gradients everywhere: they are measured, and PyTorch's fused inference paths
+            # (which skip the submodules' calls) stay off.
+            for parameter in one_model.parameters():
+                if parameter.is_floating_point():
+                    parameter.requires_grad_(True)
+            norms, found, calls = _survey(one_model, batches[0], blocks)
             module_names = {module: name for name, module in one_model.named_modules()}
             names = {module: module_names.get(module, type(module).__name__) for module in norms}
+            last_block_end = max(calls[block].ended for _, block in found)
+            outside = [module for module in norms
+                       if not any(module in block.modules() for _, block in found)]
             if structure is None:
                 structure = {
                     "model": type(one_model).__name__,
                     "blocks": [name for name, _ in found],
                     "norms": {names[module]: {"kind": info.kind, "recognised_by": info.how}
                               for module, info in norms.items()},
-                    "outside_blocks": sorted(
-                        names[module] for module in norms
-                        if not any(module in block.modules() for _, block in found)),
+                    "outside_blocks": sorted(names[module] for module in outside),
+                    "after_blocks": sorted(names[module] for module in outside
+                                           if calls[module].began > last_block_end),
                 }
             elif len(found) != len(structure["blocks"]):
                 raise ValueError(f"model {model_index} has {len(found)} blocks, the first "

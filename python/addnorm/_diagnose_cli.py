@@ -19,16 +19,22 @@ def load_factory(spec):
     if not separator or not module_name or not function_name:
         raise ValueError(f"factory is {spec!r}, expected 'module:function' or "
                          "'path/to/file.py:function'")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise ValueError(f"factory file {module_name!r} does not exist")
-        loader_spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, str(Path.cwd()))
-        module = importlib.import_module(module_name)
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise ValueError(f"factory file {module_name!r} does not exist")
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(module_name)
+    except ValueError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's module: report it, do not trace back
+        raise ValueError(f"factory {spec!r}: importing {module_name} raised "
+                         f"{type(error).__name__}: {error}") from error
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ValueError(f"factory {spec!r}: {module_name} has no function {function_name!r}")
@@ -37,7 +43,12 @@ def load_factory(spec):
 
 def _build(factory, seed):
     takes_seed = "seed" in inspect.signature(factory).parameters
-    made = factory(seed=seed) if takes_seed else factory()
+    try:
+        made = factory(seed=seed) if takes_seed else factory()
+    except Exception as error:  # noqa: BLE001 - the user's code: report it, do not trace back
+        raise ValueError(f"the factory raised {type(error).__name__}: {error}") from error
+    if isinstance(made, list):
+        made = tuple(made)
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise ValueError("the factory returned a "
                          f"{type(made).__name__}, expected (model, batch) or "
@@ -66,6 +77,18 @@ def main(argv):
         parser.error(f"--seeds is {args.seeds}, expected 1..64")
     if not 0 < args.lr <= 1:
         parser.error(f"--lr is {args.lr}, expected a value in (0, 1]")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        parser.error(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
+    if args.plot:
+        if not Path(args.plot).resolve().parent.is_dir():
+            parser.error(f"--plot {args.plot}: the folder {Path(args.plot).parent} does not exist")
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib.backend_bases import FigureCanvasBase
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if Path(args.plot).suffix.lstrip(".").lower() not in formats:
+            parser.error(f"--plot {args.plot}: expected a file ending in one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
     from ._diagnose import diagnose_pairs  # noqa: E402 - torch only when asked
     try:
         factory = load_factory(args.factory)
@@ -75,12 +98,16 @@ def main(argv):
         loss_fn = built[0][2]
         result = diagnose_pairs([(model, [batch]) for model, batch, _ in built], loss_fn,
                                 blocks=args.blocks, lr=args.lr)
-    except (ValueError, TypeError, ImportError) as error:
+    except (ValueError, TypeError) as error:
         print(f"python -m addnorm diagnose: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - the model's own failure, e.g. a wrong batch
+        print(f"python -m addnorm diagnose: running the model raised {type(error).__name__}: "
+              f"{error}", file=sys.stderr)
         return 2
     print(result.table())
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1, allow_nan=True))
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1, allow_nan=False))
         print(f"wrote {args.json}")
     if args.plot:
         result.plot(args.plot)

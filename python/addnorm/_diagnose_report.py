@@ -83,11 +83,13 @@ class Diagnosis:
             for key in ("grad_norm", "stream_rms_in", "stream_rms_out", "token_cosine",
                         "relative_residual", "shortcut"):
                 row[key] = spread([run["blocks"][index][key] for run in runs])
+            # Runs of one architecture find the same norms; a run that found fewer adds
+            # nothing to the norms it lacks.
             row["norms"] = [{"name": norm["name"], "kind": norm["kind"],
-                             "input_rms": spread([run["blocks"][index]["norms"][k]["input_rms"]
-                                                  for run in runs]),
-                             "output_rms": spread([run["blocks"][index]["norms"][k]["output_rms"]
-                                                   for run in runs])}
+                             **{key: spread([run["blocks"][index]["norms"][k][key]
+                                             for run in runs
+                                             if k < len(run["blocks"][index]["norms"])])
+                                for key in ("input_rms", "output_rms")}}
                             for k, norm in enumerate(first["norms"])]
             self.blocks.append(row)
         self.reference = lab_reference(self.placement, depth)
@@ -117,11 +119,11 @@ class Diagnosis:
                 f"pre-norm, {depth} blocks: top/bottom gradient ratio {ratio}{lab}: the gradient "
                 f"reaches the bottom; the stream's RMS grows x{_format(s['stream_growth'])} over "
                 "the stack, so later blocks change it relatively less")
-            outside = self.structure["outside_blocks"]
+            after = self.structure["after_blocks"]
             verdicts.append(
-                f"norms outside the blocks: {', '.join(outside)} (a pre-norm stack needs one "
-                "before the output)" if outside else
-                "no norm outside the blocks: a pre-norm stack usually ends with one, else the "
+                f"norms after the blocks: {', '.join(after)} (a pre-norm stack needs one before "
+                "the output)" if after else
+                "no norm after the blocks: a pre-norm stack usually ends with one, else the "
                 "stream reaches the output unnormalised")
         elif placement.startswith("no_norm"):
             verdicts.append(
@@ -139,12 +141,13 @@ class Diagnosis:
         return verdicts
 
     def to_dict(self):
-        """Everything as plain JSON-ready values."""
-        return {"structure": self.structure, "settings": self.settings,
+        """Everything as plain values for standard JSON: an undefined figure (NaN, e.g. the
+        token cosine of one-token outputs) is None, so json.dumps writes null."""
+        return _finite_or_none({"structure": self.structure, "settings": self.settings,
                 "depth": self.depth, "placement": self.placement, "summary": self.summary,
                 "blocks": self.blocks, "lab_reference": self.reference,
                 "lab_configuration": LAB_CONFIGURATION, "verdicts": self.verdicts,
-                "runs": self.runs}
+                "runs": self.runs})
 
     def table(self):
         """The report as text: the blocks, then the summary beside the lab, then the verdicts."""
@@ -224,6 +227,16 @@ class Diagnosis:
         figure.savefig(path)
         plt.close(figure)
         return path
+
+
+def _finite_or_none(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    return value
 
 
 def _ratio(a, b):

@@ -5,9 +5,12 @@
 // parameters. Run by scripts/browser-tests.sh, which starts `addnorm lab` and sets LAB_URL.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { num } from '../../web/js/format.js';
 
 const LAB_URL = process.env.LAB_URL;
 if (!LAB_URL) throw new Error('LAB_URL is not set: run scripts/browser-tests.sh');
@@ -329,4 +332,55 @@ test('6 Depth, measured: the gradient ratio with its √L line and the update si
   sameNumbers(blocks[0].values, find(sizes[0], 'post_norm', 16).layer_change.map((v, i) => mean([v, find(sizes[1], 'post_norm', 16).layer_change[i]])), 'post-norm change per block');
   assert.match(await text('#update-readout'), new RegExp(`lr 3e-3, one step moves a 16-block stack's output by post-norm ${drawn[0].values[3].toFixed(3)}`));
   await page.locator('#depth-results').screenshot({ path: join(SCREENSHOTS, 'depth-results.png') });
+});
+
+// A diagnose file made the way a user makes one: `python -m addnorm diagnose` on a small
+// pre-norm TransformerEncoder, three seeds (ADDNORM_PYTHONPATH: the build's Python package, set
+// by scripts/browser-tests.sh).
+function diagnoseFile() {
+  const pythonPath = process.env.ADDNORM_PYTHONPATH;
+  if (!pythonPath) throw new Error('ADDNORM_PYTHONPATH is not set: run scripts/browser-tests.sh');
+  const dir = mkdtempSync(join(tmpdir(), 'diagnose-'));
+  writeFileSync(join(dir, 'small_model.py'), [
+    'import torch',
+    'def build(seed=0):',
+    '    torch.manual_seed(seed)',
+    '    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=True)',
+    '    model = torch.nn.TransformerEncoder(layer, 5, enable_nested_tensor=False)',
+    '    return model, torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(seed))',
+    ''].join('\n'));
+  execFileSync('/usr/bin/python3', ['-m', 'addnorm', 'diagnose', 'small_model:build', '--seeds', '3', '--json', 'd.json'],
+    { cwd: dir, env: { ...process.env, PYTHONPATH: pythonPath }, stdio: 'pipe', timeout: 120000 });
+  writeFileSync(join(dir, 'wrong.json'), JSON.stringify({ structure: { model: 'M' }, placement: 'pre_norm', blocks: 'none' }));
+  return { dir, path: join(dir, 'd.json'), data: JSON.parse(readFileSync(join(dir, 'd.json'), 'utf8')) };
+}
+
+test('7 Your model: a diagnose file drawn block by block beside the lab, a wrong file refused by field', async () => {
+  const { dir, path, data } = diagnoseFile();
+  await changed('diagnosis', () => page.locator('#diagnosis-file').setInputFiles(path));
+  assert.equal(await page.$eval('#diagnosis-results', (e) => e.hidden), false);
+  const [grad] = await chartSeries('diagnosis-grad-chart');
+  sameNumbers(grad.values, data.blocks.map((b) => b.grad_norm.median), 'gradient norm per block');
+  sameNumbers(grad.low, data.blocks.map((b) => b.grad_norm.q25), 'gradient norm, lower quartile');
+  const [stream] = await chartSeries('diagnosis-stream-chart');
+  sameNumbers(stream.values, data.blocks.map((b) => b.stream_rms_in.median), 'stream RMS per block');
+  const [cosine, residual] = await chartSeries('diagnosis-token-chart');
+  sameNumbers(cosine.values, data.blocks.map((b) => b.token_cosine.median), 'token cosine per block');
+  sameNumbers(residual.values, data.blocks.map((b) => b.relative_residual.median), 'relative residual per block');
+  assert.equal(await text('#diagnosis-model'), `TransformerEncoder: 5 blocks, placement pre_norm, median [IQR] over 3 runs`);
+  const rows = await page.$$eval('#diagnosis-summary tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  assert.deepEqual(rows[0], ['measure', 'this model', `lab: pre_norm at ${data.lab_reference.depth} blocks`]);
+  const spreadText = (v) => `${num(v.median, 3)} [${num(v.q25, 3)}, ${num(v.q75, 3)}]`;
+  assert.deepEqual(rows[1], ['gradient, top block / bottom block', spreadText(data.summary.top_to_bottom),
+    spreadText(data.lab_reference.top_to_bottom)]);
+  assert.deepEqual(await page.$$eval('#diagnosis-verdicts li', (items) => items.map((li) => li.textContent)), data.verdicts);
+  await page.locator('#diagnosis').screenshot({ path: join(SCREENSHOTS, 'diagnosis.png') });
+
+  // A file that is not diagnose's: one message naming the field, the drawn model kept.
+  await page.locator('#diagnosis-file').setInputFiles(join(dir, 'wrong.json'));
+  await page.waitForSelector('#diagnosis-error:not([hidden])');
+  assert.equal(await text('#diagnosis-error'), 'file: wrong.json: blocks is not a non-empty list');
+  assert.equal(await page.$eval('#diagnosis-file', (e) => e.getAttribute('aria-invalid')), 'true');
+  sameNumbers((await chartSeries('diagnosis-grad-chart'))[0].values, grad.values, 'the previous file stays drawn');
+  assert.deepEqual(pageErrors, []);
 });

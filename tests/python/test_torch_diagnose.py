@@ -109,6 +109,7 @@ def test_a_users_rms_norm_is_recognised_by_behaviour_and_the_gpt_is_pre_norm():
                                    ["ln_f"])
     assert {n["kind"] for n in norms.values()} == {"rms_norm"}  # scales, does not centre
     assert result.structure["outside_blocks"] == ["ln_f"]
+    assert result.structure["after_blocks"] == ["ln_f"]
     assert result.placement == "pre_norm"
     assert any("ln_f" in verdict for verdict in result.verdicts)
     # Each block's first norm reads the stream entering it.
@@ -222,7 +223,7 @@ def test_the_model_is_left_bit_for_bit_as_it_was():
     model.embed.weight.grad = grad
     state = {k: v.clone() for k, v in model.state_dict().items()}
     rng = torch.get_rng_state()
-    at.diagnose(model, [gpt_batch(0), gpt_batch(1)], optimizer=torch.optim.SGD, lr=0.1)
+    at.diagnose(model, gpt_batch(0), batches=[gpt_batch(1)], optimizer=torch.optim.SGD, lr=0.1)
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
     assert model.training and all(m.training for m in model.modules())
     assert model.embed.weight.grad is grad and torch.equal(grad, torch.full_like(grad, 0.5))
@@ -290,7 +291,7 @@ def test_blocks_can_be_named_and_a_model_without_blocks_says_how():
 
 
 def test_several_batches_give_a_spread():
-    result = at.diagnose(encoder(4, True), [tokens(s) for s in range(3)])
+    result = at.diagnose(encoder(4, True), tokens(0), batches=[tokens(1), tokens(2)])
     assert result.summary["top_to_bottom"]["n"] == 3
     s = result.summary["top_to_bottom"]
     assert s["q25"] <= s["median"] <= s["q75"]
@@ -302,9 +303,13 @@ def test_table_json_and_figure(tmp_path):
     result = at.diagnose(encoder(4, False), tokens())
     table = result.table()
     assert "layers.3" in table and "gradient top/bottom block" in table and "post_norm" in table
-    data = json.loads(json.dumps(result.to_dict()))
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))  # standard JSON
     assert data["placement"] == "post_norm" and len(data["blocks"]) == 4
     assert data["lab_reference"]["depth"] == 6
+    # One token per sample: no pair of tokens, no cosine; written as null, not NaN.
+    one_token = at.diagnose(encoder(2, True), tokens()[:, :1]).to_dict()
+    assert one_token["blocks"][0]["token_cosine"]["median"] is None
+    json.dumps(one_token, allow_nan=False)
     path = result.plot(str(tmp_path / "diagnose.png"))
     assert os.path.getsize(path) > 10_000
 
@@ -345,8 +350,210 @@ def test_the_command_line_builds_the_model_per_seed(tmp_path):
     (["missing.py:build"], "does not exist"),
     (["my_model:build", "--seeds", "0"], "--seeds is 0"),
     (["my_model:unseeded", "--seeds", "2"], "needs a factory with a `seed` argument"),
+    (["my_model:raises"], "the factory raised RuntimeError: no data"),
+    (["broken:build"], "importing broken raised SyntaxError"),
+    (["my_model:wrong_batch"], "running the model raised RuntimeError"),
+    (["my_model:build", "--json", "no/such/folder/d.json"], "the folder no/such/folder does not exist"),
+    (["my_model:build", "--plot", "d.xyz"], "--plot d.xyz: expected a file ending in one of"),
 ])
 def test_the_command_line_refuses_bad_arguments_by_name(tmp_path, args, message):
-    (tmp_path / "my_model.py").write_text(FACTORY + "\n\ndef unseeded():\n    return build()\n")
+    (tmp_path / "my_model.py").write_text(FACTORY + textwrap.dedent("""
+        def unseeded():
+            return build()
+
+        def raises():
+            raise RuntimeError("no data")
+
+        def wrong_batch():
+            model, _ = build()
+            return [model, torch.randn(2, 8, 31)]
+    """))
+    (tmp_path / "broken.py").write_text("def build(:\n")
     done = run_cli(*args, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --- models as people write them (an independent review's findings) ---------------------------
+
+class NanoGPT(torch.nn.Module):
+    """GPT-2's initialisation (std 0.02): the stream is small, so eps is not negligible."""
+
+    def __init__(self, depth=4, d=64, vocab=50):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, d)
+        self.h = torch.nn.ModuleList(GPTBlock(d, 4) for _ in range(depth))
+        for block in self.h:
+            block.ln_1, block.ln_2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.ln_f = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab)
+        for module in self.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(module.weight, std=0.02)
+
+    def forward(self, ids):
+        x = self.wte(ids)
+        for block in self.h:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def test_norms_reading_a_small_stream_are_found():
+    torch.manual_seed(0)
+    result = at.diagnose(NanoGPT(), gpt_batch())
+    assert len(result.structure["norms"]) == 9
+    assert result.blocks[0]["stream_rms_in"]["median"] < 0.05  # eps matters at this scale
+    assert [b["placement"] for b in result.blocks] == ["pre_norm"] * 4
+
+
+def test_a_frozen_encoder_still_shows_its_norms_and_steps_nothing_frozen():
+    model = encoder(4, True)
+    model.requires_grad_(False)  # torch's fused inference path would skip the norms' calls
+    result = at.diagnose(model, tokens())
+    assert len(result.structure["norms"]) == 8 and result.placement == "pre_norm"
+    assert not any(p.requires_grad for p in model.parameters())
+
+    # Blocks 0-1 frozen: the SGD step moves blocks 2-3 only, as the user's training would.
+    model = encoder(4, True)
+    for p in model.layers[:2].parameters():
+        p.requires_grad_(False)
+    x = tokens()
+    result = at.diagnose(model, x, optimizer=torch.optim.SGD, lr=0.05, seed=5)
+    from addnorm._diagnose import _readout_loss
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    out = model(x)
+    _readout_loss(out, 5).backward()
+    with torch.no_grad():
+        before = model(x).clone()
+        for p in model.layers[2:].parameters():
+            p.sub_(0.05 * p.grad)
+        after = model(x)
+    assert result.summary["output_change"]["median"] == pytest.approx(
+        float((after - before).norm() / before.norm()), rel=1e-4)
+
+
+def test_the_step_is_measured_on_one_path_with_a_padding_mask():
+    """TransformerEncoder with nested tensors takes another path without autograd: a zero step
+    must show no change at all."""
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, 3, enable_nested_tensor=True)
+
+        def forward(self, x, pad):
+            return self.encoder(x, src_key_padding_mask=pad)
+
+    torch.manual_seed(0)
+    pad = torch.zeros(2, 8, dtype=torch.bool)
+    pad[0, 5:] = True
+    result = at.diagnose(Masked(), (torch.randn(2, 8, 32), pad),
+                         optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
+    assert result.summary["output_change"]["median"] == 0.0
+
+
+def test_the_blocks_are_the_chain_not_heads_experts_or_a_shared_layer():
+    class MultiHead(GPT):
+        def __init__(self):
+            super().__init__(depth=4)
+            self.heads = torch.nn.ModuleList(
+                torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.Linear(64, 50))
+                for _ in range(8))
+
+        def forward(self, ids):
+            x = self.embed(ids)
+            for block in reversed(self.blocks):  # call order, not container order
+                x = block(x)
+            return torch.stack([head(x) for head in self.heads])
+
+    torch.manual_seed(0)
+    result = at.diagnose(MultiHead(), gpt_batch())
+    assert result.structure["blocks"] == [f"blocks.{i}" for i in (3, 2, 1, 0)]
+
+    class MoE(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.experts = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(8))
+
+        def forward(self, x):
+            return x + sum(expert(x) for expert in self.experts) / 8
+
+    result = at.diagnose(torch.nn.Sequential(*[MoE(16) for _ in range(4)]), torch.randn(2, 5, 16))
+    assert result.structure["blocks"] == ["0", "1", "2", "3"]
+
+    shared = torch.nn.Linear(16, 16)
+    with pytest.raises(ValueError, match="shared weights"):
+        at.diagnose(torch.nn.Sequential(shared, shared, shared), torch.randn(2, 16))
+    mlp = torch.nn.Sequential(torch.nn.Linear(10, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    with pytest.raises(ValueError, match="changes its input's shape"):
+        at.diagnose(mlp, torch.randn(8, 10))
+
+
+def test_blocks_called_with_keywords_and_models_with_dict_outputs():
+    class Layer(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.ln, self.fc = torch.nn.LayerNorm(d), torch.nn.Linear(d, d)
+
+        def forward(self, hidden_states, attention_mask=None, *, scale):
+            return hidden_states + scale * self.fc(self.ln(hidden_states))
+
+    class HF(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(Layer(16) for _ in range(3))
+            self.head = torch.nn.Linear(16, 4)
+
+        def forward(self, x, labels=None):
+            for layer in self.layers:
+                x = layer(hidden_states=x, attention_mask=None, scale=0.5)
+            logits = self.head(x)
+            out = {"logits": logits}
+            if labels is not None:  # HuggingFace puts the loss first
+                out = {"loss": logits.logsumexp(-1).mean(), "logits": logits}
+            return out
+
+    torch.manual_seed(0)
+    model, x = HF(), torch.randn(2, 5, 16)
+    plain = at.diagnose(model, x)
+    assert plain.placement == "pre_norm"
+    assert all(block["shortcut"]["median"] > 0.5 for block in plain.blocks)
+    with_labels = at.diagnose(model, {"x": x, "labels": torch.zeros(2, dtype=torch.long)})
+    # The logits are measured, not the loss.
+    assert with_labels.summary["output_change"]["median"] == pytest.approx(
+        plain.summary["output_change"]["median"], rel=1e-6)
+
+
+def test_it_runs_under_no_grad_and_with_a_tuple_batch_for_two_inputs():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerDecoderLayer(32, 4, 64, batch_first=True)
+    decoder = torch.nn.TransformerDecoder(layer, 3)
+    batch = (torch.randn(2, 6, 32), torch.randn(2, 7, 32))
+    with torch.no_grad():
+        result = at.diagnose(decoder, batch)
+    assert result.placement == "post_norm" and result.depth == 3
+
+
+def test_leaves_with_two_inputs_and_look_alike_modules_are_not_norms():
+    class Gate(torch.nn.Module):  # a leaf of two inputs: skipped, not a crash
+        def forward(self, x, g):
+            return x * torch.sigmoid(g)
+
+    class Block(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm, self.fc, self.gate = torch.nn.LayerNorm(d), torch.nn.Linear(d, d), Gate()
+            self.constant = torch.nn.Linear(d, d)  # zero weights: ignores its input
+            torch.nn.init.zeros_(self.constant.weight)
+
+        def forward(self, x):
+            h = self.fc(self.norm(x))
+            scaled = x / x.abs().amax()  # a whole-tensor scaler (invariant to one scale only)
+            return x + self.gate(h, h) + self.constant(x) + 0 * scaled
+
+    torch.manual_seed(0)
+    result = at.diagnose(torch.nn.Sequential(*[Block(16) for _ in range(3)]),
+                         torch.randn(2, 5, 16))
+    assert sorted(result.structure["norms"]) == ["0.norm", "1.norm", "2.norm"]
