@@ -2,12 +2,17 @@
 //
 // Autograd: each forward op runs as a torch::autograd::Function that saves what its backward
 // needs (the inputs and the float32 statistics) and calls the matching *_backward operator.
-// Higher-order gradients: the backward operators are registered with PyTorch's
-// "not implemented" autograd fallback, so differentiating a gradient through them (a double
-// backward, gradgradcheck) raises "derivative for addnorm::*_backward is not implemented"
-// instead of silently dropping the norm's terms. A backward with create_graph=True still works
-// as long as nothing differentiates through the norm's gradient again. Dropout is linear with a
-// fixed mask, so its backward is dropout itself and differentiates to any order.
+// Where addnorm's kernels cannot follow PyTorch's autograd, the composite forms run instead
+// (composite.hpp: the same ops written as differentiable ATen ops):
+//   - forward-mode AD and functorch: an input with a tangent, or one of functorch's wrapped
+//     tensors, sends the forward to its composite form, which PyTorch differentiates in every
+//     mode (jvp, vmap, grad, jacrev, jacfwd);
+//   - higher-order gradients: each *_backward operator has an autograd kernel of its own; when
+//     its result must itself be differentiable (a backward with create_graph=True whose inputs
+//     require grad: double backward, gradgradcheck, Hessians) it computes the gradients of the
+//     composite forward as a graph, else it runs addnorm's backward kernel.
+// Dropout is linear with a fixed mask, so its backward is dropout itself and differentiates to
+// any order.
 //
 // AutocastCPU: under torch.autocast("cpu") the activations (input, x, r, s) are cast to the
 // autocast dtype (bfloat16 by default) while float32 parameters stay float32; the op returns
@@ -16,10 +21,10 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "composite.hpp"
 #include "kernels.hpp"
 #include "operators.hpp"
 
@@ -243,6 +248,7 @@ at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normaliz
                                const OptionalTensor& weight, const OptionalTensor& bias,
                                double eps) {
   const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
+  if (composite::needed({input, weight, bias})) return composite::norm(input, weight, bias, spec);
   if (!records_graph(input, weight, bias)) return norm_forward(input, weight, bias, spec, false).y;
   return NormFunction::apply(input, weight, bias, spec);
 }
@@ -252,6 +258,7 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
                              bool zero_centered_weight) {
   const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(),
                       eps_or_default(eps, NormKind::rms_norm, input), zero_centered_weight};
+  if (composite::needed({input, weight})) return composite::norm(input, weight, {}, spec);
   if (!records_graph(input, weight)) return norm_forward(input, weight, {}, spec, false).y;
   return NormFunction::apply(input, weight, OptionalTensor(), spec);
 }
@@ -263,6 +270,9 @@ ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
   const NormKind kind = norm_kind(norm);
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
+  if (composite::needed({x, r, weight, bias})) {
+    return composite::add_norm_pre(x, r, weight, bias, spec);
+  }
   if (!records_graph(x, r, weight, bias)) {
     PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, false);
     return {out.h, out.y};
@@ -280,6 +290,9 @@ at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
   const DropoutSpec dropout{p, seed, offset};
+  if (composite::needed({x, s, weight, bias})) {
+    return composite::add_norm_post(x, s, weight, bias, spec, dropout);
+  }
   if (!records_graph(x, s, weight, bias)) {
     return add_norm_post_forward(x, s, weight, bias, spec, dropout, false).y;
   }
@@ -291,6 +304,11 @@ at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& we
                                const OptionalTensor& running_var, bool training, double momentum,
                                double eps) {
   const BatchNormSpec spec{training, momentum, eps};
+  if (composite::needed({input, weight, bias})) {
+    // PyTorch's own op, which updates the running statistics as addnorm's kernel does.
+    return at::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                          false);
+  }
   if (!records_graph(input, weight, bias)) {
     return batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
   }
@@ -301,6 +319,9 @@ at::Tensor group_norm_autograd(const at::Tensor& input, int64_t num_groups,
                                const OptionalTensor& weight, const OptionalTensor& bias,
                                double eps) {
   const GroupNormSpec spec{num_groups, eps};
+  if (composite::needed({input, weight, bias})) {
+    return at::group_norm(input, num_groups, weight, bias, eps, false);
+  }
   if (!records_graph(input, weight, bias)) {
     return group_norm_forward(input, weight, bias, spec, false).y;
   }
@@ -309,8 +330,111 @@ at::Tensor group_norm_autograd(const at::Tensor& input, int64_t num_groups,
 
 at::Tensor dropout_autograd(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
   const DropoutSpec spec{p, seed, offset};
+  if (composite::needed({input})) return composite::dropout(input, spec);
   if (!records_graph(input)) return dropout_forward(input, spec);
   return DropoutFunction::apply(input, spec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autograd kernels of the backward operators: a differentiable result (see the top of this
+// file) from the composite forms, else addnorm's backward kernel below autograd.
+
+template <class... Tensors>
+bool differentiable_result(const Tensors&... tensors) {
+  return records_graph(tensors...) || composite::needed({OptionalTensor(tensors)...});
+}
+
+template <class Signature, class... Args>
+auto below_autograd(const char* name, Args&&... args) {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return handle<Signature>(name).call(std::forward<Args>(args)...);
+}
+
+ops::Grads3 layer_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
+                                         at::IntArrayRef normalized_shape,
+                                         const OptionalTensor& weight, const OptionalTensor& bias,
+                                         double eps, const OptionalTensor& mean,
+                                         const OptionalTensor& rstd) {
+  if (differentiable_result(grad_y, input, value(weight), value(bias))) {
+    const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
+    auto g = composite::norm_backward(grad_y, input, weight, bias, spec);
+    return {g[0], g[1], g[2]};
+  }
+  return below_autograd<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward", grad_y,
+                                                            input, normalized_shape, weight, bias,
+                                                            eps, mean, rstd);
+}
+
+ops::Grads2 rms_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
+                                       at::IntArrayRef normalized_shape,
+                                       const OptionalTensor& weight, double eps,
+                                       bool zero_centered_weight, const OptionalTensor& rstd) {
+  if (differentiable_result(grad_y, input, value(weight))) {
+    const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(), eps, zero_centered_weight};
+    auto g = composite::norm_backward(grad_y, input, weight, {}, spec);
+    return {g[0], g[1]};
+  }
+  return below_autograd<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward", grad_y,
+                                                          input, normalized_shape, weight, eps,
+                                                          zero_centered_weight, rstd);
+}
+
+ops::Grads3 add_norm_pre_backward_autograd(const at::Tensor& grad_y, const OptionalTensor& grad_h,
+                                           const at::Tensor& h, at::IntArrayRef normalized_shape,
+                                           const OptionalTensor& weight, const OptionalTensor& bias,
+                                           double eps, c10::string_view norm,
+                                           bool zero_centered_weight, const OptionalTensor& mean,
+                                           const OptionalTensor& rstd) {
+  if (differentiable_result(grad_y, value(grad_h), h, value(weight), value(bias))) {
+    const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+    auto g = composite::add_norm_pre_backward(grad_y, grad_h, h, weight, bias, spec);
+    return {g[0], g[1], g[2]};
+  }
+  return below_autograd<decltype(ops::add_norm_pre_backward)>(
+      "addnorm::add_norm_pre_backward", grad_y, grad_h, h, normalized_shape, weight, bias, eps,
+      norm, zero_centered_weight, mean, rstd);
+}
+
+ops::Grads4 add_norm_post_backward_autograd(
+    const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& s,
+    at::IntArrayRef normalized_shape, const OptionalTensor& weight, const OptionalTensor& bias,
+    double eps, c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
+    int64_t offset, const OptionalTensor& mean, const OptionalTensor& rstd) {
+  if (differentiable_result(grad_y, x, s, value(weight), value(bias))) {
+    const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+    auto g = composite::add_norm_post_backward(grad_y, x, s, weight, bias, spec,
+                                               DropoutSpec{p, seed, offset});
+    return {g[0], g[1], g[2], g[3]};
+  }
+  return below_autograd<decltype(ops::add_norm_post_backward)>(
+      "addnorm::add_norm_post_backward", grad_y, x, s, normalized_shape, weight, bias, eps, norm,
+      zero_centered_weight, p, seed, offset, mean, rstd);
+}
+
+ops::Grads3 batch_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
+                                         const OptionalTensor& weight, const OptionalTensor& bias,
+                                         const OptionalTensor& running_mean,
+                                         const OptionalTensor& running_var, bool training,
+                                         double eps) {
+  if (differentiable_result(grad_y, input, value(weight), value(bias))) {
+    auto g = composite::batch_norm_backward(grad_y, input, weight, bias, running_mean, running_var,
+                                            training, eps);
+    return {g[0], g[1], g[2]};
+  }
+  return below_autograd<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward", grad_y,
+                                                            input, weight, bias, running_mean,
+                                                            running_var, training, eps);
+}
+
+ops::Grads3 group_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
+                                         int64_t num_groups, const OptionalTensor& weight,
+                                         const OptionalTensor& bias, double eps) {
+  if (differentiable_result(grad_y, input, value(weight), value(bias))) {
+    auto g = composite::group_norm_backward(grad_y, input, num_groups, weight, bias, eps);
+    return {g[0], g[1], g[2]};
+  }
+  return below_autograd<decltype(ops::group_norm_backward)>("addnorm::group_norm_backward", grad_y,
+                                                            input, num_groups, weight, bias, eps);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,20 +486,37 @@ at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
 
 }  // namespace addnorm::torch_ops
 
+namespace addnorm::torch_ops {
+namespace {
+
+// The same kernels serve autograd and functorch's vmap: a batched tensor is seen by them and
+// sent to the composite forms, whose ATen ops have functorch's batching rules (instead of its
+// slow per-example loop).
+void register_differentiable_kernels(torch::Library& m) {
+  m.impl("layer_norm", layer_norm_autograd);
+  m.impl("rms_norm", rms_norm_autograd);
+  m.impl("add_norm_pre", add_norm_pre_autograd);
+  m.impl("add_norm_post", add_norm_post_autograd);
+  m.impl("batch_norm", batch_norm_autograd);
+  m.impl("group_norm", group_norm_autograd);
+  m.impl("dropout", dropout_autograd);
+  m.impl("layer_norm_backward", layer_norm_backward_autograd);
+  m.impl("rms_norm_backward", rms_norm_backward_autograd);
+  m.impl("add_norm_pre_backward", add_norm_pre_backward_autograd);
+  m.impl("add_norm_post_backward", add_norm_post_backward_autograd);
+  m.impl("batch_norm_backward", batch_norm_backward_autograd);
+  m.impl("group_norm_backward", group_norm_backward_autograd);
+}
+
+}  // namespace
+}  // namespace addnorm::torch_ops
+
 TORCH_LIBRARY_IMPL(addnorm, Autograd, m) {
-  namespace torch_ops = addnorm::torch_ops;
-  m.impl("layer_norm", torch_ops::layer_norm_autograd);
-  m.impl("rms_norm", torch_ops::rms_norm_autograd);
-  m.impl("add_norm_pre", torch_ops::add_norm_pre_autograd);
-  m.impl("add_norm_post", torch_ops::add_norm_post_autograd);
-  m.impl("batch_norm", torch_ops::batch_norm_autograd);
-  m.impl("group_norm", torch_ops::group_norm_autograd);
-  m.impl("dropout", torch_ops::dropout_autograd);
-  for (const char* backward :
-       {"layer_norm_backward", "rms_norm_backward", "add_norm_pre_backward",
-        "add_norm_post_backward", "batch_norm_backward", "group_norm_backward"}) {
-    m.impl(backward, torch::autograd::autogradNotImplementedFallback());
-  }
+  addnorm::torch_ops::register_differentiable_kernels(m);
+}
+
+TORCH_LIBRARY_IMPL(addnorm, FuncTorchBatched, m) {
+  addnorm::torch_ops::register_differentiable_kernels(m);
 }
 
 TORCH_LIBRARY_IMPL(addnorm, AutocastCPU, m) {

@@ -1,12 +1,14 @@
 """torch.ops.addnorm.*: every operator against torch.nn.functional (float32), against a float64
-reference computed by PyTorch with a bfloat16/float16 tolerance, gradcheck in float64, the clear
-error on a double backward, CPU autocast, and bad arguments named in the error."""
+reference computed by PyTorch with a bfloat16/float16 tolerance, gradcheck in float64, CPU
+autocast, and bad arguments named in the error. Higher-order and forward-mode derivatives and
+functorch: test_torch_higher_order.py."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import addnorm
 import addnorm.torch  # noqa: F401  (loads torch.ops.addnorm)
+from torch_op_cases import dropout_reference, row_norm_cases
 
 ops = torch.ops.addnorm
 D = 24
@@ -17,39 +19,10 @@ def seeded():
     torch.manual_seed(2024)
 
 
-def rms_reference(x, weight, eps, zero_centered=False):
-    scale = (1 + weight) if zero_centered else weight
-    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * scale
-
-
-def dropout_reference(s, p, seed, offset=0):
-    keep = torch.from_numpy(addnorm.dropout_mask(tuple(s.shape), p, seed, offset))
-    return torch.where(keep, s / (1 - p), torch.zeros_like(s))
-
-
 # Each case: (our op on (x, r, weight, bias), torch's definition of the same). The inputs are
 # (4, 3, D) activations and (D,) parameters.
 CASES = {
-    "layer_norm": (lambda x, r, w, b: ops.layer_norm(x, [D], w, b, 1e-5),
-                   lambda x, r, w, b: F.layer_norm(x, (D,), w, b, 1e-5)),
-    "rms_norm": (lambda x, r, w, b: ops.rms_norm(x, [D], w, 1e-6, False),
-                 lambda x, r, w, b: rms_reference(x, w, 1e-6)),
-    "rms_norm_zero_centered": (lambda x, r, w, b: ops.rms_norm(x, [D], w, 1e-6, True),
-                               lambda x, r, w, b: rms_reference(x, w, 1e-6, True)),
-    "add_norm_pre": (lambda x, r, w, b: torch.cat(ops.add_norm_pre(x, r, [D], w, b, 1e-5)),
-                     lambda x, r, w, b: torch.cat([x + r, F.layer_norm(x + r, (D,), w, b)])),
-    "add_norm_pre_rms": (
-        lambda x, r, w, b: torch.cat(ops.add_norm_pre(x, r, [D], w, None, 1e-6, "rms_norm")),
-        lambda x, r, w, b: torch.cat([x + r, rms_reference(x + r, w, 1e-6)])),
-    "add_norm_post": (lambda x, r, w, b: ops.add_norm_post(x, r, [D], w, b, 1e-5),
-                      lambda x, r, w, b: F.layer_norm(x + r, (D,), w, b)),
-    "add_norm_post_dropout": (
-        lambda x, r, w, b: ops.add_norm_post(x, r, [D], w, b, 1e-5, "layer_norm", False, 0.25,
-                                             77, 5),
-        lambda x, r, w, b: F.layer_norm(x + dropout_reference(r, 0.25, 77, 5), (D,), w, b)),
-    "batch_norm": (
-        lambda x, r, w, b: ops.batch_norm(x.transpose(1, 2), w, b, None, None, True, 0.1, 1e-5),
-        lambda x, r, w, b: F.batch_norm(x.transpose(1, 2), None, None, w, b, True, 0.1, 1e-5)),
+    **row_norm_cases(D),
     "dropout": (lambda x, r, w, b: ops.dropout(x, 0.3, 11, 0),
                 lambda x, r, w, b: dropout_reference(x, 0.3, 11)),
 }
@@ -120,14 +93,6 @@ def small_float64_inputs():
 def test_float64_gradcheck(name):
     ours, _ = CASES[name]
     assert torch.autograd.gradcheck(ours, small_float64_inputs())
-
-
-@pytest.mark.parametrize("name", [n for n in CASES if n != "dropout"])
-def test_double_backward_raises_a_clear_error(name):
-    ours, _ = CASES[name]
-    with pytest.raises(RuntimeError, match=r"derivative for addnorm::\w+_backward is not "
-                                           r"implemented"):
-        torch.autograd.gradgradcheck(ours, small_float64_inputs())
 
 
 def test_dropout_differentiates_to_any_order():
