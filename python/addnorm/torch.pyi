@@ -102,6 +102,7 @@ class Diagnosis:
 
 def diagnose(model: torch.nn.Module | Sequence[torch.nn.Module], batch: Any,
              loss_fn: Callable[[Any, Any], Tensor] | None = ..., *,
+             batches: Sequence[Any] | None = ...,
              blocks: str | Sequence[str] | None = ...,
              optimizer: type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
              | None = ...,
