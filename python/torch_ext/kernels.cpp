@@ -22,8 +22,10 @@ namespace library = python::library;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Checks. Type errors (device, dtype) raise TypeError in Python, value errors ValueError; each
-// names the argument and says what was expected.
+// Checks. Each names the argument and says what was expected, and raises RuntimeError in Python
+// (TORCH_CHECK), the class PyTorch's own operators raise for the same mistakes (a wrong shape,
+// dtype or device: issue 33, code that catches RuntimeError around torch.nn.functional keeps
+// working after patch).
 
 const char* dtype_name(at::ScalarType type) {
   switch (type) {
@@ -53,26 +55,25 @@ bool is_16_bit(at::ScalarType type) {
 }
 
 void check_tensor(const char* name, const at::Tensor& tensor) {
-  TORCH_CHECK_VALUE(tensor.defined(), name, " is an undefined tensor, expected a tensor");
-  TORCH_CHECK_TYPE(tensor.device().is_cpu(), name, " is on device ", tensor.device().str(),
-                   ", expected a CPU tensor (addnorm runs on the CPU)");
+  TORCH_CHECK(tensor.defined(), name, " is an undefined tensor, expected a tensor");
+  TORCH_CHECK(tensor.device().is_cpu(), name, " is on device ", tensor.device().str(),
+              ", expected a CPU tensor (addnorm runs on the CPU)");
   const at::ScalarType type = tensor.scalar_type();
-  TORCH_CHECK_TYPE(type == at::kFloat || type == at::kDouble || is_16_bit(type), name,
-                   " has dtype ", dtype_name(type),
-                   ", expected torch.float32, torch.bfloat16, torch.float16 or torch.float64");
-  TORCH_CHECK_TYPE(tensor.layout() == at::kStrided, name, " is a sparse tensor, expected a ",
-                   "dense one");
+  TORCH_CHECK(type == at::kFloat || type == at::kDouble || is_16_bit(type), name, " has dtype ",
+              dtype_name(type),
+              ", expected torch.float32, torch.bfloat16, torch.float16 or torch.float64");
+  TORCH_CHECK(tensor.layout() == at::kStrided, name, " is a sparse tensor, expected a ",
+              "dense one");
 }
 
 // A tensor that must have input's dtype and shape (r, s, grad_y...).
 void check_like(const char* name, const at::Tensor& tensor, const at::Tensor& input) {
   check_tensor(name, tensor);
-  TORCH_CHECK_TYPE(tensor.scalar_type() == input.scalar_type(), name, " has dtype ",
-                   dtype_name(tensor.scalar_type()), ", expected ", dtype_name(input.scalar_type()),
-                   " like input");
-  TORCH_CHECK_VALUE(tensor.sizes() == input.sizes(), name, " has shape ",
-                    shape_text(tensor.sizes()), ", expected ", shape_text(input.sizes()),
-                    " like input");
+  TORCH_CHECK(tensor.scalar_type() == input.scalar_type(), name, " has dtype ",
+              dtype_name(tensor.scalar_type()), ", expected ", dtype_name(input.scalar_type()),
+              " like input");
+  TORCH_CHECK(tensor.sizes() == input.sizes(), name, " has shape ", shape_text(tensor.sizes()),
+              ", expected ", shape_text(input.sizes()), " like input");
 }
 
 // A parameter or statistic: input's dtype, or float32 beside 16-bit input (mixed precision, as
@@ -83,29 +84,28 @@ void check_parameter(const char* name, const OptionalTensor& tensor, const at::T
   check_tensor(name, *tensor);
   const at::ScalarType type = tensor->scalar_type();
   const bool widened = type == at::kFloat && is_16_bit(input.scalar_type());
-  TORCH_CHECK_TYPE(type == input.scalar_type() || widened, name, " has dtype ", dtype_name(type),
-                   ", expected ", dtype_name(input.scalar_type()), " like input",
-                   is_16_bit(input.scalar_type()) ? " (or torch.float32)" : "");
-  TORCH_CHECK_VALUE(tensor->sizes() == shape, name, " has shape ", shape_text(tensor->sizes()),
-                    ", expected ", shape_text(shape));
+  TORCH_CHECK(type == input.scalar_type() || widened, name, " has dtype ", dtype_name(type),
+              ", expected ", dtype_name(input.scalar_type()), " like input",
+              is_16_bit(input.scalar_type()) ? " (or torch.float32)" : "");
+  TORCH_CHECK(tensor->sizes() == shape, name, " has shape ", shape_text(tensor->sizes()),
+              ", expected ", shape_text(shape));
 }
 
 // The library's own checks come after this face's; an addnorm::Error from it (a case the checks
-// here do not foresee) becomes a ValueError too.
+// here do not foresee) becomes a RuntimeError too.
 template <class Call>
 void run_library(Call&& call) {
   try {
     call();
   } catch (const Error& error) {
-    TORCH_CHECK_VALUE(false, error.what());
+    TORCH_CHECK(false, error.what());
   }
 }
 
 // eps is held in float32 unless input is float64: a value beyond float32's range is refused
 // by the library's rule (narrow_to_float) before anything converts it.
 void check_eps(double eps, const at::Tensor& input) {
-  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0.0, "eps is ", eps,
-                    ", expected a finite value >= 0");
+  TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, "eps is ", eps, ", expected a finite value >= 0");
   if (input.scalar_type() != at::kDouble) run_library([&] { narrow_to_float("eps", eps); });
 }
 
@@ -114,25 +114,24 @@ void check_norm(const at::Tensor& input, const OptionalTensor& weight, const Opt
   check_tensor("input", input);
   const auto& shape = spec.normalized_shape;
   const auto count = static_cast<int64_t>(shape.size());
-  TORCH_CHECK_VALUE(
+  TORCH_CHECK(
       !shape.empty() && count <= input.dim() &&
           input.sizes().slice(static_cast<size_t>(input.dim() - count)) == at::IntArrayRef(shape),
       "normalized_shape is ", shape_text(shape),
       ", expected the trailing dimensions of input, whose shape is ", shape_text(input.sizes()));
   check_parameter("weight", weight, input, shape);
   if (!norm_traits(spec.kind).has_shift) {
-    TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined(), "bias is given, expected none for ",
-                      norm_traits(spec.kind).name, " (it has no shift)");
+    TORCH_CHECK(!bias.has_value() || !bias->defined(), "bias is given, expected none for ",
+                norm_traits(spec.kind).name, " (it has no shift)");
   }
   check_parameter("bias", bias, input, shape);
   check_eps(spec.eps, input);
 }
 
 void check_dropout(const DropoutSpec& spec) {
-  TORCH_CHECK_VALUE(spec.p >= 0.0 && spec.p < 1.0, "p is ", spec.p,
-                    ", expected a probability in [0, 1)");
-  TORCH_CHECK_VALUE(spec.seed >= 0, "seed is ", spec.seed, ", expected an integer >= 0");
-  TORCH_CHECK_VALUE(spec.offset >= 0, "offset is ", spec.offset, ", expected an integer >= 0");
+  TORCH_CHECK(spec.p >= 0.0 && spec.p < 1.0, "p is ", spec.p, ", expected a probability in [0, 1)");
+  TORCH_CHECK(spec.seed >= 0, "seed is ", spec.seed, ", expected an integer >= 0");
+  TORCH_CHECK(spec.offset >= 0, "offset is ", spec.offset, ", expected an integer >= 0");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,8 +321,8 @@ NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
 
 NormKind norm_kind(c10::string_view norm) {
   const std::optional<NormKind> kind = norm_kind_named(std::string_view(norm.data(), norm.size()));
-  TORCH_CHECK_VALUE(kind.has_value(), "norm is '", std::string(norm),
-                    "', expected 'layer_norm' or 'rms_norm'");
+  TORCH_CHECK(kind.has_value(), "norm is '", std::string(norm),
+              "', expected 'layer_norm' or 'rms_norm'");
   return *kind;
 }
 
@@ -508,8 +507,8 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
                       const OptionalTensor& bias, const OptionalTensor& running_mean,
                       const OptionalTensor& running_var, const BatchNormSpec& spec) {
   check_tensor("input", input);
-  TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 5, "input has shape ",
-                    shape_text(input.sizes()), ", expected rank 2 to 5: (N, C, *)");
+  TORCH_CHECK(input.dim() >= 2 && input.dim() <= 5, "input has shape ", shape_text(input.sizes()),
+              ", expected rank 2 to 5: (N, C, *)");
   const std::vector<int64_t> channels{input.size(1)};
   check_parameter("weight", weight, input, channels);
   check_parameter("bias", bias, input, channels);
@@ -517,12 +516,12 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
   check_parameter("running_var", running_var, input, channels);
   const bool has_mean = running_mean.has_value() && running_mean->defined();
   const bool has_var = running_var.has_value() && running_var->defined();
-  TORCH_CHECK_VALUE(has_mean == has_var, "running_mean and running_var: one is given, expected ",
-                    "both or neither");
-  TORCH_CHECK_VALUE(spec.training || has_mean, "running_mean is None in inference mode ",
-                    "(training=False), expected the running statistics to normalise with");
-  TORCH_CHECK_VALUE(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
-                    ", expected a value in [0, 1]");
+  TORCH_CHECK(has_mean == has_var, "running_mean and running_var: one is given, expected ",
+              "both or neither");
+  TORCH_CHECK(spec.training || has_mean, "running_mean is None in inference mode ",
+              "(training=False), expected the running statistics to normalise with");
+  TORCH_CHECK(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
+              ", expected a value in [0, 1]");
   check_eps(spec.eps, input);
 }
 
@@ -633,11 +632,10 @@ namespace {
 void check_group_norm(const at::Tensor& input, const OptionalTensor& weight,
                       const OptionalTensor& bias, const GroupNormSpec& spec) {
   check_tensor("input", input);
-  TORCH_CHECK_VALUE(input.dim() >= 2, "input has shape ", shape_text(input.sizes()),
-                    ", expected (N, C, *) with channels on axis 1");
-  TORCH_CHECK_VALUE(spec.num_groups >= 1 && input.size(1) % spec.num_groups == 0, "num_groups is ",
-                    spec.num_groups, ", expected a divisor of the ", input.size(1),
-                    " channels of input");
+  TORCH_CHECK(input.dim() >= 2, "input has shape ", shape_text(input.sizes()),
+              ", expected (N, C, *) with channels on axis 1");
+  TORCH_CHECK(spec.num_groups >= 1 && input.size(1) % spec.num_groups == 0, "num_groups is ",
+              spec.num_groups, ", expected a divisor of the ", input.size(1), " channels of input");
   const std::vector<int64_t> channels{input.size(1)};
   check_parameter("weight", weight, input, channels);
   check_parameter("bias", bias, input, channels);
