@@ -9,8 +9,8 @@ Importing this module loads the operators (the C++ extension _addnorm_torch_ops.
 against libtorch): torch.ops.addnorm.layer_norm, rms_norm, add_norm_pre, add_norm_post,
 batch_norm, dropout, and the *_backward of each norm. They run on CPU tensors of float32,
 bfloat16, float16 and float64, with autograd of every order, forward-mode AD and functorch's
-transforms (grad, vmap, jacrev, jacfwd), CPU autocast (bfloat16 activations in and out, float32
-statistics), torch.jit.script/trace/save/load and torch.onnx.export (standard ONNX ops).
+transforms (grad, vmap, jacrev, jacfwd), CPU autocast (PyTorch's policy: each norm in its
+input's dtype, float32 parameters accepted beside bfloat16 activations), torch.jit.script/trace/save/load and torch.onnx.export (standard ONNX ops).
 
 Modules: LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d/2d/3d
 (subclasses of torch.nn's, so the same constructor arguments, parameters, buffers and

@@ -14,12 +14,14 @@
 // Dropout is linear with a fixed mask, so its backward is dropout itself and differentiates to
 // any order.
 //
-// AutocastCPU: under torch.autocast("cpu") the activations (input, x, r, s) are cast to the
-// autocast dtype (bfloat16 by default) while float32 parameters stay float32; the op returns
-// the activation dtype and keeps float32 statistics.
+// AutocastCPU: PyTorch 1.13's CPU autocast leaves its norms alone (layer_norm, group_norm and
+// batch_norm are on none of its cast lists), so a norm runs in its input's dtype: float32 in,
+// float32 out; bfloat16 in, bfloat16 out. addnorm follows that. The single-input operators fall
+// through autocast; the fused ones first add as `x + r` would, in the promoted dtype of their
+// two activations (a float32 residual stream plus a bfloat16 sublayer output stays float32),
+// which their kernels, taking one dtype, would otherwise refuse.
 #include <string>
 
-#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -438,27 +440,13 @@ ops::Grads3 group_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
 }
 
 // ---------------------------------------------------------------------------------------------
-// AutocastCPU kernels: cast the activations, then call the op again below autocast.
+// AutocastCPU kernels of the fused operators: the two activations in their promoted dtype, then
+// the operator again below autocast. The casts are above autograd, so each gradient returns in
+// its own activation's dtype.
 
-at::Tensor lower_precision(const at::Tensor& tensor) {
-  return at::autocast::cached_cast(at::autocast::get_autocast_cpu_dtype(), tensor,
-                                   c10::DeviceType::CPU);
-}
-
-at::Tensor layer_norm_autocast(const at::Tensor& input, at::IntArrayRef normalized_shape,
-                               const OptionalTensor& weight, const OptionalTensor& bias,
-                               double eps) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  static const auto op = handle<decltype(ops::layer_norm)>("addnorm::layer_norm");
-  return op.call(lower_precision(input), normalized_shape, weight, bias, eps);
-}
-
-at::Tensor rms_norm_autocast(const at::Tensor& input, at::IntArrayRef normalized_shape,
-                             const OptionalTensor& weight, c10::optional<double> eps,
-                             bool zero_centered_weight) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  static const auto op = handle<decltype(ops::rms_norm)>("addnorm::rms_norm");
-  return op.call(lower_precision(input), normalized_shape, weight, eps, zero_centered_weight);
+std::pair<at::Tensor, at::Tensor> promoted(const at::Tensor& x, const at::Tensor& r) {
+  const auto common = at::promote_types(x.scalar_type(), r.scalar_type());
+  return {x.to(common), r.to(common)};
 }
 
 ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
@@ -467,7 +455,8 @@ ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
                                   c10::string_view norm, bool zero_centered_weight) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_pre)>("addnorm::add_norm_pre");
-  return op.call(lower_precision(x), lower_precision(r), normalized_shape, weight, bias, eps, norm,
+  const auto [common_x, common_r] = promoted(x, r);
+  return op.call(common_x, common_r, normalized_shape, weight, bias, eps, norm,
                  zero_centered_weight);
 }
 
@@ -478,7 +467,8 @@ at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
                                   int64_t seed, int64_t offset) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   static const auto op = handle<decltype(ops::add_norm_post)>("addnorm::add_norm_post");
-  return op.call(lower_precision(x), lower_precision(s), normalized_shape, weight, bias, eps, norm,
+  const auto [common_x, common_s] = promoted(x, s);
+  return op.call(common_x, common_s, normalized_shape, weight, bias, eps, norm,
                  zero_centered_weight, p, seed, offset);
 }
 
@@ -521,8 +511,6 @@ TORCH_LIBRARY_IMPL(addnorm, FuncTorchBatched, m) {
 
 TORCH_LIBRARY_IMPL(addnorm, AutocastCPU, m) {
   namespace torch_ops = addnorm::torch_ops;
-  m.impl("layer_norm", torch_ops::layer_norm_autocast);
-  m.impl("rms_norm", torch_ops::rms_norm_autocast);
   m.impl("add_norm_pre", torch_ops::add_norm_pre_autocast);
   m.impl("add_norm_post", torch_ops::add_norm_post_autocast);
 }

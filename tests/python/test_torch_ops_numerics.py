@@ -120,17 +120,93 @@ def test_inference_batch_norm_uses_and_keeps_running_statistics():
     torch.testing.assert_close(running_var, their_var)
 
 
-def test_autocast_runs_bfloat16_in_and_out():
+def rms_norm_composition(x, weight, eps):
+    """RMSNorm as PyTorch 1.13 users write it (it has no F.rms_norm)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+# Each norm next to PyTorch's own (or, for RMSNorm, the composition a PyTorch user writes), on
+# (8, D, 3) input: LayerNorm and RMSNorm over the last axis, GroupNorm and BatchNorm over
+# channels D.
+AUTOCAST_NORMS = {
+    "layer_norm": (lambda x, w, b: addnorm.torch.layer_norm(x, 3, w[:3], b[:3]),
+                   lambda x, w, b: F.layer_norm(x, (3,), w[:3], b[:3])),
+    "rms_norm": (lambda x, w, b: addnorm.torch.rms_norm(x, 3, w[:3], eps=1e-6),
+                 lambda x, w, b: rms_norm_composition(x, w[:3], 1e-6)),
+    "group_norm": (lambda x, w, b: addnorm.torch.group_norm(x, 4, w, b),
+                   lambda x, w, b: F.group_norm(x, 4, w, b)),
+    "batch_norm": (lambda x, w, b: addnorm.torch.batch_norm(x, None, None, w, b, training=True),
+                   lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", AUTOCAST_NORMS)
+def test_autocast_leaves_each_norm_in_its_inputs_dtype_as_pytorch_does(name, dtype):
+    # PyTorch 1.13's CPU autocast has no rule for its norms: float32 stays float32 and
+    # bfloat16 stays bfloat16 (given parameters of the same dtype, which PyTorch requires).
+    ours, theirs = AUTOCAST_NORMS[name]
+    x = (torch.randn(8, D, 3) * 2 + 0.5).to(dtype)
+    weight, bias = (torch.randn(D) + 1).to(dtype), torch.randn(D).to(dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = ours(x, weight, bias), theirs(x, weight, bias)
+    assert got.dtype == expected.dtype == dtype
+    exact = theirs(x.double(), weight.double(), bias.double())
+    # Within twice PyTorch's own error (or one 16-bit rounding) of the float64 result.
+    bound = 2 * (expected.double() - exact).abs().max().item() + \
+        TOLERANCE.get(dtype, 2 ** -23) * exact.abs().max().item()
+    assert (got.double() - exact).abs().max().item() <= bound
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_autocast_fused_add_follows_x_plus_r_as_pytorch_does(mode, norm):
+    # A float32 residual stream plus a sublayer's bfloat16 output: PyTorch's `x + r` is float32,
+    # and so is a norm of it; the fused operator gives the same dtype, values and gradients.
+    linear = torch.nn.Linear(D, D)
+    weight, bias = torch.randn(D) + 1, torch.randn(D)
+    x = torch.randn(8, D, requires_grad=True)
+
+    def run(fused):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            r = linear(x)
+            assert r.dtype == torch.bfloat16
+            if fused:
+                out = (addnorm.torch.add_norm_pre if mode == "pre" else addnorm.torch.add_norm_post)(
+                    x, r, D, weight, bias if norm == "layer_norm" else None, eps=1e-5, norm=norm)
+            else:
+                h = x + r
+                y = F.layer_norm(h, (D,), weight, bias, 1e-5) if norm == "layer_norm" else \
+                    rms_norm_composition(h, weight, 1e-5)
+                out = (h, y) if mode == "pre" else y
+        outs = out if mode == "pre" else (out,)
+        grads = torch.autograd.grad(sum(o.sum() * (i + 1) for i, o in enumerate(outs)),
+                                    [x, linear.weight])
+        return outs, grads
+
+    (ours, our_grads), (theirs, their_grads) = run(True), run(False)
+    for got, expected in zip(ours, theirs):
+        assert got.dtype == expected.dtype == torch.float32
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    for got, expected in zip(our_grads, their_grads):
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_autocast_takes_float32_parameters_beside_bfloat16_activations():
+    # Where PyTorch 1.13 refuses a bfloat16 activation with a float32 LayerNorm (the usual case
+    # under autocast: a Linear's output into a float32 module), addnorm runs it: bfloat16 out,
+    # float32 weight gradients.
     linear, norm = torch.nn.Linear(D, D), addnorm.torch.LayerNorm(D)
     with torch.no_grad():
         norm.weight.normal_()
     x = torch.randn(8, D)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         hidden = linear(x)
+        with pytest.raises(RuntimeError, match="expected scalar type BFloat16 but found Float"):
+            F.layer_norm(hidden, (D,), norm.weight, norm.bias)
         y = norm(hidden)
-        h, z = addnorm.torch.add_norm_pre(hidden, hidden, D, norm.weight, norm.bias)
-        post = addnorm.torch.add_norm_post(x, x, D, norm.weight, norm.bias)
-    assert hidden.dtype == y.dtype == h.dtype == z.dtype == post.dtype == torch.bfloat16
+    assert hidden.dtype == y.dtype == torch.bfloat16
     expected = F.layer_norm(hidden.double(), (D,), norm.weight.double(), norm.bias.double())
     torch.testing.assert_close(y.double(), expected, rtol=0,
                                atol=2 * TOLERANCE[torch.bfloat16] * expected.abs().max().item())
