@@ -3,7 +3,7 @@
 # every test: the C++ tests once under AddressSanitizer + UndefinedBehaviorSanitizer, then all
 # tests (C++ and the Python tests against NumPy and PyTorch) on the release build, the fuzzers
 # for a bounded time, the lab page's browser tests, and the C++ package as users install and
-# link it.
+# link it. ONNX Runtime (npm) is installed for the Python tests that run addnorm's ONNX exports.
 # The last lines are CTest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +41,9 @@ bash scripts/browser-tests.sh
 
 echo "== the C++ package: install, find_package, pkg-config, FetchContent, Debian packages =="
 bash scripts/test-cpp-package.sh build
+
+echo "== ONNX Runtime for the export tests (npm onnxruntime-node) =="
+bash scripts/onnx-runtime.sh
 
 echo "== all tests (release) =="
 ctest --test-dir build --output-on-failure -j"$jobs"
