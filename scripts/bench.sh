@@ -18,21 +18,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
 # libdnnl-dev's CMake package needs the OpenCL headers, which it only Recommends.
-bench_packages=(libdnnl-dev ocl-icd-opencl-dev libtorch-dev)
-missing=()
-for package in "${bench_packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  echo "addnorm: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+bash scripts/install-deps.sh libdnnl-dev ocl-icd-opencl-dev libtorch-dev
 
 # ccache, when installed, shares compiles with the other build trees.
 launcher=()

@@ -22,13 +22,7 @@ missing=()
 [ -x "$chromium" ] || missing+=(chromium fonts-dejavu-core)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  echo "browser-tests: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+if [ ${#missing[@]} -gt 0 ]; then bash scripts/install-deps.sh "${missing[@]}"; fi
 
 if [ ! -x "$build_dir/addnorm" ]; then
   echo "browser-tests: $build_dir/addnorm is missing; building it"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages addnorm builds and tests with, when any is missing.
+# Installs the Debian packages addnorm builds and tests with, when any is missing; or, given
+# package names (scripts/bench.sh, browser-tests.sh, onnx-runtime.sh), those instead.
 # Uses sudo when not run as root. Safe to run again: it does nothing when all are present.
 set -euo pipefail
 
-packages=(
+packages=("$@")
+[ ${#packages[@]} -gt 0 ] || packages=(
   build-essential cmake pkg-config
   libgtest-dev libcli11-dev nlohmann-json3-dev libhwy-dev libopenblas-dev libcpp-httplib-dev
   clang libclang-rt-14-dev clang-format

@@ -11,13 +11,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  echo "onnx-runtime: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+if [ ${#missing[@]} -gt 0 ]; then bash scripts/install-deps.sh "${missing[@]}"; fi
 
 cd tests/onnx
 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
