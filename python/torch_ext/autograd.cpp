@@ -24,6 +24,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include "composite.hpp"
@@ -87,40 +88,65 @@ DropoutSpec load_dropout(AutogradContext* ctx) {
           ctx->saved_data["offset"].toInt()};
 }
 
-// LayerNorm and RMSNorm: y = Norm(input).
-struct NormFunction : torch::autograd::Function<NormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const OptionalTensor& weight, const OptionalTensor& bias,
-                            const NormSpec& spec) {
-    NormOutputs out = norm_forward(input, weight, bias, spec, true);
-    ctx->save_for_backward({input, value(weight), value(bias), out.mean, out.rstd});
-    save_spec(ctx, spec);
-    return out.y;
+// LayerNorm and RMSNorm: y = Norm(input). The most frequent call of all, so it records its own
+// graph node, as PyTorch's generated LayerNormBackward0 does, rather than through a
+// torch::autograd::Function, whose per-call boxing of arguments, saved_data map and output
+// wrapping cost about as much as normalising a (1, 768) row (bench/torch_ops_small.py).
+struct NormBackwardNode final : torch::autograd::Node {
+  torch::autograd::SavedVariable input, weight, bias, mean, rstd;
+  NormSpec spec;
+
+  std::string name() const override { return "addnorm::NormBackward"; }
+
+  void release_variables() override {
+    for (auto* saved : {&input, &weight, &bias, &mean, &rstd}) saved->reset_data();
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const NormSpec spec = load_spec(ctx);
+  // Gradients for the next edges (input, weight, bias), through the *_backward operator, whose
+  // own autograd kernel makes them differentiable when create_graph asks for it.
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor x = input.unpack(), w = weight.unpack(), b = bias.unpack();
     switch (spec.kind) {
       case NormKind::rms_norm: {
         static const auto op =
             handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
-        auto [dx, dweight] = op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
-                                     spec.eps, spec.zero_centered_weight, optional(saved[4]));
-        return {dx, dweight, at::Tensor(), at::Tensor()};
+        auto [dx, dweight] = op.call(grads[0], x, spec.normalized_shape, optional(w), spec.eps,
+                                     spec.zero_centered_weight, optional(rstd.unpack()));
+        return {dx, dweight, at::Tensor()};
       }
       case NormKind::layer_norm: {
         static const auto op =
             handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
         auto [dx, dweight, dbias] =
-            op.call(grads[0], saved[0], spec.normalized_shape, optional(saved[1]),
-                    optional(saved[2]), spec.eps, optional(saved[3]), optional(saved[4]));
-        return {dx, dweight, dbias, at::Tensor()};
+            op.call(grads[0], x, spec.normalized_shape, optional(w), optional(b), spec.eps,
+                    optional(mean.unpack()), optional(rstd.unpack()));
+        return {dx, dweight, dbias};
       }
     }
     TORCH_CHECK(false, "addnorm: a norm kind with no backward");
   }
 };
+
+at::Tensor norm_with_graph(const at::Tensor& input, const OptionalTensor& weight,
+                           const OptionalTensor& bias, NormSpec spec) {
+  NormOutputs out;
+  {
+    at::AutoGradMode no_grad(false);
+    out = norm_forward(input, weight, bias, spec, true);
+  }
+  auto node =
+      std::shared_ptr<NormBackwardNode>(new NormBackwardNode(), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(input, value(weight), value(bias)));
+  node->input = torch::autograd::SavedVariable(input, false);
+  node->weight = torch::autograd::SavedVariable(value(weight), false);
+  node->bias = torch::autograd::SavedVariable(value(bias), false);
+  node->mean = torch::autograd::SavedVariable(out.mean, false);
+  node->rstd = torch::autograd::SavedVariable(out.rstd, false);
+  node->spec = std::move(spec);
+  torch::autograd::set_history(out.y, node);
+  return out.y;
+}
 
 // Pre-norm: (h, y) = (x + r, Norm(x + r)).
 struct AddNormPreFunction : torch::autograd::Function<AddNormPreFunction> {
@@ -252,7 +278,7 @@ at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normaliz
   const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
   if (composite::needed({input, weight, bias})) return composite::norm(input, weight, bias, spec);
   if (!records_graph(input, weight, bias)) return norm_forward(input, weight, bias, spec, false).y;
-  return NormFunction::apply(input, weight, bias, spec);
+  return norm_with_graph(input, weight, bias, spec);
 }
 
 at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized_shape,
@@ -262,7 +288,7 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
                       eps_or_default(eps, NormKind::rms_norm, input), zero_centered_weight};
   if (composite::needed({input, weight})) return composite::norm(input, weight, {}, spec);
   if (!records_graph(input, weight)) return norm_forward(input, weight, {}, spec, false).y;
-  return NormFunction::apply(input, weight, OptionalTensor(), spec);
+  return norm_with_graph(input, weight, OptionalTensor(), spec);
 }
 
 ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,

@@ -91,7 +91,7 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   const bool with_keep = dropout.p != 0.0f;
   const int64_t rows_per_block = block_rows(layout.dim);
   const bool want_partials = grads.dgamma || grads.dbeta;
-  const int64_t chunks = want_partials ? cpu::reduction_chunks(layout.rows) : 1;
+  const int64_t chunks = want_partials ? cpu::row_reduction_chunks(layout.rows, layout.dim) : 1;
   cpu::PartialSums partials(want_partials ? chunks : 0, layout.dim, grads.dgamma.has_value(),
                             grads.dbeta.has_value());
   cpu::parallel_chunks(

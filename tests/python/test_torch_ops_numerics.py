@@ -215,6 +215,90 @@ def test_autocast_takes_float32_parameters_beside_bfloat16_activations():
     assert torch.isfinite(norm.weight.grad).all() and norm.weight.grad.abs().sum() > 0
 
 
+# LayerNorm and RMSNorm record their own graph node (python/torch_ext/autograd.cpp); these hold
+# it to what PyTorch's LayerNorm node does with the same misuse.
+GRAPH_NORMS = {
+    "layer_norm": (lambda x, w, b: ops.layer_norm(x, [D], w, b, 1e-5),
+                   lambda x, w, b: F.layer_norm(x, (D,), w, b, 1e-5)),
+    "rms_norm": (lambda x, w, b: ops.rms_norm(x, [D], w, 1e-5, False),
+                 lambda x, w, b: rms_norm_composition(x, w, 1e-5)),
+}
+
+
+def graph_inputs():
+    return (torch.randn(5, D, requires_grad=True), torch.randn(D, requires_grad=True),
+            torch.randn(D, requires_grad=True))
+
+
+@pytest.mark.parametrize("name", GRAPH_NORMS)
+def test_a_saved_input_changed_in_place_is_refused_as_pytorch_does(name):
+    for function in GRAPH_NORMS[name]:
+        x, w, b = graph_inputs()
+        leaf = x.detach().clone().requires_grad_()
+        inner = leaf * 1.0
+        y = function(inner, w, b)
+        inner.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("name", GRAPH_NORMS)
+def test_a_second_backward_needs_retain_graph_as_pytorchs_does(name):
+    for function in GRAPH_NORMS[name]:
+        x, w, b = graph_inputs()
+        y = function(x, w, b)
+        y.sum().backward(retain_graph=True)
+        y.sum().backward()  # retained: runs again and accumulates
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("name", GRAPH_NORMS)
+def test_gradients_flow_only_where_pytorchs_do(name):
+    ours, theirs = GRAPH_NORMS[name]
+    for requires in [(True, False, False), (False, True, False), (False, False, True),
+                     (False, False, False)]:
+        tensors = [t.detach().requires_grad_(r) for t, r in zip(graph_inputs(), requires)]
+        got, expected = ours(*tensors), theirs(*tensors)
+        assert got.requires_grad == expected.requires_grad
+        assert (got.grad_fn is None) == (expected.grad_fn is None)
+        if got.requires_grad:
+            upstream = torch.randn_like(got)
+            wanted = [t for t in tensors if t.requires_grad]
+            got_grads = torch.autograd.grad(got, wanted, upstream, allow_unused=True)
+            expected_grads = torch.autograd.grad(expected, wanted, upstream, allow_unused=True)
+            for g, e in zip(got_grads, expected_grads):
+                assert (g is None) == (e is None)
+                if e is not None:
+                    torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", GRAPH_NORMS)
+def test_saved_tensor_hooks_see_the_saved_tensors(name):
+    # torch.autograd.graph.saved_tensors_hooks (activation offloading, checkpointing libraries)
+    # packs every tensor a node saves and unpacks it for the backward.
+    ours, theirs = GRAPH_NORMS[name]
+    results, inputs = [], graph_inputs()
+    for function in (ours, theirs):
+        x, w, b = (t.detach().clone().requires_grad_() for t in inputs)
+        packed, unpacked = [], []
+
+        def pack(tensor):
+            packed.append(tensor.shape)
+            return tensor.clone()
+
+        def unpack(tensor):
+            unpacked.append(tensor.shape)
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            y = function(x, w, b)
+        y.backward(torch.ones_like(y))
+        assert packed and len(unpacked) == len(packed)
+        results.append(x.grad)
+    torch.testing.assert_close(results[0], results[1], rtol=1e-4, atol=1e-5)
+
+
 def test_strided_input_is_made_contiguous():
     x = torch.randn(D, 6).t()
     torch.testing.assert_close(ops.layer_norm(x, [D], None, None, 1e-5),

@@ -874,12 +874,12 @@ HWY_EXPORT(compiled_target_name);
 
 void norm_backward(const NormBackward& args) {
   // dgamma and dbeta: each fixed chunk of rows sums into its own float64 partials, in row order;
-  // the chunks are then added in chunk order. The chunks depend only on the row count, so the
-  // result is bitwise the same for any number of threads.
+  // the chunks are then added in chunk order. The chunks depend only on the shape, so the result
+  // is bitwise the same for any number of threads.
   NormBackward streamed = args;
   streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.storage));
   const bool want_partials = args.dgamma || args.dbeta;
-  const int64_t chunks = want_partials ? reduction_chunks(args.rows) : 1;
+  const int64_t chunks = want_partials ? row_reduction_chunks(args.rows, args.dim) : 1;
   PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
                        args.dbeta != nullptr);
   parallel_chunks(chunks, args.rows, args.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
