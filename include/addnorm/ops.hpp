@@ -43,6 +43,9 @@ namespace addnorm {
 // beyond float32's range is refused with Error naming it, before any conversion (converting it
 // would be undefined behaviour); NaN and infinity pass through, for the op's own check to name.
 float narrow_to_float(const char* name, double value);
+// The limit as the errors state it: float32's largest value written exactly enough that a number
+// just beyond it (3.4028235e38 as typed) does not read as within it.
+inline constexpr const char* kFloat32RangeLimit = "at most 3.4028234663852886e38 in magnitude";
 template <class T>
 T argument_as(const char* name, double value) {
   if constexpr (std::is_same_v<T, float>) {

@@ -3,14 +3,18 @@
 #include "kernels.hpp"
 
 #include <ATen/Functions.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "addnorm/ops.hpp"
 #include "library.hpp"
@@ -241,14 +245,26 @@ std::optional<BasicSavedStats<T>> stats_in(const NormTensors& t) {
   return BasicSavedStats<T>{t.mean.defined() ? const_view<T>(t.mean) : TensorView<const T>{},
                             const_view<T>(t.rstd)};
 }
-// Saved statistics are reused only when they are the ones this extension's forward writes: in
-// x's compute type, with the mean for LayerNorm. Otherwise the backward recomputes them.
-void keep_usable_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
-  if ((t.rstd.defined() && t.rstd.scalar_type() != compute_type(x)) ||
-      (t.mean.defined() && t.mean.scalar_type() != compute_type(x)) ||
-      (norm_traits(spec.kind).centres && !t.mean.defined())) {
-    t.mean = t.rstd = at::Tensor();
+// Saved statistics, when given, must be what this extension's forward writes: x's compute type
+// and x's leading (row) dimensions, and a mean only for a norm that centres. Anything else is
+// refused by name: reusing it would give wrong gradients, and recomputing in its place would hide
+// the caller's mistake. A LayerNorm given rstd without its mean recomputes both.
+void check_saved_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
+  const bool centres = norm_traits(spec.kind).centres;
+  TORCH_CHECK(!t.mean.defined() || centres, "mean is given, expected none for ",
+              norm_traits(spec.kind).name, " (it does not centre)");
+  const std::pair<const char*, const at::Tensor*> stats[] = {{"mean", &t.mean}, {"rstd", &t.rstd}};
+  for (const auto& [name, stat] : stats) {
+    if (!stat->defined()) continue;
+    check_tensor(name, *stat);
+    TORCH_CHECK(stat->scalar_type() == compute_type(x), name, " has dtype ",
+                dtype_name(stat->scalar_type()), ", expected ", dtype_name(compute_type(x)),
+                " (what the forward saves for input of ", dtype_name(x.scalar_type()), ")");
+    TORCH_CHECK(stat->sizes() == row_dims(x, spec), name, " has shape ", shape_text(stat->sizes()),
+                ", expected ", shape_text(row_dims(x, spec)),
+                " (input's dimensions before normalized_shape)");
   }
+  if (centres && !t.mean.defined()) t.mean = t.rstd = at::Tensor();
 }
 
 void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
@@ -371,7 +387,7 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   if (dh_next.defined()) check_like("grad_h", dh_next, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  keep_usable_stats(t, x, spec);
+  check_saved_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   if (x.numel() == 0) {
     zero_parameter_grads(grads);
@@ -469,7 +485,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   check_dropout(dropout);
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  keep_usable_stats(t, x, spec);
+  check_saved_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
   if (x.numel() > 0 && is_16_bit(x.scalar_type())) {
@@ -503,6 +519,57 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
 
 namespace {
 
+// Whether two (C,) tensors share any byte: their elements' byte ranges compared exactly, so a
+// strided view is judged by the memory it covers, not by identity or by its outer bounds.
+bool vectors_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.storage().is_alias_of(b.storage())) return false;
+  const auto ranges = [](const at::Tensor& t) {
+    const int64_t item = t.element_size();
+    std::vector<std::pair<int64_t, int64_t>> bytes;
+    bytes.reserve(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t begin = (t.storage_offset() + i * t.stride(0)) * item;
+      bytes.emplace_back(begin, begin + item);
+    }
+    std::sort(bytes.begin(), bytes.end());
+    return bytes;
+  };
+  const auto ra = ranges(a), rb = ranges(b);
+  for (size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {
+    if (ra[i].first < rb[j].second && rb[j].first < ra[i].second) return true;
+    ra[i].second <= rb[j].second ? ++i : ++j;
+  }
+  return false;
+}
+
+// The running statistics are written. The library refuses an overlap with each other or with
+// what it reads when it sees the memory itself; a strided tensor reaches it as a copy, so the
+// same rule is applied here first, on the caller's tensors (a running mean lost to a view passed
+// twice was the finding). input is judged by ATen's overlap test.
+void check_running_memory(const at::Tensor& input, const OptionalTensor& weight,
+                          const OptionalTensor& bias, const OptionalTensor& running_mean,
+                          const OptionalTensor& running_var) {
+  const std::pair<const char*, const OptionalTensor*> written[] = {{"running_mean", &running_mean},
+                                                                   {"running_var", &running_var}};
+  const std::pair<const char*, const OptionalTensor*> vectors[] = {{"running_mean", &running_mean},
+                                                                   {"running_var", &running_var},
+                                                                   {"weight", &weight},
+                                                                   {"bias", &bias}};
+  for (const auto& [name, stat] : written) {
+    if (!stat->has_value() || !(*stat)->defined()) continue;
+    const at::Tensor& tensor = **stat;
+    for (const auto& [other_name, other] : vectors) {
+      if (other == stat || !other->has_value() || !(*other)->defined()) continue;
+      TORCH_CHECK(!vectors_overlap(tensor, **other), name, " overlaps ", other_name,
+                  ", expected separate memory");
+    }
+    const at::MemOverlapStatus with_input = at::get_overlap_status(tensor, input);
+    TORCH_CHECK(
+        with_input != at::MemOverlapStatus::Full && with_input != at::MemOverlapStatus::Partial,
+        name, " overlaps input, expected separate memory");
+  }
+}
+
 void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
                       const OptionalTensor& bias, const OptionalTensor& running_mean,
                       const OptionalTensor& running_var, const BatchNormSpec& spec) {
@@ -523,6 +590,7 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
   TORCH_CHECK(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
               ", expected a value in [0, 1]");
   check_eps(spec.eps, input);
+  check_running_memory(input, weight, bias, running_mean, running_var);
 }
 
 // The running statistics as the kernel needs them (contiguous, x's compute dtype); `write_back`

@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "addnorm/ops.hpp"
+
 namespace addnorm::cli {
 namespace {
 
@@ -49,7 +51,7 @@ CLI::Validator exact_float32(bool below_one) {
         if (!value) return "is " + text + ", expected a finite decimal number";
         const double magnitude = std::fabs(*value);
         if (magnitude > static_cast<double>(std::numeric_limits<float>::max())) {
-          return "is " + text + ", beyond float32's range (at most 3.4028235e38)";
+          return "is " + text + ", beyond float32's range (" + kFloat32RangeLimit + ")";
         }
         const float rounded = static_cast<float>(*value);
         if (*value != 0.0 && rounded == 0.0f) {

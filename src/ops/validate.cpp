@@ -205,7 +205,7 @@ namespace addnorm {
 float narrow_to_float(const char* name, double value) {
   if (std::isfinite(value) && std::fabs(value) > double(std::numeric_limits<float>::max())) {
     throw Error(std::string(name) + " is " + detail::format_value(value) +
-                ", beyond float32's range (at most 3.4028235e38 in magnitude)");
+                ", beyond float32's range (" + kFloat32RangeLimit + ")");
   }
   return static_cast<float>(value);
 }

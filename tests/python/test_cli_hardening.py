@@ -5,6 +5,7 @@ float64 inputs too small for float32, and outputs left half-written by a full di
 in the way or a killed run.
 """
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -47,6 +48,24 @@ def test_eps_beyond_float32_is_refused(addnorm_bin, tmp_path):
                             ["--normalized_shape", "4", "--eps", "1e50"])
     assert result.returncode != 0
     assert "--eps: is 1e50, beyond float32's range" in result.stderr
+
+
+def test_eps_just_beyond_float32_states_a_limit_below_it(addnorm_bin, tmp_path):
+    # 3.4028235e38 (float32's largest value, as NumPy prints it) is just above the exact largest
+    # value; the message's limit must read as smaller than the typed value, and the largest value
+    # written out exactly is accepted.
+    x = np.ones((2, 4), np.float32)
+    typed = "3.4028235e38"
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                            ["--normalized_shape", "4", "--eps", typed])
+    assert result.returncode != 0
+    limit = re.search(r"beyond float32's range \(at most ([0-9.e+]+) in magnitude\)",
+                      result.stderr)
+    assert limit, result.stderr
+    assert float(limit.group(1)) == float(np.finfo(np.float32).max) < float(typed)
+    result, _ = run_addnorm(addnorm_bin, tmp_path / "largest", "layer_norm", {"x": x},
+                            ["--normalized_shape", "4", "--eps", limit.group(1)])
+    assert result.returncode == 0, result.stderr
 
 
 def test_float64_values_too_small_for_float32_are_refused(addnorm_bin, tmp_path):

@@ -299,6 +299,28 @@ def test_saved_tensor_hooks_see_the_saved_tensors(name):
     torch.testing.assert_close(results[0], results[1], rtol=1e-4, atol=1e-5)
 
 
+def test_running_statistics_sharing_memory_are_refused_by_range_not_identity():
+    # Strided running statistics reach the library as copies, so its own overlap check cannot see
+    # them: the operator compares the memory the views cover (a view passed twice once lost the
+    # running mean).
+    x = torch.randn(5, 4)
+    buffer = torch.zeros(8)
+    for mean, var in [(buffer[::2], buffer[::2]), (buffer[0:4], buffer[3:7])]:
+        with pytest.raises(RuntimeError, match="running_mean overlaps running_var, expected "
+                                               "separate memory"):
+            ops.batch_norm(x, None, None, mean, var, True, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="running_mean overlaps weight"):
+        ops.batch_norm(x, buffer[::2], None, buffer[::2], torch.ones(4), True, 0.1, 1e-5)
+    assert torch.equal(buffer, torch.zeros(8)), "a refused call wrote to its arguments"
+    # Interleaved views share a storage but not a byte: accepted, and updated as PyTorch does.
+    theirs = torch.zeros(8)
+    theirs[1::2] = 1
+    ours = theirs.clone()
+    ops.batch_norm(x, None, None, ours[::2], ours[1::2], True, 0.1, 1e-5)
+    F.batch_norm(x, theirs[::2], theirs[1::2], None, None, True, 0.1, 1e-5)
+    torch.testing.assert_close(ours, theirs)
+
+
 def test_strided_input_is_made_contiguous():
     x = torch.randn(D, 6).t()
     torch.testing.assert_close(ops.layer_norm(x, [D], None, None, 1e-5),
@@ -342,6 +364,24 @@ def test_strided_input_is_made_contiguous():
      r"momentum is 1.5, expected a value in \[0, 1\]"),
     (lambda: ops.dropout(torch.ones(3), 0.5, -2, 0),
      r"seed is -2, expected an integer >= 0"),
+    # Saved statistics that the forward did not write are refused, never reused or replaced.
+    (lambda: ops.layer_norm_backward(torch.ones(2, 4), torch.ones(2, 4), [4], None, None, 1e-5,
+                                     torch.zeros(2), torch.ones(2).double()),
+     r"rstd has dtype torch.float64, expected torch.float32 \(what the forward saves for "
+     r"input of torch.float32\)"),
+    (lambda: ops.layer_norm_backward(torch.ones(2, 4), torch.ones(2, 4), [4], None, None, 1e-5,
+                                     torch.zeros(2, 1), torch.ones(2)),
+     r"mean has shape \[2, 1\], expected \[2\] \(input's dimensions before normalized_shape\)"),
+    (lambda: ops.rms_norm_backward(torch.ones(3, 2, 4).bfloat16(), torch.ones(3, 2, 4).bfloat16(),
+                                   [4], None, 1e-5, False, torch.ones(3, 2).bfloat16()),
+     r"rstd has dtype torch.bfloat16, expected torch.float32"),
+    (lambda: ops.add_norm_pre_backward(torch.ones(2, 4), None, torch.ones(2, 4), [4], None, None,
+                                       1e-5, "rms_norm", False, torch.zeros(2), torch.ones(2)),
+     r"mean is given, expected none for rms_norm \(it does not centre\)"),
+    (lambda: ops.add_norm_post_backward(torch.ones(2, 4), torch.ones(2, 4), torch.ones(2, 4), [4],
+                                        None, None, 1e-5, "layer_norm", False, 0.0, 0, 0,
+                                        torch.zeros(4), torch.ones(2)),
+     r"mean has shape \[4\], expected \[2\]"),
 ])
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(RuntimeError, match=message):
