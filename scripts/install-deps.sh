@@ -8,7 +8,7 @@ packages=("$@")
 [ ${#packages[@]} -gt 0 ] || packages=(
   build-essential cmake pkg-config
   libgtest-dev libcli11-dev nlohmann-json3-dev libhwy-dev libopenblas-dev libcpp-httplib-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format strace
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3 python3-numpy python3-torch python3-pytest python3-hypothesis python3-matplotlib
   libtorch-dev python3-onnx

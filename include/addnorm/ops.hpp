@@ -46,6 +46,14 @@ float narrow_to_float(const char* name, double value);
 // The limit as the errors state it: float32's largest value written exactly enough that a number
 // just beyond it (3.4028235e38 as typed) does not read as within it.
 inline constexpr const char* kFloat32RangeLimit = "at most 3.4028234663852886e38 in magnitude";
+// A dropout probability a face received as a double, checked by the one rule of every element
+// type before any conversion: in [0, 1), and below 1 after rounding to float32 (the mask is drawn
+// at float32's precision). Throws Error naming p otherwise.
+double checked_dropout_p(double p);
+template <class T>
+T dropout_p_as(double p) {
+  return static_cast<T>(checked_dropout_p(p));
+}
 template <class T>
 T argument_as(const char* name, double value) {
   if constexpr (std::is_same_v<T, float>) {

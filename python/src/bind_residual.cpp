@@ -39,7 +39,7 @@ BasicAddNormOptions<T> options_of(const NormCall& call) {
 
 template <class T>
 BasicDropoutOptions<T> dropout_of(const DropoutCall& call) {
-  return {argument_as<T>("p", call.p), call.seed, call.offset};
+  return {dropout_p_as<T>(call.p), call.seed, call.offset};
 }
 
 // mean and rstd when rstd is given (mean may be None: RMSNorm has none).

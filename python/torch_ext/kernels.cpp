@@ -224,7 +224,7 @@ BasicAddNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) 
 }
 template <class T>
 BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
-  return {argument_as<T>("p", spec.p), static_cast<uint64_t>(spec.seed),
+  return {dropout_p_as<T>(spec.p), static_cast<uint64_t>(spec.seed),
           static_cast<uint64_t>(spec.offset)};
 }
 // 16-bit input: the float32 ops take every tensor in its own storage type (addnorm/ops.hpp).

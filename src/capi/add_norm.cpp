@@ -48,7 +48,7 @@ std::optional<BasicSavedStats<T>> fused_stats_in(NormKind norm, const addnorm_te
 
 template <class T>
 BasicDropoutOptions<T> dropout_options(double p, uint64_t seed, uint64_t offset) {
-  return {argument_as<T>("p", p), seed, offset};
+  return {dropout_p_as<T>(p), seed, offset};
 }
 
 }  // namespace

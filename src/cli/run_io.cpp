@@ -7,8 +7,11 @@
 
 #include <cerrno>
 #include <charconv>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "addnorm/error.hpp"
 
@@ -94,9 +97,22 @@ class StagingFolder {
 
 }  // namespace
 
+// The manifest of a complete run: the outputs that belong together, with their shapes, dtype and
+// sizes. Written last and removed before the first output moves, so a folder holding it holds
+// one run's outputs; a run killed between two renames leaves no manifest (docs/security.md).
+void write_manifest(const std::filesystem::path& path, const nlohmann::json& manifest) {
+  std::ofstream out(path, std::ios::binary);
+  out << manifest.dump(2) << "\n";
+  out.close();
+  if (!out) throw Error("cannot write " + path.string());
+}
+
 // All or nothing: every output is written into a staging folder first; only when all of them
 // are complete, and no destination is something a file cannot replace, are they renamed into
-// place. A full disk, a directory in the way or a kill leaves the earlier files untouched.
+// place. A full disk or a directory in the way leaves the earlier files untouched. The renames
+// are one per file, so a process killed between two of them leaves a mix; the manifest
+// (kRunManifest) says which: it is removed before the first rename and renamed into place after
+// the last.
 void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype,
                           std::ostream& summary) const {
   std::error_code created;
@@ -106,8 +122,11 @@ void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype
                 (created ? " (" + created.message() + ")" : " (a file is in the way)"));
   }
   remove_stale_staging(directory);
-  for (const Output& output : outputs_) {
-    const std::filesystem::path destination = directory / (output.name + ".npy");
+  std::vector<std::string> files;
+  for (const Output& output : outputs_) files.push_back(output.name + ".npy");
+  files.emplace_back(kRunManifest);
+  for (const std::string& file : files) {
+    const std::filesystem::path destination = directory / file;
     std::error_code status_error;
     const auto status = std::filesystem::symlink_status(destination, status_error);
     if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
@@ -116,25 +135,45 @@ void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype
     }
   }
   const StagingFolder staging(directory);
+  nlohmann::json manifest = {{"outputs", nlohmann::json::array()}};
   for (const Output& output : outputs_) {
     const std::filesystem::path staged = staging.path() / (output.name + ".npy");
     try {
       write_npy(staged, NpyArray(output.tensor, dtype));
-    } catch (const Error& error) {
+      const auto dims = output.tensor.shape().dims();
+      manifest["outputs"].push_back({{"file", output.name + ".npy"},
+                                     {"shape", std::vector<int64_t>(dims.begin(), dims.end())},
+                                     {"dtype", npy_dtype_name(dtype)},
+                                     {"bytes", std::filesystem::file_size(staged)}});
+    } catch (const std::exception& error) {
       throw Error("--out " + directory.string() + ": cannot write " + output.name +
                   ".npy, so nothing was written (" + error.what() + ")");
     }
   }
-  for (const Output& output : outputs_) {
-    const std::filesystem::path destination = directory / (output.name + ".npy");
+  try {
+    write_manifest(staging.path() / kRunManifest, manifest);
+  } catch (const Error& error) {
+    throw Error("--out " + directory.string() + ": " + error.what() + ", so nothing was written");
+  }
+  std::error_code removed;
+  std::filesystem::remove(directory / kRunManifest, removed);
+  if (removed) {
+    throw Error("--out " + directory.string() + ": cannot remove the previous " +
+                std::string(kRunManifest) + " (" + removed.message() + "), so nothing was moved");
+  }
+  for (const std::string& file : files) {
+    const std::filesystem::path destination = directory / file;
     std::error_code renamed;
-    std::filesystem::rename(staging.path() / (output.name + ".npy"), destination, renamed);
+    std::filesystem::rename(staging.path() / file, destination, renamed);
     if (renamed) {
-      throw Error("--out " + directory.string() + ": cannot move " + output.name +
-                  ".npy into place (" + renamed.message() + ")");
+      throw Error("--out " + directory.string() + ": cannot move " + file + " into place (" +
+                  renamed.message() + "); without " + std::string(kRunManifest) +
+                  " the folder does not hold one run's outputs");
     }
-    summary << "wrote " << destination.string() << "  shape " << output.tensor.shape().to_string()
-            << "  " << npy_dtype_name(dtype) << "\n";
+  }
+  for (const Output& output : outputs_) {
+    summary << "wrote " << (directory / (output.name + ".npy")).string() << "  shape "
+            << output.tensor.shape().to_string() << "  " << npy_dtype_name(dtype) << "\n";
   }
 }
 

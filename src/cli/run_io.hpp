@@ -36,7 +36,11 @@ inline OptionalConst optional_view(const std::optional<Tensor>& tensor) {
   return tensor->cview();
 }
 
-// Named outputs held in memory, then written together as <directory>/<name>.npy.
+// The file a complete run leaves beside its outputs, listing them (write_all).
+inline constexpr const char* kRunManifest = "addnorm-run.json";
+
+// Named outputs held in memory, then written together as <directory>/<name>.npy, with the run's
+// manifest, kRunManifest.
 class OutputSet {
  public:
   // A zero-filled output of `shape`; the reference stays valid as more outputs are added.

@@ -33,6 +33,14 @@ inline void check_real(const std::string& name, double value, double low, double
   }
 }
 
+// A value in float32's range that stays nonzero when rounded to float32 if it is nonzero (the
+// caller has bounded its magnitude, so the conversion is defined).
+inline void check_float32_nonzero(const std::string& name, double value) {
+  if (value != 0.0 && static_cast<float>(value) == 0.0f) {
+    throw Error(name + " is " + number_text(value) + ", too small for float32 (it would become 0)");
+  }
+}
+
 // A finite real in [low, high).
 inline void check_real_below(const std::string& name, double value, double low, double high) {
   if (!std::isfinite(value) || value < low || value >= high) {

@@ -139,12 +139,13 @@ inline constexpr auto kActivationGrowthFields = [](auto&& visit) {
 
 inline constexpr auto kNormStepsFields = [](auto&& visit) {
   visit(Field{"x", "The vector (e.g. 2,-3,1,4)", ADDNORM_LAB_MEMBER(x),
-              list_of(1, 4096, real_in(-1e30, 1e30))});
+              list_of(1, 4096, float32_in(-1e30, 1e30))});
   visit(Field{"gamma", "One value for every feature, or one per value", ADDNORM_LAB_MEMBER(gamma),
-              real_in(-1e30, 1e30)});
-  visit(Field{"beta", "The same (LayerNorm only)", ADDNORM_LAB_MEMBER(beta), real_in(-1e30, 1e30)});
+              float32_in(-1e30, 1e30)});
+  visit(Field{"beta", "The same (LayerNorm only)", ADDNORM_LAB_MEMBER(beta),
+              float32_in(-1e30, 1e30)});
   visit(Field{"norm", "layer_norm or rms_norm", ADDNORM_LAB_MEMBER(norm)});
-  visit(Field{"eps", "The norm's eps", ADDNORM_LAB_MEMBER(eps), real_in(0.0, 1.0)});
+  visit(Field{"eps", "The norm's eps", ADDNORM_LAB_MEMBER(eps), float32_in(0.0, 1.0)});
 };
 
 // Counts and per-value limits that depend on other fields (rows of the table, batch sizes up to

@@ -38,6 +38,7 @@ struct Limits {
   double low = 0.0, high = 0.0;
   size_t count_low = 0, count_high = 0;  // lists only
   bool distinct = false;                 // lists only: each value at most once
+  bool float32 = false;                  // computed in float32: no nonzero value that becomes 0
 };
 inline constexpr Limits any_value() {
   return {};
@@ -53,6 +54,13 @@ inline constexpr Limits real_below(double low, double high) {  // [low, high)
 }
 inline constexpr Limits positive_up_to(double high) {  // (0, high]
   return {Limits::Range::positive, 0.0, high};
+}
+// A real the experiment computes with in float32: besides the range, a nonzero value that
+// float32 would turn into 0 is refused, as `addnorm run` refuses it in a .npy.
+inline constexpr Limits float32_in(double low, double high) {  // [low, high], within float32
+  Limits limits = real_in(low, high);
+  limits.float32 = true;
+  return limits;
 }
 // A list of count_low..count_high values, each within `each`.
 inline constexpr Limits list_of(size_t count_low, size_t count_high, Limits each = {}) {
@@ -202,6 +210,7 @@ void check_scalar(const std::string& name, const T& value, const Limits& limits)
         return;
       case Limits::Range::real:
         check_real(name, static_cast<double>(value), limits.low, limits.high);
+        if (limits.float32) check_float32_nonzero(name, static_cast<double>(value));
         return;
       case Limits::Range::real_below:
         check_real_below(name, static_cast<double>(value), limits.low, limits.high);

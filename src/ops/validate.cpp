@@ -146,8 +146,16 @@ void check_momentum(double momentum) {
 void check_dropout_p(float p) {
   check_dropout_p_as(p);
 }
+// The mask is drawn at float32's precision for every element type (dropout_threshold takes a
+// float p), so a float64 p that rounds to 1 in float32 would drop every element: refused, as the
+// float32 path refuses it after rounding.
 void check_dropout_p(double p) {
   check_dropout_p_as(p);
+  if (static_cast<float>(p) >= 1.0f) {
+    throw Error("p is " + shortest_text(p) +
+                ", which rounds to 1 in float32 (the dropout mask's precision); expected a value "
+                "below 1");
+  }
 }
 
 void refuse_gradient_without_parameter(const char* grad_name, const char* param_name) {
@@ -201,6 +209,11 @@ void check_disjoint(std::initializer_list<Region> outputs, std::initializer_list
 }  // namespace addnorm::detail
 
 namespace addnorm {
+
+double checked_dropout_p(double p) {
+  detail::check_dropout_p(p);
+  return p;
+}
 
 float narrow_to_float(const char* name, double value) {
   if (std::isfinite(value) && std::fabs(value) > double(std::numeric_limits<float>::max())) {

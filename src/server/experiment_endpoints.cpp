@@ -68,6 +68,11 @@ std::vector<ExperimentEndpoint> make_endpoints() {
          [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
            return lab::to_json(
                lab::run_init_gradients(lab::init_gradients_params_from_json(params), progress));
+         },
+         [](const nlohmann::json& params, const TrainingLimits&, int runs_at_once) {
+           const lab::InitGradientsParams parsed = lab::init_gradients_params_from_json(params);
+           lab::validate(parsed);
+           return init_gradients_peak_bytes(parsed, runs_at_once);
          }});
   }
   {
@@ -78,6 +83,11 @@ std::vector<ExperimentEndpoint> make_endpoints() {
          [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
            return lab::to_json(
                lab::run_update_size(lab::update_size_params_from_json(params), progress));
+         },
+         [](const nlohmann::json& params, const TrainingLimits&, int runs_at_once) {
+           const lab::UpdateSizeParams parsed = lab::update_size_params_from_json(params);
+           lab::validate(parsed);
+           return update_size_peak_bytes(parsed, runs_at_once);
          }});
   }
   {

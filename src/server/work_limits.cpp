@@ -19,6 +19,15 @@ double block_weights(const lab::DepthTrainingParams& p, int depth) {
   return depth * (4.0 * d * d + 2.0 * d * d_ff);
 }
 
+// The runs that hold their memory at the same time: at most runs_at_once, the largest ones.
+double peak_of_runs(std::vector<double> runs, int runs_at_once) {
+  std::sort(runs.begin(), runs.end(), std::greater<>());
+  const size_t at_once = std::min(runs.size(), static_cast<size_t>(std::max(1, runs_at_once)));
+  double bytes = 0.0;
+  for (size_t i = 0; i < at_once; ++i) bytes += runs[i];
+  return bytes;
+}
+
 std::string mib(double bytes) {
   return std::to_string(static_cast<int64_t>(std::ceil(bytes / (1 << 20)))) + " MiB";
 }
@@ -48,27 +57,32 @@ void check_training_limits(const lab::DepthTrainingParams& params, const Trainin
   }
 }
 
-double training_run_bytes(const lab::DepthTrainingParams& p, int depth) {
-  const double d = p.shape.d_model, d_ff = p.shape.d_ff, heads = p.shape.n_heads;
-  const double seq = 2.0 * p.length + 1.0;  // the task's sequence: input, separator, answer
-  const double tokens = static_cast<double>(p.batch) * seq;
-  const double vocab = p.symbols + 2.0;
+double run_bytes(const RunSize& r) {
+  const double d = r.shape.d_model, d_ff = r.shape.d_ff, heads = r.shape.n_heads;
+  const double seq = 2.0 * r.length + 1.0;  // the task's sequence: input, separator, answer
+  const double tokens = static_cast<double>(r.batch) * seq;
+  const double vocab = r.symbols + 2.0;
   // Weights (the blocks' matrices, biases and norm parameters; embedding and output head),
-  // each held four times: value, gradient, Adam's first and second moments.
+  // each held weight_copies times (training: value, gradient, Adam's first and second moments).
   const double weights =
-      depth * (4.0 * d * d + 2.0 * d * d_ff + 9.0 * d + d_ff) + 2.0 * vocab * d + vocab;
+      r.depth * (4.0 * d * d + 2.0 * d * d_ff + 9.0 * d + d_ff) + 2.0 * vocab * d + vocab;
   // Per block and token, what src/nn keeps between forward and backward and the backward's
   // buffers (block.hpp: 13 stream-wide tensors; attention.hpp: q, k, v and their gradients, the
   // context and its gradient, a scratch; feed_forward.hpp: the hidden layer before and after
   // the activation and its gradient), rounded up: 24 d + 4 d_ff, and the attention
-  // probabilities, heads x seq per token, with room for their gradient.
-  const double per_block = 24.0 * d + 4.0 * d_ff + 2.0 * heads * seq;
+  // probabilities, heads x seq per token, with room for their gradient; plus what the
+  // experiment keeps of each block's output (extra_per_block_token).
+  const double per_block = 24.0 * d + 4.0 * d_ff + 2.0 * heads * seq + r.extra_per_block_token;
   // The model's own: the embedded input, the logits and their gradient, the stack's output and
   // its gradient, the final norm's.
   const double per_model = 6.0 * d + 3.0 * vocab;
-  const double floats = 4.0 * weights + tokens * (depth * per_block + per_model);
+  const double floats = r.weight_copies * weights + tokens * (r.depth * per_block + per_model);
   constexpr double kPerRun = 1 << 20;  // the run's record, generators, small buffers
   return 4.0 * floats + kPerRun;
+}
+
+double training_run_bytes(const lab::DepthTrainingParams& p, int depth) {
+  return run_bytes({p.shape, p.length, p.batch, p.symbols, depth, 4.0});
 }
 
 double training_peak_bytes(const lab::DepthTrainingParams& p, int runs_at_once) {
@@ -78,11 +92,38 @@ double training_peak_bytes(const lab::DepthTrainingParams& p, int runs_at_once) 
       for (int s = 0; s < p.seeds; ++s) runs.push_back(training_run_bytes(p, depth));
     }
   }
-  std::sort(runs.begin(), runs.end(), std::greater<>());
-  const size_t at_once = std::min(runs.size(), static_cast<size_t>(std::max(1, runs_at_once)));
-  double bytes = 0.0;
-  for (size_t i = 0; i < at_once; ++i) bytes += runs[i];
-  return bytes;
+  return peak_of_runs(std::move(runs), runs_at_once);
+}
+
+namespace {
+
+// init-gradients and update-size: one run per (placement, depth, seed), each holding
+// weight_copies of its weights and every block's stream twice (2 d_model a token) beside what a
+// forward and backward keep.
+template <class Params>
+double stack_experiment_peak_bytes(const Params& p, double weight_copies, int runs_at_once) {
+  std::vector<double> runs;
+  for (size_t i = 0; i < p.placements.size(); ++i) {
+    for (int depth : p.depths) {
+      const double bytes = run_bytes(
+          {p.shape, p.length, p.batch, p.symbols, depth, weight_copies, 2.0 * p.shape.d_model});
+      runs.insert(runs.end(), static_cast<size_t>(p.seeds), bytes);
+    }
+  }
+  return peak_of_runs(std::move(runs), runs_at_once);
+}
+
+}  // namespace
+
+// init-gradients: value and gradient of each weight; each block's stream and its gradient.
+double init_gradients_peak_bytes(const lab::InitGradientsParams& p, int runs_at_once) {
+  return stack_experiment_peak_bytes(p, 2.0, runs_at_once);
+}
+
+// update-size: value, gradient, Adam's two moments and the original weights restored after each
+// step size; each block's output before and after the step.
+double update_size_peak_bytes(const lab::UpdateSizeParams& p, int runs_at_once) {
+  return stack_experiment_peak_bytes(p, 5.0, runs_at_once);
 }
 
 void check_training_memory(double bytes, const TrainingLimits& limits) {

@@ -15,6 +15,8 @@
 #include <mutex>
 
 #include "addnorm/lab/depth_training.hpp"
+#include "addnorm/lab/init_gradients.hpp"
+#include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::server {
 
@@ -30,14 +32,26 @@ struct TrainingLimits {
 // Throws ApiError (400, naming the parameter) when the request is over a limit.
 void check_training_limits(const lab::DepthTrainingParams& params, const TrainingLimits& limits);
 
-// An upper bound (within ~2x, docs/security.md has the measurements) of the memory one training
-// run of `depth` blocks holds at its peak: weights, their gradients and Adam's two moments, and
-// every tensor the model keeps from its forward for the backward, and the backward's own.
+// One run of a transformer experiment: a model of `depth` blocks on a batch of the task.
+struct RunSize {
+  lab::ModelShape shape;
+  int length = 0, batch = 0, symbols = 0, depth = 0;
+  double weight_copies = 1.0;          // copies of every weight held at once
+  double extra_per_block_token = 0.0;  // floats the experiment keeps per block and token
+};
+// An upper bound (within ~2x, docs/security.md has the measurements) of the memory one run holds
+// at its peak: its weights' copies, every tensor the model keeps from its forward for the
+// backward, and the backward's own.
+double run_bytes(const RunSize& run);
+// A training run of `depth` blocks: value, gradient and Adam's two moments of each weight.
 double training_run_bytes(const lab::DepthTrainingParams& params, int depth);
-// The request's peak: the runs that hold their memory at the same time, at most
-// `runs_at_once` of them (the largest ones).
+// A request's peak: the runs that hold their memory at the same time, at most `runs_at_once` of
+// them (the largest ones). One per experiment that builds transformer stacks.
 double training_peak_bytes(const lab::DepthTrainingParams& params, int runs_at_once);
+double init_gradients_peak_bytes(const lab::InitGradientsParams& params, int runs_at_once);
+double update_size_peak_bytes(const lab::UpdateSizeParams& params, int runs_at_once);
 // Throws ApiError 400 (parameter "batch", the estimate in the message) over max_job_bytes.
+// Applied to every endpoint that builds transformer stacks (experiment_endpoints.cpp).
 void check_training_memory(double bytes, const TrainingLimits& limits);
 
 // The server's memory budget: the estimates of the jobs holding a reservation.

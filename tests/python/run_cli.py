@@ -1,15 +1,18 @@
 """Helpers for driving `addnorm run OP` from the Python tests.
 
 Inputs are saved as .npy files in a scratch directory, the command runs, and the .npy files it
-wrote are loaded back with NumPy.
+wrote are loaded back with NumPy, as the run's manifest (addnorm-run.json) lists them.
 """
 import itertools
+import json
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
 _run_counter = itertools.count()
+# What a complete run leaves beside its outputs (src/cli/run_io.hpp, kRunManifest).
+MANIFEST = "addnorm-run.json"
 
 
 def run_addnorm(addnorm_bin, workdir, op, inputs=None, options=(), out_dir=None):
@@ -39,11 +42,21 @@ def run_addnorm(addnorm_bin, workdir, op, inputs=None, options=(), out_dir=None)
 
 
 def run_ok(addnorm_bin, workdir, op, inputs=None, options=()):
-    """Runs the op, expects success, and returns {output name: array} for every file written."""
+    """Runs the op, expects success, and returns {output name: array} for every file written.
+    The folder holds exactly the files the run's manifest lists, as it describes them."""
     result, out_dir = run_addnorm(addnorm_bin, workdir, op, inputs, options)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    outputs = {path.stem: np.load(path) for path in sorted(out_dir.iterdir())}
+    manifest = json.loads((out_dir / MANIFEST).read_text())
+    listed = [entry["file"] for entry in manifest["outputs"]]
+    assert sorted(path.name for path in out_dir.iterdir()) == sorted(listed + [MANIFEST])
+    outputs = {}
+    for entry in manifest["outputs"]:
+        path = out_dir / entry["file"]
+        array = np.load(path)
+        assert [list(array.shape), str(array.dtype)] == [entry["shape"], entry["dtype"]], entry
+        assert path.stat().st_size == entry["bytes"], entry
+        outputs[path.stem] = array
     # The summary names each file it wrote, with its shape and dtype.
     for name, array in outputs.items():
         assert f"{name}.npy" in result.stdout

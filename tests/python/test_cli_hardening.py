@@ -4,6 +4,7 @@ Reproductions from the hardening review: numbers that CLI11 used to wrap or roun
 float64 inputs too small for float32, and outputs left half-written by a full disk, a directory
 in the way or a killed run.
 """
+import json
 import os
 import re
 import resource
@@ -13,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from run_cli import run_addnorm
+from run_cli import MANIFEST, run_addnorm
 
 
 def run_dropout(addnorm_bin, tmp_path, *options):
@@ -145,7 +146,48 @@ def test_staging_left_by_a_killed_run_is_removed(addnorm_bin, tmp_path):
     assert result.returncode == 0, result.stderr
     assert not stale.exists()
     assert mine.exists()
-    assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["mean.npy", "rstd.npy", "y.npy"]
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == \
+        [MANIFEST, "mean.npy", "rstd.npy", "y.npy"]
+
+
+def test_a_run_killed_between_renames_leaves_no_manifest(addnorm_bin, tmp_path):
+    # The outputs move into place one rename each; strace kills the process at the rename that
+    # would move mean.npy into --out (after y.npy's). The folder then mixes two runs, and the
+    # missing manifest says so: a run removes the old manifest before its first move and moves
+    # its own in last.
+    out = tmp_path / "out"
+    x = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
+    np.save(tmp_path / "x2.npy", x * 3 + 1)
+    command = [str(addnorm_bin), "run", "layer_norm", "--x", str(tmp_path / "x2.npy"),
+               "--normalized_shape", "8", "--out", str(out)]
+    renames = "rename,renameat,renameat2"
+    # Which rename that is (the staging writes rename too), from a traced run into a scratch folder.
+    log = tmp_path / "renames.log"
+    traced = subprocess.run(["strace", "-f", "-o", str(log), "-e", f"trace={renames}",
+                             *command[:-1], str(tmp_path / "scratch")],
+                            capture_output=True, text=True, timeout=60)
+    assert traced.returncode == 0, traced.stderr
+    calls = [line for line in log.read_text().splitlines() if "rename" in line]
+    moves = [i + 1 for i, line in enumerate(calls) if "/scratch/mean.npy" in line]
+    assert len(moves) == 1, calls
+    first, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                           ["--normalized_shape", "8"], out_dir=out)
+    assert first.returncode == 0 and (out / MANIFEST).is_file(), first.stderr
+    before = {name: (out / name).read_bytes() for name in ("y.npy", "mean.npy", "rstd.npy")}
+    killed = subprocess.run(["strace", "-f", "-o", "/dev/null", "-e", f"trace={renames}",
+                             "-e", f"inject={renames}:signal=SIGKILL:when={moves[0]}", *command],
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode != 0, killed.stderr
+    assert not (out / MANIFEST).exists()
+    assert (out / "y.npy").read_bytes() != before["y.npy"]  # the new run's
+    assert (out / "mean.npy").read_bytes() == before["mean.npy"]  # the old run's
+    # The next complete run leaves a manifest again, and clears the killed run's staging folder.
+    again, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                           ["--normalized_shape", "8"], out_dir=out)
+    assert again.returncode == 0, again.stderr
+    listed = json.loads((out / MANIFEST).read_text())["outputs"]
+    assert [entry["file"] for entry in listed] == ["y.npy", "mean.npy", "rstd.npy"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".addnorm-run-")]
 
 
 @pytest.mark.parametrize("experiment", ["gradient-flow", "activation-growth", "batch-vs-layer",

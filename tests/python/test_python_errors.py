@@ -157,14 +157,23 @@ def test_float64_bad_dropout_p_is_refused(p):
     np.testing.assert_array_equal(y, 7.0)
 
 
-def test_float64_dropout_p_just_below_one_is_a_valid_probability():
-    """p = 1 - 1e-11 is below 1 in float64 (it rounds to 1 in float32): nearly every element is
-    dropped and the kept ones (if any) are scaled by 1 / (1 - p), never inf."""
-    x = np.ones((64, 64))
-    y = np.full_like(x, 7.0)
-    _addnorm.dropout(x, y, 1 - 1e-11, 3, 0)
-    assert np.all(np.isfinite(y))
-    assert np.count_nonzero(y) <= 1
+def test_dropout_p_near_one_follows_one_rule_in_float32_and_float64():
+    """The mask is drawn at float32's precision for every dtype: p = 1 - 1e-11, below 1 in float64
+    but 1 in float32, is refused by both (float64 once dropped every element); the largest
+    float32 below 1 is accepted by both, with the same mask."""
+    for x in (np.ones((64, 64)), np.ones((64, 64), np.float32)):
+        y = np.full_like(x, 7.0)
+        with pytest.raises(ValueError, match=r"p is 0\.99999999999, which rounds to 1 in float32"):
+            _addnorm.dropout(x, y, 1 - 1e-11, 3, 0)
+        np.testing.assert_array_equal(y, 7.0)
+    p = float(np.nextafter(np.float32(1), np.float32(0)))
+    kept = []
+    for x in (np.ones((256, 256)), np.ones((256, 256), np.float32)):
+        y = np.zeros_like(x)
+        _addnorm.dropout(x, y, p, 3, 0)
+        assert np.all(np.isfinite(y))
+        kept.append(y != 0)
+    np.testing.assert_array_equal(kept[0], kept[1])
 
 
 def test_float64_dropout_offset_overflow_is_refused():

@@ -204,16 +204,35 @@ def test_requests_over_the_memory_budget_are_400_with_the_estimate(addnorm_bin):
         # depth-training runs one run per OpenMP thread: 4 blocks of one run are enough.
         status, _, answer = post(port, "/api/depth-training", {**BIG, "depths": [4], "seeds": 1})
         assert status == 400 and estimate_mib(answer) > 4096, answer
+        # The experiments that build deep stacks without training them are estimated too
+        # (their work cap bounds arithmetic, not memory): 96 narrow blocks (d_model 4) on 256
+        # sequences of length 64 are within the work cap and would hold about 4.6 GB.
+        deep = {"placements": ["pre_norm"], "depths": [96], "d_model": 4, "n_heads": 1,
+                "d_ff": 1, "batch": 256, "length": 64, "seeds": 1}
+        for path in ("/api/init-gradients", "/api/update-size"):
+            status, _, answer = post(port, path, deep)
+            assert status == 400 and answer["parameter"] == "batch", answer
+            assert estimate_mib(answer) > 4096, answer
         assert jobs(port) == []
         assert status_field(process.pid, "VmHWM") - before < 32 * 1024
     finally:
         stop_lab(process)
 
 
-@pytest.mark.parametrize("path", ["/api/train", "/api/depth-training"])
-def test_a_requests_memory_stays_under_its_estimate(addnorm_bin, path):
-    body = {**BIG, "d_model": 256, "n_heads": 4, "d_ff": 1024, "batch": 64, "length": 16,
-            "depths": [4], "seeds": 1}
+# A stack of 4 blocks, d_model 256, batch 64 of length 16, one run: for each endpoint that
+# builds transformer stacks, with the keys that endpoint takes.
+MIDDLE = {"placements": ["pre_norm"], "d_model": 256, "n_heads": 4, "d_ff": 1024, "batch": 64,
+          "length": 16, "depths": [4], "seeds": 1}
+TRAINING_KEYS = {"warmups": [False], "steps": 2, "warmup_steps": 1, "grad_history_points": 1}
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/train", {**MIDDLE, **TRAINING_KEYS}),
+    ("/api/depth-training", {**MIDDLE, **TRAINING_KEYS}),
+    ("/api/init-gradients", MIDDLE),
+    ("/api/update-size", {**MIDDLE, "lrs": [1e-3]}),
+])
+def test_a_requests_memory_stays_under_its_estimate(addnorm_bin, path, body):
     # The estimate, from a server whose per-job budget refuses everything.
     process, port = start_lab(addnorm_bin, "--job-memory-mib", "1")
     try:

@@ -364,6 +364,11 @@ def test_strided_input_is_made_contiguous():
      r"momentum is 1.5, expected a value in \[0, 1\]"),
     (lambda: ops.dropout(torch.ones(3), 0.5, -2, 0),
      r"seed is -2, expected an integer >= 0"),
+    # One rule for p near 1 in every dtype: the mask is drawn at float32's precision.
+    (lambda: ops.dropout(torch.ones(3, dtype=torch.float64), 1 - 1e-11, 2, 0),
+     r"p is 0.99999999999, which rounds to 1 in float32 \(the dropout mask's precision\)"),
+    (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4), [4], p=1 - 1e-11, seed=1),
+     r"p is 0.99999999999, which rounds to 1 in float32"),
     # Saved statistics that the forward did not write are refused, never reused or replaced.
     (lambda: ops.layer_norm_backward(torch.ones(2, 4), torch.ones(2, 4), [4], None, None, 1e-5,
                                      torch.zeros(2), torch.ones(2).double()),

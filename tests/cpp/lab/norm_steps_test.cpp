@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "addnorm/error.hpp"
 #include "addnorm/lab/norm_steps.hpp"
@@ -82,6 +83,32 @@ TEST(LabNormSteps, RefusesBadParameters) {
       nlohmann::json::parse(R"({"preset": "cat", "norm": "rms_norm"})"));
   EXPECT_EQ(cat.x, (std::vector<double>{2.0, 4.0, 6.0, 8.0}));
   EXPECT_EQ(cat.norm, StepsNorm::rms_norm);
+}
+
+// Steps 3 and 4 run in float32: a nonzero value float32 would turn into 0 is refused, as
+// `addnorm run` refuses it in a .npy, rather than silently computed as 0. The smallest float32
+// subnormal stays nonzero and passes.
+TEST(LabNormSteps, RefusesValuesThatFloat32WouldTurnIntoZero) {
+  const auto message = [](const NormStepsParams& p) {
+    try {
+      run_norm_steps(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  NormStepsParams p;
+  p.x = {2.0, 1e-50, 1.0, 4.0};
+  EXPECT_EQ(message(p), "x[1] is 1e-50, too small for float32 (it would become 0)");
+  p = {};
+  p.gamma = {-1e-46};
+  EXPECT_EQ(message(p), "gamma[0] is -1e-46, too small for float32 (it would become 0)");
+  p = {};
+  p.eps = 1e-300;
+  EXPECT_EQ(message(p), "eps is 1e-300, too small for float32 (it would become 0)");
+  p = {};
+  p.x = {2.0, 1.5e-45, 1.0, 4.0};
+  EXPECT_EQ(message(p), "accepted");
 }
 
 }  // namespace
