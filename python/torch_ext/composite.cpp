@@ -26,12 +26,6 @@ std::vector<int64_t> norm_dims(const at::Tensor& input, const NormSpec& spec) {
   return dims;
 }
 
-// 16-bit inputs compute in float32, as addnorm's kernels and PyTorch's own norms do.
-at::ScalarType compute_type(const at::Tensor& input) {
-  const at::ScalarType type = input.scalar_type();
-  return type == at::kBFloat16 || type == at::kHalf ? at::kFloat : type;
-}
-
 // The gradients of y = x_hat * w' + b, where x_hat normalises x over `dims` (centred:
 // (x - mean) * rstd; else x * rstd, rstd from the variance or the mean square), written as ATen
 // ops on the given tensors: no autograd engine runs here (a nested one would re-enter the node

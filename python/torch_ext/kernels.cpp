@@ -110,7 +110,7 @@ void run_library(Call&& call) {
 // by the library's rule (narrow_to_float) before anything converts it.
 void check_eps(double eps, const at::Tensor& input) {
   TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, "eps is ", eps, ", expected a finite value >= 0");
-  if (input.scalar_type() != at::kDouble) run_library([&] { narrow_to_float("eps", eps); });
+  if (compute_type(input) == at::kFloat) run_library([&] { narrow_to_float("eps", eps); });
 }
 
 void check_norm(const at::Tensor& input, const OptionalTensor& weight, const OptionalTensor& bias,
@@ -174,11 +174,6 @@ void with_element_type(const at::Tensor& tensor, const Body& body) {
   } else {
     body(float{});
   }
-}
-// The dtype the library computes a tensor of this dtype in: float64, or float32 (float32 and
-// the 16-bit types, whose statistics and parameter gradients are float32).
-at::ScalarType compute_type(const at::Tensor& tensor) {
-  return tensor.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
 DType storage_type(at::ScalarType type) {
@@ -332,6 +327,10 @@ NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
 }
 
 }  // namespace
+
+at::ScalarType compute_type(const at::Tensor& tensor) {
+  return tensor.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -45,6 +45,11 @@ struct NormGrads {
   at::Tensor dx, dweight, dbias;  // dweight/dbias undefined where the parameter is absent
 };
 
+// The dtype the library computes a tensor of a supported dtype in: float64 for float64, float32
+// for float32 and the 16-bit types (whose statistics and parameter gradients are float32, as in
+// PyTorch's own norms).
+at::ScalarType compute_type(const at::Tensor& tensor);
+
 // "layer_norm" or "rms_norm", as the operators' `norm` argument spells it.
 NormKind norm_kind(c10::string_view norm);
 // The eps a torch operator runs with: the one given, or PyTorch's default for the kind:
