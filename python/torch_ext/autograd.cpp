@@ -1,7 +1,9 @@
 // The operators' Autograd and AutocastCPU kernels.
 //
-// Autograd: each forward op runs as a torch::autograd::Function that saves what its backward
-// needs (the inputs and the float32 statistics) and calls the matching *_backward operator.
+// Autograd: each forward op records a graph node that saves what its backward needs (the inputs
+// and the float32 statistics) and calls the matching *_backward operator: LayerNorm and RMSNorm
+// a node of their own (NormBackwardNode, as PyTorch's generated nodes are written), the other
+// ops a torch::autograd::Function.
 // Where addnorm's kernels cannot follow PyTorch's autograd, the composite forms run instead
 // (composite.hpp: the same ops written as differentiable ATen ops):
 //   - forward-mode AD and functorch: an input with a tangent, or one of functorch's wrapped
@@ -20,6 +22,7 @@
 // through autocast; the fused ones first add as `x + r` would, in the promoted dtype of their
 // two activations (a float32 residual stream plus a bfloat16 sublayer output stays float32),
 // which their kernels, taking one dtype, would otherwise refuse.
+#include <mutex>
 #include <string>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -98,13 +101,16 @@ struct NormBackwardNode final : torch::autograd::Node {
 
   std::string name() const override { return "addnorm::NormBackward"; }
 
+  // Under the node's mutex, as PyTorch's nodes do: threads may run backward through one graph.
   void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto* saved : {&input, &weight, &bias, &mean, &rstd}) saved->reset_data();
   }
 
   // Gradients for the next edges (input, weight, bias), through the *_backward operator, whose
   // own autograd kernel makes them differentiable when create_graph asks for it.
   variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor x = input.unpack(), w = weight.unpack(), b = bias.unpack();
     switch (spec.kind) {
@@ -385,6 +391,7 @@ ops::Grads3 layer_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
                                          const OptionalTensor& rstd) {
   if (differentiable_result(grad_y, input, value(weight), value(bias))) {
     const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
+    check_saved_statistics(mean, rstd, input, spec);  // the composite form recomputes them
     auto g = composite::norm_backward(grad_y, input, weight, bias, spec);
     return {g[0], g[1], g[2]};
   }
@@ -399,6 +406,7 @@ ops::Grads2 rms_norm_backward_autograd(const at::Tensor& grad_y, const at::Tenso
                                        bool zero_centered_weight, const OptionalTensor& rstd) {
   if (differentiable_result(grad_y, input, value(weight))) {
     const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(), eps, zero_centered_weight};
+    check_saved_statistics({}, rstd, input, spec);  // the composite form recomputes it
     auto g = composite::norm_backward(grad_y, input, weight, {}, spec);
     return {g[0], g[1]};
   }
@@ -415,6 +423,7 @@ ops::Grads3 add_norm_pre_backward_autograd(const at::Tensor& grad_y, const Optio
                                            const OptionalTensor& rstd) {
   if (differentiable_result(grad_y, value(grad_h), h, value(weight), value(bias))) {
     const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+    check_saved_statistics(mean, rstd, h, spec);  // the composite form recomputes them
     auto g = composite::add_norm_pre_backward(grad_y, grad_h, h, weight, bias, spec);
     return {g[0], g[1], g[2]};
   }
@@ -430,6 +439,7 @@ ops::Grads4 add_norm_post_backward_autograd(
     int64_t offset, const OptionalTensor& mean, const OptionalTensor& rstd) {
   if (differentiable_result(grad_y, x, s, value(weight), value(bias))) {
     const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
+    check_saved_statistics(mean, rstd, x, spec);  // the composite form recomputes them
     auto g = composite::add_norm_post_backward(grad_y, x, s, weight, bias, spec,
                                                DropoutSpec{p, seed, offset});
     return {g[0], g[1], g[2], g[3]};

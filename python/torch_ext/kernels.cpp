@@ -240,26 +240,12 @@ std::optional<BasicSavedStats<T>> stats_in(const NormTensors& t) {
   return BasicSavedStats<T>{t.mean.defined() ? const_view<T>(t.mean) : TensorView<const T>{},
                             const_view<T>(t.rstd)};
 }
-// Saved statistics, when given, must be what this extension's forward writes: x's compute type
-// and x's leading (row) dimensions, and a mean only for a norm that centres. Anything else is
-// refused by name: reusing it would give wrong gradients, and recomputing in its place would hide
-// the caller's mistake. A LayerNorm given rstd without its mean recomputes both.
-void check_saved_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
-  const bool centres = norm_traits(spec.kind).centres;
-  TORCH_CHECK(!t.mean.defined() || centres, "mean is given, expected none for ",
-              norm_traits(spec.kind).name, " (it does not centre)");
-  const std::pair<const char*, const at::Tensor*> stats[] = {{"mean", &t.mean}, {"rstd", &t.rstd}};
-  for (const auto& [name, stat] : stats) {
-    if (!stat->defined()) continue;
-    check_tensor(name, *stat);
-    TORCH_CHECK(stat->scalar_type() == compute_type(x), name, " has dtype ",
-                dtype_name(stat->scalar_type()), ", expected ", dtype_name(compute_type(x)),
-                " (what the forward saves for input of ", dtype_name(x.scalar_type()), ")");
-    TORCH_CHECK(stat->sizes() == row_dims(x, spec), name, " has shape ", shape_text(stat->sizes()),
-                ", expected ", shape_text(row_dims(x, spec)),
-                " (input's dimensions before normalized_shape)");
-  }
-  if (centres && !t.mean.defined()) t.mean = t.rstd = at::Tensor();
+// Saved statistics are reused only when given (both, for a norm that centres); otherwise the
+// backward recomputes them. check_saved_statistics has refused any that the forward would not
+// have written.
+void use_saved_stats(NormTensors& t, const at::Tensor& x, const NormSpec& spec) {
+  check_saved_statistics(t.mean, t.rstd, x, spec);
+  if (!t.rstd.defined()) t.mean = at::Tensor();
 }
 
 void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
@@ -332,6 +318,29 @@ at::ScalarType compute_type(const at::Tensor& tensor) {
   return tensor.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+void check_saved_statistics(const OptionalTensor& mean, const OptionalTensor& rstd,
+                            const at::Tensor& x, const NormSpec& spec) {
+  const bool centres = norm_traits(spec.kind).centres;
+  const bool has_mean = mean.has_value() && mean->defined();
+  const bool has_rstd = rstd.has_value() && rstd->defined();
+  TORCH_CHECK(!has_mean || centres, "mean is given, expected none for ",
+              norm_traits(spec.kind).name, " (it does not centre)");
+  TORCH_CHECK(!centres || has_mean == has_rstd,
+              "mean and rstd: one is given, expected both or neither");
+  const std::pair<const char*, const OptionalTensor*> stats[] = {{"mean", &mean}, {"rstd", &rstd}};
+  for (const auto& [name, stat] : stats) {
+    if (!stat->has_value() || !(*stat)->defined()) continue;
+    const at::Tensor& tensor = **stat;
+    check_tensor(name, tensor);
+    TORCH_CHECK(tensor.scalar_type() == compute_type(x), name, " has dtype ",
+                dtype_name(tensor.scalar_type()), ", expected ", dtype_name(compute_type(x)),
+                " (what the forward saves for input of ", dtype_name(x.scalar_type()), ")");
+    TORCH_CHECK(tensor.sizes() == row_dims(x, spec), name, " has shape ",
+                shape_text(tensor.sizes()), ", expected ", shape_text(row_dims(x, spec)),
+                " (input's dimensions before normalized_shape)");
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 NormKind norm_kind(c10::string_view norm) {
@@ -386,7 +395,7 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   if (dh_next.defined()) check_like("grad_h", dh_next, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  check_saved_stats(t, x, spec);
+  use_saved_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   if (x.numel() == 0) {
     zero_parameter_grads(grads);
@@ -484,7 +493,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   check_dropout(dropout);
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
-  check_saved_stats(t, x, spec);
+  use_saved_stats(t, x, spec);
   NormGrads grads = empty_grads(x, t);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
   if (x.numel() > 0 && is_16_bit(x.scalar_type())) {
@@ -544,7 +553,9 @@ bool vectors_overlap(const at::Tensor& a, const at::Tensor& b) {
 // The running statistics are written. The library refuses an overlap with each other or with
 // what it reads when it sees the memory itself; a strided tensor reaches it as a copy, so the
 // same rule is applied here first, on the caller's tensors (a running mean lost to a view passed
-// twice was the finding). input is judged by ATen's overlap test.
+// twice was the finding). Against input, ATen's overlap test; where it cannot decide (a strided
+// input sharing the statistics' storage) the call is refused too, since an exact test of an
+// N-d strided input could cost as much as the op.
 void check_running_memory(const at::Tensor& input, const OptionalTensor& weight,
                           const OptionalTensor& bias, const OptionalTensor& running_mean,
                           const OptionalTensor& running_var) {
@@ -562,10 +573,14 @@ void check_running_memory(const at::Tensor& input, const OptionalTensor& weight,
       TORCH_CHECK(!vectors_overlap(tensor, **other), name, " overlaps ", other_name,
                   ", expected separate memory");
     }
+    if (!tensor.storage().is_alias_of(input.storage())) continue;
     const at::MemOverlapStatus with_input = at::get_overlap_status(tensor, input);
     TORCH_CHECK(
         with_input != at::MemOverlapStatus::Full && with_input != at::MemOverlapStatus::Partial,
         name, " overlaps input, expected separate memory");
+    TORCH_CHECK(with_input != at::MemOverlapStatus::TooHard, name,
+                " shares its storage with a strided input, expected separate memory (or a "
+                "contiguous input, whose overlap can be checked)");
   }
 }
 

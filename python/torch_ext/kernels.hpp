@@ -50,6 +50,12 @@ struct NormGrads {
 // PyTorch's own norms).
 at::ScalarType compute_type(const at::Tensor& tensor);
 
+// Saved statistics given to a backward operator must be what the forward saves: x's compute
+// type, x's dimensions before normalized_shape, and for a norm that centres both mean and rstd
+// or neither (then they are recomputed); RMSNorm takes no mean. Raises naming the argument.
+void check_saved_statistics(const OptionalTensor& mean, const OptionalTensor& rstd,
+                            const at::Tensor& x, const NormSpec& spec);
+
 // "layer_norm" or "rms_norm", as the operators' `norm` argument spells it.
 NormKind norm_kind(c10::string_view norm);
 // The eps a torch operator runs with: the one given, or PyTorch's default for the kind:

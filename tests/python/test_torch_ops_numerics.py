@@ -312,6 +312,13 @@ def test_running_statistics_sharing_memory_are_refused_by_range_not_identity():
     with pytest.raises(RuntimeError, match="running_mean overlaps weight"):
         ops.batch_norm(x, buffer[::2], None, buffer[::2], torch.ones(4), True, 0.1, 1e-5)
     assert torch.equal(buffer, torch.zeros(8)), "a refused call wrote to its arguments"
+    # A strided input in the statistics' storage: ATen cannot decide the overlap, so refused.
+    storage = torch.randn(40)
+    strided = storage.view(10, 4)[::2]
+    kept = storage.clone()
+    with pytest.raises(RuntimeError, match="running_mean shares its storage with a strided input"):
+        ops.batch_norm(strided, None, None, storage[8:12], torch.ones(4), True, 0.1, 1e-5)
+    assert torch.equal(storage, kept)
     # Interleaved views share a storage but not a byte: accepted, and updated as PyTorch does.
     theirs = torch.zeros(8)
     theirs[1::2] = 1
@@ -387,6 +394,16 @@ def test_strided_input_is_made_contiguous():
                                         None, None, 1e-5, "layer_norm", False, 0.0, 0, 0,
                                         torch.zeros(4), torch.ones(2)),
      r"mean has shape \[4\], expected \[2\]"),
+    (lambda: ops.layer_norm_backward(torch.ones(2, 4), torch.ones(2, 4), [4], None, None, 1e-5,
+                                     torch.zeros(2), None),
+     r"mean and rstd: one is given, expected both or neither"),
+    # The same checks where the backward runs as a differentiable composite (create_graph).
+    (lambda: ops.layer_norm_backward(torch.ones(2, 4), torch.ones(2, 4, requires_grad=True), [4],
+                                     None, None, 1e-5, torch.zeros(2, 1), torch.ones(2, 1)),
+     r"mean has shape \[2, 1\], expected \[2\]"),
+    (lambda: ops.rms_norm_backward(torch.ones(2, 4), torch.ones(2, 4, requires_grad=True), [4],
+                                   None, 1e-5, False, torch.ones(2).double()),
+     r"rstd has dtype torch.float64, expected torch.float32"),
 ])
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(RuntimeError, match=message):

@@ -162,19 +162,23 @@ void backward(bool layer, bool with_dh_next, bool bf16_dy, const std::vector<flo
 }
 
 TEST_P(InterleavedRows, BackwardWholeCallsEqualRowByRowCallsBitForBit) {
-  // The backward sums dgamma in 16 fixed chunks of rows (threading.hpp's row_reduction_chunks,
-  // for calls of 64 Ki elements or more), each grouping its rows from its own start: 192 rows
-  // make chunks of 12 (3 groups of 4); short rows take 1216, chunks of 76 (9 blocks of one row
-  // per float64 lane, then 4 rows).
+  // dx of a whole call, bit for bit that of row-by-row calls (dgamma's sums are ordered by
+  // chunk, so only dx can be compared this way). The backward walks 16 fixed chunks of rows
+  // (threading.hpp's row_reduction_chunks, for calls of 64 Ki elements or more), each grouping
+  // its rows from its own start, so a group can end at a chunk edge: 192 rows make chunks of 12
+  // (3 groups of 4); short rows take 1216, chunks of 76 (9 blocks of one row per float64 lane,
+  // then 4 rows).
   const int saved_threads = omp_get_max_threads();
   // 64, 80 and 128: short rows, whose pass 1 takes a group of rows one per float64 lane.
   for (const int64_t dim : {64, 80, 128, 512, 1000, 1537}) {
     const int64_t rows = dim <= 128 ? 1216 : 192;
     ASSERT_GE(rows * dim, cpu::kParallelThreshold) << "a call of one chunk tests no chunk edges";
     auto x = special_rows(rows, dim, 31);
-    // Special rows in the second chunk too (its third group, rows 20-23): a tiny spread, a NaN.
-    std::copy(x.begin() + 3 * dim, x.begin() + 4 * dim, x.begin() + 21 * dim);
-    x[static_cast<size_t>(22 * dim + 1)] = std::numeric_limits<float>::quiet_NaN();
+    // Special rows in the second chunk too (its third group of four, 8-11 rows from its start):
+    // a tiny spread, a NaN.
+    const int64_t second_chunk = rows / 16;
+    std::copy(x.begin() + 3 * dim, x.begin() + 4 * dim, x.begin() + (second_chunk + 9) * dim);
+    x[static_cast<size_t>((second_chunk + 10) * dim + 1)] = std::numeric_limits<float>::quiet_NaN();
     const auto dy = random_floats(static_cast<size_t>(rows * dim), 32, -1.0f, 1.0f);
     const auto dh_next = random_floats(static_cast<size_t>(rows * dim), 33, -1.0f, 1.0f);
     const auto dy_bf16 = bfloat16_bits(dy);
