@@ -10,13 +10,17 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs="$(nproc)"
 
-echo "== format (clang-format, .clang-format) =="
+# Each stage's heading says how long the run has taken so far (bash's SECONDS), so a CI log shows
+# what each stage costs against the 40-minute budget.
+stage() { echo "== $* [${SECONDS} s into the run] =="; }
+
+stage "format (clang-format, .clang-format)"
 bash scripts/check-format.sh
 
-echo "== build (release) =="
+stage "build (release)"
 bash scripts/build.sh
 
-echo "== build (address + undefined-behaviour sanitizers) =="
+stage "build (address + undefined-behaviour sanitizers)"
 # Line tables only (-g1): a sanitizer report still names file and line, and the template-heavy
 # kernels compile markedly faster than with full debug information. -O1, the sanitizers' usual
 # level: on a 2-core AMD EPYC this tree built in 598 s against 868 s at -O2, and its tests ran
@@ -29,21 +33,21 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZ
 # (cmake/core_library.cmake): the release build's tests cover AVX2 and SSE4 too.
 cmake --build build-sanitize -j"$jobs" --target addnorm_tests addnorm_c_abi_tests
 
-echo "== tests under sanitizers =="
+stage "tests under sanitizers"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
 
-echo "== fuzzers (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s each =="
+stage "fuzzers (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s each"
 bash scripts/fuzz.sh
 
-echo "== browser tests: the lab page in headless Chromium =="
+stage "browser tests: the lab page in headless Chromium"
 bash scripts/browser-tests.sh
 
-echo "== the C++ package: install, find_package, pkg-config, FetchContent, Debian packages =="
+stage "the C++ package: install, find_package, pkg-config, FetchContent, Debian packages"
 bash scripts/test-cpp-package.sh build
 
-echo "== ONNX Runtime for the export tests (npm onnxruntime-node) =="
+stage "ONNX Runtime for the export tests (npm onnxruntime-node)"
 bash scripts/onnx-runtime.sh
 
-echo "== all tests (release) =="
+stage "all tests (release)"
 ctest --test-dir build --output-on-failure -j"$jobs"
