@@ -51,6 +51,7 @@ runs=(
   "update-size|"
   "update-size-perturbation|--mode perturbation"
   "depth-training|"
+  "rank-collapse|"
 )
 
 for entry in "${runs[@]}"; do

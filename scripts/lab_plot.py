@@ -16,18 +16,31 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
+# One colour per series name, the same in every figure, and no two names of one experiment
+# sharing a colour (activation-growth's modes and the placements are both here).
 COLOURS = {
     "post_norm": "tab:red",
     "pre_norm": "tab:blue",
     "deep_norm": "tab:green",
+    "admin": "tab:pink",
     "no_norm": "tab:gray",
     "no_residual": "tab:purple",
     "rezero": "tab:orange",
+    "bare": "black",
     "none": "tab:gray",
-    "layer_norm": "tab:blue",
+    "layer_norm": "tab:brown",
     "rms_norm": "tab:cyan",
 }
+
+
+def depth_axis(axis, depths):
+    """A log2 depth axis whose ticks are the measured depths and nothing else (set after the
+    scale: setting the scale replaces the ticks)."""
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(depths, [str(d) for d in depths])
+    axis.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def spans_decades(values):
@@ -142,14 +155,13 @@ def init_gradients(result, figure):
             first = spreads[0]["median"]
             left.plot(depths, [first * math.sqrt(depths[0] / d) for d in depths], color=colour,
                       linestyle=":", label="1/sqrt(L) from the first depth")
-        left.set_xticks(depths, [str(d) for d in depths])
+        depth_axis(left, depths)
         deepest = stacks[-1]
         blocks = list(range(deepest["depth"]))
         middle.plot(blocks, deepest["ffn_grad_norm"], color=colour,
                     label=f"{placement}, {deepest['depth']} blocks")
         cosine = deepest.get("token_cosine", [])
         right.plot(range(len(cosine)), cosine, color=colour, label=placement)
-    left.set_xscale("log", base=2)
     left.set_yscale("log")
     left.set_xlabel("depth L (blocks)")
     left.set_ylabel("top block's FFN |grad| at init")
@@ -218,8 +230,7 @@ def update_size(result, figure):
                       label=placement)
             band(axis, depths, spreads, colour)
             values += [s["q75"] for s in spreads] + [s["q25"] for s in spreads]
-        axis.set_xscale("log", base=2)
-        axis.set_xticks(depths, [str(d) for d in depths])
+        depth_axis(axis, depths)
         if spans_decades(values):
             axis.set_yscale("log")
         axis.set_xlabel("depth L (blocks)")
@@ -227,7 +238,45 @@ def update_size(result, figure):
         axis.set_title(f"{params['mode']}, lr {lr:g}: median and IQR over {params['seeds']} seeds",
                        fontsize=9)
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=7)
+        # Below the axes, so that no legend covers a band.
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                    ncols=len(by_placement))
+
+
+def rank_collapse(result, figure):
+    params = result["params"]
+    left, right = figure.subplots(1, 2)
+    for curve in result["curves"]:
+        colour = COLOURS.get(curve["placement"])
+        blocks = list(range(len(curve["residual"])))
+        left.plot(blocks, [s["median"] for s in curve["residual"]], marker=".", color=colour,
+                  label=curve["placement"])
+        band(left, blocks, curve["residual"], colour)
+        right.plot(blocks, [s["median"] for s in curve["cosine"]], marker=".", color=colour,
+                   label=curve["placement"])
+        band(right, blocks, curve["cosine"], colour)
+    left.set_yscale("log")
+    left.axhline(result["collapsed_below"], color="black", linewidth=0.7, linestyle=":")
+    left.annotate(f"collapsed: below {result['collapsed_below']:g}",
+                  (0, result["collapsed_below"]), xytext=(2, 3), textcoords="offset points",
+                  fontsize=7)
+    # Below the float32 floor, where no curve goes: a relative residual of float32 rounding.
+    left.axhline(6e-8, color="gray", linewidth=0.7, linestyle="--")
+    left.annotate("float32 rounding (~6e-8): zero for all purposes", (0, 6e-8), xytext=(2, -10),
+                  textcoords="offset points", fontsize=7, color="gray")
+    left.set_ylim(bottom=1e-8)
+    left.set_xlabel("after block (0 = the random input)")
+    left.set_ylabel("relative residual ||X - 1 mean(X)|| / ||X||")
+    right.set_xlabel("after block (0 = the random input)")
+    right.set_ylabel("mean cosine between tokens")
+    right.set_ylim(-0.1, 1.05)
+    title = (f"{params['depth']} attention-only blocks, d_model {params['d_model']}: median and "
+             f"IQR over {params['seeds']} seeds")
+    left.set_title(title, fontsize=9)
+    right.set_title("token similarity", fontsize=9)
+    for axis in (left, right):
+        axis.grid(True, which="both", alpha=0.3)
+    right.legend(fontsize=7, loc="lower right")
 
 
 PLOTTERS = {
@@ -237,7 +286,8 @@ PLOTTERS = {
     "batch-vs-layer": (batch_vs_layer, (11, 4)),
     "init-gradients": (init_gradients, (14, 4.2)),
     "depth-training": (depth_training, (12, 4.2)),
-    "update-size": (update_size, (11, 4.2)),
+    "update-size": (update_size, (11, 4.6)),
+    "rank-collapse": (rank_collapse, (12, 4.2)),
 }
 
 

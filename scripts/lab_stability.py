@@ -8,6 +8,8 @@ between placements or an accuracy, and that is the statistic judged (see claim_s
 Every reported median's move is listed as well, so what the rule does not cover stays visible.
 """
 
+import math
+
 THRESHOLD = 0.10
 
 
@@ -35,6 +37,9 @@ def reported_medians(label, result):
     elif label.startswith("update-size"):
         for s in result["stacks"]:
             out[f"{s['placement']} L={s['depth']} lr={s['lr']:g}"] = s["output_change"]
+    elif label == "rank-collapse":
+        for c in result["curves"]:
+            out[f"{c['placement']} residual, last block"] = c["residual"][-1]["median"]
     elif label == "depth-training":
         for s in result["summaries"]:
             key = f"{s['placement']} L={s['depth']} {'warmup' if s['warmup'] else 'constant'}"
@@ -54,7 +59,8 @@ def claim_statistics(label, result):
     """The statistics the docs' claims rest on, by name.
 
     gradient-flow, activation-growth: the medians themselves (far from zero, or compared over
-    decades). init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
+    decades). rank-collapse: the decades between each skip placement's last-block residual and
+    the collapsed stack's. init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
     per-seed ratio's median). update-size: the share of seeds in which post > pre > DeepNorm, per
     lr and depth (the raw change is proportional to lr, and the ratio of two placements' medians
     is noisier than either). depth-training: the accuracies; the held-out losses
@@ -70,7 +76,23 @@ def claim_statistics(label, result):
     if label == "depth-training":
         return {k: v for k, v in reported_medians(label, result).items()
                 if k.endswith(" accuracy")}
+    if label == "rank-collapse":
+        return _rank_collapse_margins(result)
     return {}
+
+
+def _rank_collapse_margins(result):
+    """Per placement with a skip, log10 of its last-block residual over the bare stack's (or
+    the norm-only stack's): the claim is that a skip keeps the residual orders of magnitude above
+    a collapsed stack's, which sits at float32 rounding and moves with it; the decades between
+    them are the stable quantity."""
+    last = {c["placement"]: c["residual"][-1]["median"] for c in result["curves"]}
+    floor = last.get("bare", last.get("no_residual"))
+    if floor is None or floor <= 0:
+        return {}
+    return {f"{name} over {'bare' if 'bare' in last else 'no_residual'} (decades)":
+            math.log10(value / floor)
+            for name, value in last.items() if name not in ("bare", "no_residual") and value > 0}
 
 
 def moves(first, second):

@@ -14,5 +14,6 @@ void add_lab_batch_vs_layer_command(CLI::App& lab_run);
 void add_lab_init_gradients_command(CLI::App& lab_run);
 void add_lab_depth_training_command(CLI::App& lab_run);
 void add_lab_update_size_command(CLI::App& lab_run);
+void add_lab_rank_collapse_command(CLI::App& lab_run);
 
 }  // namespace addnorm::cli

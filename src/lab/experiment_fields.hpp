@@ -1,4 +1,4 @@
-// The parameter tables of the seven `addnorm lab-run` experiments (param_fields.hpp): the one
+// The parameter tables of the eight `addnorm lab-run` experiments (param_fields.hpp): the one
 // place that names each parameter, says what it means and what values it accepts. The JSON the
 // server reads and the results echo, the command-line options and the range checks all come from
 // these tables. The transformer experiments (init-gradients, update-size, depth-training) share
@@ -11,6 +11,7 @@
 #include "addnorm/lab/gradient_flow.hpp"
 #include "addnorm/lab/init_gradients.hpp"
 #include "addnorm/lab/norm_steps.hpp"
+#include "addnorm/lab/rank_collapse.hpp"
 #include "addnorm/lab/sequence_task.hpp"
 #include "addnorm/lab/update_size.hpp"
 #include "addnorm/nn/block.hpp"
@@ -52,7 +53,7 @@ inline constexpr auto kModelShapeFields = [](auto&& visit) {
   visit(Field{"d_model", "Model width, a multiple of n_heads", ADDNORM_LAB_MEMBER(d_model),
               integer_in(4, 512)});
   visit(Field{"d_ff", "FFN hidden width", ADDNORM_LAB_MEMBER(d_ff), integer_in(1, 2048)});
-  visit(Field{"sublayers", "attn_ffn (attention then FFN) or ffn (FFN-only blocks)",
+  visit(Field{"sublayers", "attn_ffn (attention then FFN), ffn or attn (one sub-layer only)",
               ADDNORM_LAB_MEMBER(sublayers)});
 };
 
@@ -60,8 +61,9 @@ inline constexpr auto kModelShapeFields = [](auto&& visit) {
 // in how deep a stack and how long a sequence may be.
 inline auto transformer_fields(int max_depth, int max_length) {
   return [=](auto&& visit) {
-    visit(Field{"placements", "Any of post_norm,pre_norm,no_norm,no_residual,deep_norm,rezero",
-                ADDNORM_LAB_MEMBER(placements), distinct_list_of(1, 6)});
+    visit(Field{"placements",
+                "Any of post_norm,pre_norm,no_norm,no_residual,deep_norm,rezero,admin,bare",
+                ADDNORM_LAB_MEMBER(placements), distinct_list_of(1, 8)});
     visit(Field{"depths", "Stack depths", ADDNORM_LAB_MEMBER(depths),
                 list_of(1, 8, integer_in(1, max_depth))});
     nested(ADDNORM_LAB_MEMBER(shape), kModelShapeFields)(visit);
@@ -106,6 +108,19 @@ inline auto depth_training_fields() {
                 ADDNORM_LAB_MEMBER(grad_history_points), integer_in(1, 1000)});
   });
 }
+
+inline constexpr auto kRankCollapseFields = [](auto&& visit) {
+  visit(Field{"placements", "Any of bare,no_residual,no_norm,post_norm,pre_norm,...",
+              ADDNORM_LAB_MEMBER(placements), distinct_list_of(1, 8)});
+  visit(Field{"depth", "Blocks in the stack", ADDNORM_LAB_MEMBER(depth), integer_in(1, 96)});
+  nested(ADDNORM_LAB_MEMBER(shape), kModelShapeFields)(visit);
+  visit(Field{"tokens", "Tokens per sequence", ADDNORM_LAB_MEMBER(tokens), integer_in(2, 64)});
+  visit(Field{"batch", "Sequences per batch", ADDNORM_LAB_MEMBER(batch), integer_in(1, 64)});
+  visit(Field{"seeds", "Seeds (models and inputs) per placement", ADDNORM_LAB_MEMBER(seeds),
+              integer_in(1, 64)});
+  visit(Field{"seed", "First seed: run i uses seed + i for its weights and input",
+              ADDNORM_LAB_MEMBER(seed)});
+};
 
 // ---- The pages' experiments ----
 

@@ -45,6 +45,11 @@ InitGradientsParams init_gradients_quick() {
 void validate(const InitGradientsParams& params) {
   check_fields(params, init_gradients_fields());
   validate(params.shape);
+  if (params.shape.sublayers == Sublayers::attn) {
+    throw Error(
+        "sublayers is attn, expected attn_ffn or ffn (init-gradients' headline is the FFN "
+        "weights' gradient; rank-collapse studies attention-only stacks)");
+  }
   const double work = forward_work(params);
   if (work > kInitGradientsMaxWork) {
     throw Error("the run needs about " + number_text(work) + " multiply-adds per forward, " +

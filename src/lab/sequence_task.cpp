@@ -30,14 +30,22 @@ SequenceTask parse_sequence_task(const std::string& name) {
 }
 
 std::string sublayers_name(Sublayers sublayers) {
-  return sublayers == Sublayers::ffn ? "ffn" : "attn_ffn";
+  switch (sublayers) {
+    case Sublayers::attn_ffn:
+      return "attn_ffn";
+    case Sublayers::ffn:
+      return "ffn";
+    case Sublayers::attn:
+      return "attn";
+  }
+  return "?";
 }
 
 Sublayers parse_sublayers(const std::string& name) {
-  for (Sublayers sublayers : {Sublayers::attn_ffn, Sublayers::ffn}) {
+  for (Sublayers sublayers : {Sublayers::attn_ffn, Sublayers::ffn, Sublayers::attn}) {
     if (sublayers_name(sublayers) == name) return sublayers;
   }
-  throw Error("sublayers is \"" + name + "\", expected attn_ffn or ffn");
+  throw Error("sublayers is \"" + name + "\", expected attn_ffn, ffn or attn");
 }
 
 TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,

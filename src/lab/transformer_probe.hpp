@@ -19,7 +19,8 @@ inline nn::SequenceModelConfig model_config(const ModelShape& shape, nn::Placeme
   config.stack.block.n_heads = shape.n_heads;
   config.stack.block.d_ff = shape.d_ff;
   config.stack.block.placement = placement;
-  config.stack.block.attention = shape.sublayers == Sublayers::attn_ffn;
+  config.stack.block.attention = shape.sublayers != Sublayers::ffn;
+  config.stack.block.ffn = shape.sublayers != Sublayers::attn;
   config.stack.block.dropout = 0.0f;  // measurements, not regularisation
   config.stack.depth = depth;
   config.stack.seed = seed;

@@ -25,6 +25,10 @@ const char* placement_name(Placement placement) {
       return "deep_norm";
     case Placement::rezero:
       return "rezero";
+    case Placement::admin:
+      return "admin";
+    case Placement::bare:
+      return "bare";
   }
   return "?";
 }
@@ -36,8 +40,11 @@ Placement parse_placement(const std::string& name) {
   if (name == "no_residual") return Placement::no_residual;
   if (name == "deep_norm" || name == "deepnorm") return Placement::deep_norm;
   if (name == "rezero") return Placement::rezero;
+  if (name == "admin") return Placement::admin;
+  if (name == "bare") return Placement::bare;
   throw Error("placement is \"" + name +
-              "\", expected one of post_norm, pre_norm, no_norm, no_residual, deep_norm, rezero");
+              "\", expected one of post_norm, pre_norm, no_norm, no_residual, deep_norm, rezero, "
+              "admin, bare");
 }
 
 // Limits that keep a model's memory within reason (a 65536-wide, 4096-head layer is far beyond
@@ -63,6 +70,9 @@ void validate_block_config(const BlockConfig& config) {
   }
   if (!(config.eps >= 0.0f) || !std::isfinite(config.eps)) {
     throw Error("eps is " + std::to_string(config.eps) + ", expected a finite value >= 0");
+  }
+  if (!config.attention && !config.ffn) {
+    throw Error("attention and ffn are both false, expected a block with at least one sub-layer");
   }
 }
 
@@ -172,9 +182,14 @@ const Tensor& TransformerBlock::forward(const Tensor& x, const AttentionMask& ma
     ensure_shape(middle_, x.shape());
     std::copy(x.values().begin(), x.values().end(), middle_.values().begin());
   }
-  const Tensor& ffn_in = ffn_box_->input(middle_, training_);
-  feed_forward_.forward(ffn_in, ffn_out_);
-  ffn_box_->output(middle_, ffn_out_, output_, training_);
+  if (config_.ffn) {
+    const Tensor& ffn_in = ffn_box_->input(middle_, training_);
+    feed_forward_.forward(ffn_in, ffn_out_);
+    ffn_box_->output(middle_, ffn_out_, output_, training_);
+  } else {
+    ensure_shape(output_, middle_.shape());
+    std::copy(middle_.values().begin(), middle_.values().end(), output_.values().begin());
+  }
   return output_;
 }
 
@@ -183,9 +198,14 @@ const Tensor& TransformerBlock::backward(const Tensor& dy) {
     throw Error("dy has shape " + dy.shape().to_string() + ", expected " +
                 output_.shape().to_string() + " (the last forward's output)");
   }
-  ffn_box_->output_backward(middle_, ffn_out_, dy, dmiddle_, dffn_out_, training_);
-  feed_forward_.backward(ffn_box_->last_input(middle_), dffn_out_, dffn_in_);
-  ffn_box_->input_backward(middle_, dffn_in_, dmiddle_, training_);
+  if (config_.ffn) {
+    ffn_box_->output_backward(middle_, ffn_out_, dy, dmiddle_, dffn_out_, training_);
+    feed_forward_.backward(ffn_box_->last_input(middle_), dffn_out_, dffn_in_);
+    ffn_box_->input_backward(middle_, dffn_in_, dmiddle_, training_);
+  } else {
+    ensure_shape(dmiddle_, dy.shape());
+    std::copy(dy.values().begin(), dy.values().end(), dmiddle_.values().begin());
+  }
   if (!config_.attention) return dmiddle_;
   attention_box_->output_backward(input_, attention_out_, dmiddle_, dinput_, dattention_out_,
                                   training_);
@@ -204,27 +224,37 @@ const Tensor& TransformerBlock::attention_input() const {
   return config_.attention ? attention_box_->last_input(input_) : input_;
 }
 const Tensor& TransformerBlock::ffn_input() const {
-  return ffn_box_->last_input(middle_);
+  return config_.ffn ? ffn_box_->last_input(middle_) : middle_;
 }
 const Norm* TransformerBlock::attention_norm() const {
   return config_.attention ? attention_box_->norm() : nullptr;
 }
 const Norm* TransformerBlock::ffn_norm() const {
-  return ffn_box_->norm();
+  return config_.ffn ? ffn_box_->norm() : nullptr;
 }
 
 void TransformerBlock::set_training(bool training) {
   training_ = training;
 }
 
+void TransformerBlock::set_admin_profile(double* ratio) {
+  if (config_.placement != Placement::admin) return;
+  attention_box_->set_admin_profile(ratio);
+  ffn_box_->set_admin_profile(ratio);
+}
+
 ParameterList TransformerBlock::parameters() {
   ParameterList list;
   if (config_.attention) list = attention_.parameters();
-  for (Parameter* parameter : feed_forward_.parameters()) list.push_back(parameter);
+  if (config_.ffn) {
+    for (Parameter* parameter : feed_forward_.parameters()) list.push_back(parameter);
+  }
   if (config_.attention) {
     for (Parameter* parameter : attention_box_->parameters()) list.push_back(parameter);
   }
-  for (Parameter* parameter : ffn_box_->parameters()) list.push_back(parameter);
+  if (config_.ffn) {
+    for (Parameter* parameter : ffn_box_->parameters()) list.push_back(parameter);
+  }
   return list;
 }
 

@@ -23,6 +23,14 @@ DecoderBlock::DecoderBlock(const BlockConfig& config, const BlockInit& init)
   if (init.stack_depth < 1) {
     throw Error("stack_depth is " + std::to_string(init.stack_depth) + ", expected >= 1");
   }
+  if (config.placement == Placement::admin) {
+    throw Error(
+        "placement is admin, expected another for a decoder block (Admin's profiling "
+        "pass runs in an encoder Stack)");
+  }
+  if (!config.attention || !config.ffn) {
+    throw Error("attention or ffn is false, expected both for a decoder block");
+  }
   const std::string prefix = "decoder." + std::to_string(init.layer);
   const double alpha = deep_norm_alpha(init.stack_depth);
   const uint64_t site = 3 * static_cast<uint64_t>(init.layer) + (uint64_t{1} << 40);

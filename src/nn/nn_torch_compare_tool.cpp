@@ -5,6 +5,7 @@
 //
 // usage: nn_torch_compare_tool OUT_DIR [key=value ...]   keys: placement norm depth d_model
 //        n_heads d_ff activation vocab batch seq causal lengths(comma list) seed init
+//        sublayers (attn_ffn, attn or ffn)
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -51,6 +52,12 @@ int run(int argc, char** argv) {
   config.stack.block.n_heads = get_int("n_heads", 2);
   config.stack.block.d_ff = get_int("d_ff", 32);
   config.stack.block.activation = parse_activation(get("activation", "relu"));
+  const std::string sublayers = get("sublayers", "attn_ffn");
+  if (sublayers != "attn_ffn" && sublayers != "attn" && sublayers != "ffn") {
+    throw Error("sublayers is \"" + sublayers + "\", expected attn_ffn, attn or ffn");
+  }
+  config.stack.block.attention = sublayers != "ffn";
+  config.stack.block.ffn = sublayers != "attn";
   config.stack.depth = get_int("depth", 2);
   config.stack.seed = static_cast<uint64_t>(get_int("seed", 1));
   config.stack.init =
@@ -88,6 +95,8 @@ int run(int argc, char** argv) {
     tokens_tensor[static_cast<int64_t>(i)] = static_cast<float>(tokens[i]);
     targets_tensor[static_cast<int64_t>(i)] = static_cast<float>(targets[i]);
   }
+  // Admin's omegas come from its profiling pass on this batch; the file holds the profiled ones.
+  model.initialize_admin(tokens, batch, seq, mask);
   std::filesystem::create_directories(out);
   save(out / "tokens.npy", tokens_tensor);
   save(out / "targets.npy", targets_tensor);

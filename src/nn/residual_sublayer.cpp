@@ -5,14 +5,20 @@
 //   deep_norm    out = N(a x + D(s))       dh = N'(dout): dx = a dh, ds = D'(dh)
 //   no_residual  out = N(D(s))             dx = 0,                  ds = D'(N'(dout))
 //   rezero       out = x + a D(s)          dx = dout, da = <dout, D(s)>, ds = a D'(dout)
+//   admin        out = N(w * x + D(s))     dh = N'(dout): dx = w * dh, dw = sum over rows of
+//                                          dh * x, ds = D'(dh)   (w per feature)
+//   bare         out = D(s)                dx = 0,                  ds = D'(dout)
 // where D is dropout and N the norm. For LayerNorm/RMSNorm the post-norm family uses the fused
 // add_norm_post (dropout included); BatchNorm composes dropout, add and batch_norm.
 #include "residual_sublayer.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "addnorm/error.hpp"
 #include "addnorm/nn/linear.hpp"
+#include "addnorm/nn/stats.hpp"
 #include "addnorm/ops.hpp"
 
 namespace addnorm::nn {
@@ -20,8 +26,25 @@ namespace addnorm::nn {
 namespace {
 
 bool placement_has_norm(Placement placement) {
-  return placement == Placement::pre_norm || placement == Placement::post_norm ||
-         placement == Placement::deep_norm || placement == Placement::no_residual;
+  switch (placement) {
+    case Placement::pre_norm:
+    case Placement::post_norm:
+    case Placement::deep_norm:
+    case Placement::no_residual:
+    case Placement::admin:
+      return true;
+    case Placement::no_norm:
+    case Placement::rezero:
+    case Placement::bare:
+      return false;
+  }
+  return false;
+}
+
+// The post-norm family: out = N(residual + D(s)), residual = x scaled (or not).
+bool post_norm_family(Placement placement) {
+  return placement == Placement::post_norm || placement == Placement::deep_norm ||
+         placement == Placement::admin;
 }
 
 void scale_into(const Tensor& x, float factor, Tensor& out) {
@@ -29,6 +52,18 @@ void scale_into(const Tensor& x, float factor, Tensor& out) {
   const float* in = x.data();
   float* result = out.data();
   for (int64_t i = 0; i < x.numel(); ++i) result[i] = factor * in[i];
+}
+
+// out[r, k] = x[r, k] * scale[k]: Admin's per-feature shortcut scale.
+void scale_features_into(const Tensor& x, const Tensor& scale, Tensor& out) {
+  ensure_shape(out, x.shape());
+  const int64_t dim = scale.numel();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = scale[i % dim] * x[i];
+}
+
+double variance_of(const Tensor& x) {
+  const double std = activation_stats(x.view()).std;
+  return std * std;
 }
 
 void copy_into(const Tensor& x, Tensor& out) {
@@ -42,13 +77,15 @@ ResidualSublayer::ResidualSublayer(const std::string& name, const BlockConfig& c
                                    uint64_t dropout_seed)
     : placement_(config.placement),
       has_norm_(placement_has_norm(config.placement)),
-      fused_(
-          (config.placement == Placement::post_norm || config.placement == Placement::deep_norm) &&
-          config.norm != NormType::batch_norm),
+      fused_(post_norm_family(config.placement) && config.norm != NormType::batch_norm),
       deep_alpha_(static_cast<float>(alpha)),
       dropout_(config.dropout, dropout_seed) {
   if (has_norm_) norm_ = Norm(name + ".norm", config.norm, config.d_model, config.eps);
   if (placement_ == Placement::rezero) rezero_alpha_ = Parameter(name + ".alpha", Shape{1});
+  if (placement_ == Placement::admin) {
+    admin_omega_ = Parameter(name + ".omega", Shape{config.d_model});
+    std::fill(admin_omega_.value.values().begin(), admin_omega_.value.values().end(), 1.0f);
+  }
 }
 
 const Tensor& ResidualSublayer::input(const Tensor& x, bool training) {
@@ -77,12 +114,26 @@ void ResidualSublayer::output(const Tensor& x, const Tensor& s, Tensor& out, boo
       dropout_.forward(s, dropped_, training);
       norm_.forward(dropped_, out, training);
       return;
+    case Placement::bare:
+      dropout_.forward(s, out, training);
+      return;
     case Placement::post_norm:
-    case Placement::deep_norm: {
+    case Placement::deep_norm:
+    case Placement::admin: {
       const Tensor* residual = &x;
       if (placement_ == Placement::deep_norm) {
         scale_into(x, deep_alpha_, scaled_);
         residual = &scaled_;
+      }
+      if (placement_ == Placement::admin) {
+        if (admin_ratio_ != nullptr) {
+          const auto omega = static_cast<float>(*admin_ratio_);
+          std::fill(admin_omega_.value.values().begin(), admin_omega_.value.values().end(), omega);
+        }
+        scale_features_into(x, admin_omega_.value, scaled_);
+        residual = &scaled_;
+        if (admin_ratio_ != nullptr)
+          *admin_ratio_ = std::sqrt(variance_of(scaled_) + variance_of(s));
       }
       if (fused_) {
         const DropoutOptions options = dropout_.next_options(s.numel(), training);
@@ -127,9 +178,14 @@ void ResidualSublayer::output_backward(const Tensor& x, const Tensor& s, const T
       dropout_.backward(dsum_, ds);
       std::fill(dx.values().begin(), dx.values().end(), 0.0f);
       return;
+    case Placement::bare:
+      dropout_.backward(dout, ds);
+      std::fill(dx.values().begin(), dx.values().end(), 0.0f);
+      return;
     case Placement::post_norm:
-    case Placement::deep_norm: {
-      const Tensor& residual = placement_ == Placement::deep_norm ? scaled_ : x;
+    case Placement::deep_norm:
+    case Placement::admin: {
+      const Tensor& residual = placement_ == Placement::post_norm ? x : scaled_;
       if (fused_) {
         add_norm_post_backward(
             dout.view(), residual.view(), s.view(), feature,
@@ -144,6 +200,19 @@ void ResidualSublayer::output_backward(const Tensor& x, const Tensor& s, const T
       }
       if (placement_ == Placement::deep_norm) {
         for (float& value : dx.values()) value *= deep_alpha_;
+      }
+      if (placement_ == Placement::admin) {
+        // dx holds dh, the gradient of the norm's input: dw[k] = sum over rows of dh * x (float64,
+        // row order), then dx = w * dh.
+        const int64_t dim = admin_omega_.value.numel();
+        std::vector<double> domega(static_cast<size_t>(dim), 0.0);
+        for (int64_t i = 0; i < dx.numel(); ++i) {
+          domega[static_cast<size_t>(i % dim)] += static_cast<double>(dx[i]) * x[i];
+        }
+        for (int64_t k = 0; k < dim; ++k) {
+          admin_omega_.grad[k] += static_cast<float>(domega[static_cast<size_t>(k)]);
+        }
+        scale_features_into(dx, admin_omega_.value, dx);
       }
       return;
     }
@@ -164,6 +233,7 @@ ParameterList ResidualSublayer::parameters() {
   ParameterList list;
   if (has_norm_) list = norm_.parameters();
   if (placement_ == Placement::rezero) list.push_back(&rezero_alpha_);
+  if (placement_ == Placement::admin) list.push_back(&admin_omega_);
   return list;
 }
 

@@ -36,6 +36,8 @@ class ResidualSublayer {
   ParameterList parameters();
   Norm* norm() { return has_norm_ ? &norm_ : nullptr; }
   Parameter* alpha() { return placement_ == Placement::rezero ? &rezero_alpha_ : nullptr; }
+  // Admin's profiling (TransformerBlock::set_admin_profile); admin boxes only.
+  void set_admin_profile(double* ratio) { admin_ratio_ = ratio; }
 
  private:
   Placement placement_;
@@ -45,6 +47,8 @@ class ResidualSublayer {
   Norm norm_;
   Dropout dropout_;
   Parameter rezero_alpha_;
+  Parameter admin_omega_;          // admin: the shortcut's per-feature scale
+  double* admin_ratio_ = nullptr;  // admin: set while profiling
   Tensor normed_, dropped_, scaled_, pre_norm_sum_, dsum_, dnormed_;
 };
 

@@ -52,6 +52,12 @@ double SequenceModel::loss(std::span<const int32_t> tokens, std::span<const int3
   return softmax_cross_entropy(logits.view(), targets, {}, ignore_index);
 }
 
+void SequenceModel::initialize_admin(std::span<const int32_t> tokens, int64_t batch, int64_t seq,
+                                     const AttentionMask& mask) {
+  embedding_.forward(tokens, batch, seq, embedded_);
+  stack_.initialize_admin(embedded_, mask);
+}
+
 void SequenceModel::set_training(bool training) {
   stack_.set_training(training);
 }

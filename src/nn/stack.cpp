@@ -25,15 +25,31 @@ Stack::Stack(const StackConfig& config) : config_(config) {
     blocks_.emplace_back(config.block, init);
   }
   if (final_norm_enabled_) {
-    const NormType type =
-        config.block.placement == Placement::no_norm || config.block.placement == Placement::rezero
-            ? NormType::layer_norm
-            : config.block.norm;
+    const Placement placement = config.block.placement;
+    const bool block_norm = placement != Placement::no_norm && placement != Placement::rezero &&
+                            placement != Placement::bare;
+    const NormType type = block_norm ? config.block.norm : NormType::layer_norm;
     final_norm_ = Norm("final_norm", type, config.block.d_model, config.block.eps);
   }
 }
 
+void Stack::initialize_admin(const Tensor& x, const AttentionMask& mask) {
+  if (config_.block.placement != Placement::admin) return;
+  admin_initialized_ = true;  // before forward, which would otherwise profile again
+  double ratio = 1.0;
+  for (TransformerBlock& block : blocks_) block.set_admin_profile(&ratio);
+  try {
+    forward(x, mask);
+  } catch (...) {
+    for (TransformerBlock& block : blocks_) block.set_admin_profile(nullptr);
+    admin_initialized_ = false;
+    throw;
+  }
+  for (TransformerBlock& block : blocks_) block.set_admin_profile(nullptr);
+}
+
 const Tensor& Stack::forward(const Tensor& x, const AttentionMask& mask) {
+  if (config_.block.placement == Placement::admin && !admin_initialized_) initialize_admin(x, mask);
   if (config_.record_stats) {
     input_stats_ = activation_stats(x.view());
     layer_stats_.assign(blocks_.size(), LayerStats{});

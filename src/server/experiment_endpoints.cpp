@@ -7,6 +7,7 @@
 #include "addnorm/lab/gradient_flow.hpp"
 #include "addnorm/lab/init_gradients.hpp"
 #include "addnorm/lab/norm_steps.hpp"
+#include "addnorm/lab/rank_collapse.hpp"
 #include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::server {
@@ -88,6 +89,21 @@ std::vector<ExperimentEndpoint> make_endpoints() {
            const lab::UpdateSizeParams parsed = lab::update_size_params_from_json(params);
            lab::validate(parsed);
            return update_size_peak_bytes(parsed, runs_at_once);
+         }});
+  }
+  {
+    const nlohmann::json defaults = lab::to_json(lab::RankCollapseParams{});
+    endpoints.push_back(
+        {"rank-collapse", "5 Deep stacks: tokens through attention-only stacks", true, defaults,
+         keys_of(defaults, {"quick"}),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
+           return lab::to_json(
+               lab::run_rank_collapse(lab::rank_collapse_params_from_json(params), progress));
+         },
+         [](const nlohmann::json& params, const TrainingLimits&, int runs_at_once) {
+           const lab::RankCollapseParams parsed = lab::rank_collapse_params_from_json(params);
+           lab::validate(parsed);
+           return rank_collapse_peak_bytes(parsed, runs_at_once);
          }});
   }
   {

@@ -126,6 +126,15 @@ double update_size_peak_bytes(const lab::UpdateSizeParams& p, int runs_at_once) 
   return stack_experiment_peak_bytes(p, 5.0, runs_at_once);
 }
 
+// rank-collapse: a forward only, but every parameter has its gradient tensor, and the FFN weights
+// are drawn even when the blocks do not run them. A sequence of `tokens` fits the task sequence
+// of length tokens / 2 (2 length + 1 tokens); 2 symbols give the smallest vocabulary.
+double rank_collapse_peak_bytes(const lab::RankCollapseParams& p, int runs_at_once) {
+  const double bytes = run_bytes({p.shape, p.tokens / 2, p.batch, 2, p.depth, 2.0, 0.0});
+  std::vector<double> runs(p.placements.size() * static_cast<size_t>(p.seeds), bytes);
+  return peak_of_runs(std::move(runs), runs_at_once);
+}
+
 void check_training_memory(double bytes, const TrainingLimits& limits) {
   if (bytes > limits.max_job_bytes) {
     throw ApiError(400,

@@ -16,6 +16,7 @@
 
 #include "addnorm/lab/depth_training.hpp"
 #include "addnorm/lab/init_gradients.hpp"
+#include "addnorm/lab/rank_collapse.hpp"
 #include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::server {
@@ -50,6 +51,7 @@ double training_run_bytes(const lab::DepthTrainingParams& params, int depth);
 double training_peak_bytes(const lab::DepthTrainingParams& params, int runs_at_once);
 double init_gradients_peak_bytes(const lab::InitGradientsParams& params, int runs_at_once);
 double update_size_peak_bytes(const lab::UpdateSizeParams& params, int runs_at_once);
+double rank_collapse_peak_bytes(const lab::RankCollapseParams& params, int runs_at_once);
 // Throws ApiError 400 (parameter "batch", the estimate in the message) over max_job_bytes.
 // Applied to every endpoint that builds transformer stacks (experiment_endpoints.cpp).
 void check_training_memory(double bytes, const TrainingLimits& limits);

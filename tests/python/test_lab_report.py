@@ -13,7 +13,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ["gradient-flow", "activation-growth", "norm-steps", "batch-vs-layer", "init-gradients",
-           "init-gradients-ffn", "update-size", "update-size-perturbation", "depth-training"]
+           "init-gradients-ffn", "update-size", "update-size-perturbation", "depth-training",
+           "rank-collapse"]
 
 
 def lab_run(addnorm_bin, *args, check=True):
@@ -48,6 +49,11 @@ def test_report_script_draws_every_experiment(addnorm_bin, tmp_path):
     stack = json.loads((tmp_path / "json" / "init-gradients.json").read_text())["stacks"][0]
     spread = stack["top_ffn_grad"]
     assert f"{spread['median']:.3g} [{spread['q25']:.3g}, {spread['q75']:.3g}]" in report
+    # rank-collapse: the bare stack's last-block residual, median [IQR], as the JSON has it.
+    curve = json.loads((tmp_path / "json" / "rank-collapse.json").read_text())["curves"][0]
+    last = curve["residual"][-1]
+    assert curve["placement"] == "bare"
+    assert f"{last['median']:.3g} [{last['q25']:.3g}, {last['q75']:.3g}]" in report
 
 
 def test_plot_png_and_bad_plot_names(addnorm_bin, tmp_path):

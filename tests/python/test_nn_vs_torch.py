@@ -42,9 +42,13 @@ def positional_encoding(seq, d):
 class TorchModel:
     """The addnorm SequenceModel, written with torch ops (see include/addnorm/nn/block.hpp)."""
 
-    def __init__(self, params, cfg):
+    def __init__(self, params, cfg, profile=False):
         self.p = params
         self.cfg = cfg
+        # Admin's profiling pass, written from Liu et al.'s definition: each box's omega is the
+        # running ratio, which then becomes sqrt(Var[omega x] + Var[F(x)]) (population variances
+        # over the whole batch), starting from 1. None: use the omegas in params.
+        self.profile = {"ratio": 1.0, "omegas": {}} if profile else None
 
     def norm(self, x, prefix):
         cfg, p = self.cfg, self.p
@@ -99,6 +103,17 @@ class TorchModel:
             return self.norm(alpha * x + sublayer(x), norm)
         if placement == "rezero":
             return x + self.p[prefix + ".alpha"] * sublayer(x)
+        if placement == "admin":
+            if self.profile is None:
+                return self.norm(self.p[prefix + ".omega"] * x + sublayer(x), norm)
+            omega = self.profile["ratio"]
+            self.profile["omegas"][prefix + ".omega"] = omega
+            shortcut, branch = omega * x, sublayer(x)
+            self.profile["ratio"] = math.sqrt(float(shortcut.var(unbiased=False)) +
+                                              float(branch.var(unbiased=False)))
+            return self.norm(shortcut + branch, norm)
+        if placement == "bare":
+            return sublayer(x)
         raise ValueError(placement)
 
     def loss(self, tokens, targets, lengths, causal):
@@ -107,9 +122,11 @@ class TorchModel:
         x = p["embedding.weight"][tokens] * math.sqrt(d) + positional_encoding(tokens.shape[1], d)
         for layer in range(cfg["depth"]):
             prefix = f"blocks.{layer}"
-            x = self.box(x, lambda u: self.attention(u, prefix + ".attn", lengths, causal),
-                         prefix + ".attn_box")
-            x = self.box(x, lambda u: self.ffn(u, prefix + ".ffn"), prefix + ".ffn_box")
+            if cfg.get("sublayers", "attn_ffn") != "ffn":
+                x = self.box(x, lambda u: self.attention(u, prefix + ".attn", lengths, causal),
+                             prefix + ".attn_box")
+            if cfg.get("sublayers", "attn_ffn") != "attn":
+                x = self.box(x, lambda u: self.ffn(u, prefix + ".ffn"), prefix + ".ffn_box")
         if cfg["placement"] == "pre_norm":
             x = self.norm(x, "final_norm")
         logits = x @ p["head.weight"].T + p["head.bias"]
@@ -129,6 +146,10 @@ CASES = [
     dict(placement="rezero", norm="layer_norm"),
     dict(placement="no_norm", norm="layer_norm"),
     dict(placement="no_residual", norm="rms_norm"),
+    dict(placement="admin", norm="layer_norm"),
+    dict(placement="admin", norm="rms_norm", sublayers="ffn"),
+    dict(placement="bare", norm="layer_norm", sublayers="attn"),
+    dict(placement="pre_norm", norm="layer_norm", sublayers="attn"),
 ]
 
 
@@ -164,3 +185,28 @@ def test_sequence_model_matches_torch(case, compare_tool, tmp_path):
         scale = max(float(np.abs(want).max()), 1e-3 * largest)
         error = float(np.abs(ours - want).max())
         assert error <= 1e-4 * scale, f"{name}: max error {error:.3g} vs scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("sublayers", ["attn_ffn", "ffn"])
+def test_admin_profiling_matches_torch(sublayers, compare_tool, tmp_path):
+    """The omegas addnorm's profiling pass set are the ones Liu et al.'s recurrence gives when
+    PyTorch runs it on the same model and batch."""
+    cfg = dict(placement="admin", norm="layer_norm", depth=4, d_model=16, n_heads=4, d_ff=24,
+               vocab=11, batch=2, seq=6, seed=3, activation="relu", causal=0, lengths="",
+               sublayers=sublayers)
+    args = [f"{k}={v}" for k, v in cfg.items()]
+    subprocess.run([str(compare_tool), str(tmp_path), *args], check=True, capture_output=True)
+    params = {path.name[len("param."):-len(".npy")]: torch.tensor(np.load(path).astype(np.float64))
+              for path in tmp_path.glob("param.*.npy")}
+    tokens = torch.tensor(np.load(tmp_path / "tokens.npy").astype(np.int64))
+    targets = torch.tensor(np.load(tmp_path / "targets.npy").astype(np.int64))
+    model = TorchModel(params, cfg, profile=True)
+    with torch.no_grad():
+        model.loss(tokens, targets, [], False)
+    expected = model.profile["omegas"]
+    boxes = 4 * (2 if sublayers == "attn_ffn" else 1)
+    assert len(expected) == boxes
+    assert sorted(expected) == sorted(name for name in params if name.endswith(".omega"))
+    assert max(expected.values()) > 1.2  # the profile moved omega away from 1
+    for name, omega in expected.items():
+        np.testing.assert_allclose(params[name].numpy(), omega, rtol=2e-6, err_msg=name)

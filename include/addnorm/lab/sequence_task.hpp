@@ -33,10 +33,11 @@ struct TaskBatch {
 TaskBatch make_task_batch(SequenceTask task, int symbols, int length, int batch,
                           numpy_random::Generator& generator);
 
-// Which sub-layers a block has: attention then FFN (the transformer's block), or the FFN only
-// (the block of warmup and signal-propagation studies; nothing mixes the tokens).
-enum class Sublayers { attn_ffn, ffn };
-std::string sublayers_name(Sublayers sublayers);     // "attn_ffn", "ffn"
+// Which sub-layers a block has: attention then FFN (the transformer's block), the FFN only
+// (the block of warmup and signal-propagation studies; nothing mixes the tokens), or the
+// attention only (the block of rank-collapse studies).
+enum class Sublayers { attn_ffn, ffn, attn };
+std::string sublayers_name(Sublayers sublayers);     // "attn_ffn", "ffn", "attn"
 Sublayers parse_sublayers(const std::string& name);  // throws Error for another name
 
 // The transformer the experiments build: sizes of one block.

@@ -9,6 +9,11 @@
 //                             projections (encoder-only constants, N = stack depth)
 //   rezero      (Bachlechner) x = x + alpha * Dropout(F(x)), alpha a learned scalar per
 //                             sub-layer initialised to 0; no norm
+//   admin       (Liu 2020)    x = Norm(omega * x + Dropout(F(x))), omega a learned vector per
+//                             sub-layer (one value per feature), set by a profiling pass on the
+//                             first batch (Stack::initialize_admin)
+//   bare                      x = Dropout(F(x)): neither residual nor norm (Dong et al. 2021's
+//                             pure self-attention network when the blocks are attention only)
 //
 // Every norm and residual add is one of addnorm's ops (layer_norm, rms_norm, batch_norm, add,
 // add_norm_pre, add_norm_post, dropout and their backwards).
@@ -27,9 +32,9 @@
 
 namespace addnorm::nn {
 
-enum class Placement { post_norm, pre_norm, no_norm, no_residual, deep_norm, rezero };
+enum class Placement { post_norm, pre_norm, no_norm, no_residual, deep_norm, rezero, admin, bare };
 
-// "post_norm", "pre_norm", "no_norm", "no_residual", "deep_norm", "rezero".
+// "post_norm", "pre_norm", "no_norm", "no_residual", "deep_norm", "rezero", "admin", "bare".
 const char* placement_name(Placement placement);
 // Accepts the names above (and "post", "pre", "none" as short forms); throws Error otherwise.
 Placement parse_placement(const std::string& name);
@@ -40,17 +45,21 @@ struct BlockConfig {
   int64_t d_ff = 256;
   Activation activation = Activation::relu;
   Placement placement = Placement::pre_norm;
-  NormType norm = NormType::layer_norm;  // ignored by no_norm and rezero
+  NormType norm = NormType::layer_norm;  // ignored by no_norm, rezero and bare
   float eps = 1e-5f;
   float dropout = 0.0f;  // on each sub-layer's output, before the residual add; in [0, 1)
   // false: the block is its FFN sub-layer only (one Add & Norm box), the usual block of warmup
   // and signal-propagation studies. The attention weights are still drawn (so the FFN weights
   // are the same as in the full block) but are not parameters and are never run.
   bool attention = true;
+  // false: the block is its attention sub-layer only, the block of rank-collapse studies. The
+  // FFN weights are drawn all the same and never run. attention and ffn cannot both be false.
+  bool ffn = true;
 };
 
 // Throws Error naming the field when a value is out of range (sizes >= 1 and below documented
-// limits, n_heads dividing d_model, dropout in [0, 1), eps >= 0 and finite).
+// limits, n_heads dividing d_model, dropout in [0, 1), eps >= 0 and finite, at least one of
+// attention and ffn).
 void validate_block_config(const BlockConfig& config);
 
 struct BlockInit {
@@ -96,6 +105,11 @@ class TransformerBlock {
 
   void set_training(bool training);
   bool training() const { return training_; }
+
+  // Admin's profiling: while `ratio` is set, each forward sets every box's omega to *ratio before
+  // it runs and then updates *ratio to sqrt(Var[omega * x] + Var[F(x)]) of what the box summed
+  // (variances over all elements, in float64). nullptr ends it. Only admin blocks use it.
+  void set_admin_profile(double* ratio);
 
   ParameterList parameters();
 

@@ -36,6 +36,10 @@ class SequenceModel {
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t batch,
               int64_t seq, const AttentionMask& mask = {}, int32_t ignore_index = -1);
 
+  // Stack::initialize_admin on these tokens' embeddings (see there).
+  void initialize_admin(std::span<const int32_t> tokens, int64_t batch, int64_t seq,
+                        const AttentionMask& mask = {});
+
   void set_training(bool training);
   ParameterList parameters();
 

@@ -49,8 +49,18 @@ class Stack {
 
   void set_training(bool training);
 
-  // Parameters in order: blocks 0..N-1 (each: attention, FFN, norms/alphas), then final norm.
+  // Parameters in order: blocks 0..N-1 (each: attention, FFN, norms/alphas/omegas), then final
+  // norm.
   ParameterList parameters();
+
+  // Admin (Liu et al. 2020): one forward on x that sets each box's omega in turn, from the
+  // first box (omega = 1) on: omega_{i+1} = sqrt(Var[omega_i x_i] + Var[F_i(x_i)]), where x_i
+  // is the stream box i reads and both variances are over all elements of the batch. With the
+  // stream after a norm at unit variance this is the paper's omega_i^2 = 1 + sum_{j<i}
+  // Var[F_j]. An admin stack runs it on its first forward unless it was called before;
+  // calling it again re-profiles. A no-op for the other placements.
+  void initialize_admin(const Tensor& x, const AttentionMask& mask = {});
+  bool admin_initialized() const { return admin_initialized_; }
 
   // From the last forward: statistics of the input and of each block's stream.
   const ActivationStats& input_stats() const { return input_stats_; }
@@ -66,6 +76,7 @@ class Stack {
   StackConfig config_;
   bool training_ = true;
   bool final_norm_enabled_ = false;
+  bool admin_initialized_ = false;
   std::vector<TransformerBlock> blocks_;
   Norm final_norm_;
   Tensor before_final_, output_, dbefore_final_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "addnorm/error.hpp"
 #include "addnorm/lab/depth_training.hpp"
@@ -165,8 +166,18 @@ TEST(LabInitGradients, FfnOnlyBlocksHaveNoAttentionGradient) {
   EXPECT_EQ(init_gradients_params_from_json(nlohmann::json::parse(R"({"sublayers": "ffn"})"))
                 .shape.sublayers,
             Sublayers::ffn);
-  EXPECT_THROW(init_gradients_params_from_json(nlohmann::json::parse(R"({"sublayers": "attn"})")),
+  EXPECT_THROW(init_gradients_params_from_json(nlohmann::json::parse(R"({"sublayers": "mlp"})")),
                Error);
+  // Attention-only blocks parse (rank-collapse runs them) but init-gradients, whose headline is
+  // the FFN's gradient, refuses them.
+  InitGradientsParams attention_only;
+  attention_only.shape.sublayers = Sublayers::attn;
+  try {
+    validate(attention_only);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("sublayers is attn"), std::string::npos);
+  }
 }
 
 TEST(LabInitGradients, DefaultSeedCountGivesAStableMedian) {

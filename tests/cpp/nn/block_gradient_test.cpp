@@ -74,13 +74,14 @@ TEST_P(NnBlock, BackwardMatchesFiniteDifferencesWithDropout) {
 
 INSTANTIATE_TEST_SUITE_P(
     Placements, NnBlock,
-    ::testing::Combine(::testing::Values(Placement::post_norm, Placement::pre_norm,
-                                         Placement::no_residual, Placement::deep_norm),
-                       ::testing::Values(NormType::layer_norm, NormType::rms_norm,
-                                         NormType::batch_norm)));
+    ::testing::Combine(
+        ::testing::Values(Placement::post_norm, Placement::pre_norm, Placement::no_residual,
+                          Placement::deep_norm, Placement::admin),
+        ::testing::Values(NormType::layer_norm, NormType::rms_norm, NormType::batch_norm)));
 INSTANTIATE_TEST_SUITE_P(NoNorm, NnBlock,
                          ::testing::Values(BlockCase{Placement::no_norm, NormType::layer_norm},
-                                           BlockCase{Placement::rezero, NormType::layer_norm}));
+                                           BlockCase{Placement::rezero, NormType::layer_norm},
+                                           BlockCase{Placement::bare, NormType::layer_norm}));
 
 class NnDecoderBlock : public ::testing::TestWithParam<Placement> {};
 

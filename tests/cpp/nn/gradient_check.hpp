@@ -1,8 +1,9 @@
-// Finite-difference checks for the nn layers. The loss is L = sum_i w_i y_i in float64 over the
-// float32 outputs y of a forward, so dL/dy = w is what backward receives; each checked element
-// is moved by +-step and the central difference (in float64) is compared with the analytic
-// gradient. The step is large enough that float32 rounding of y (about 1e-7 relative) stays
-// far below the tolerance, and small enough that the truncation error (step^2) does too.
+// Finite-difference checks for the nn layers (and the small stack the nn tests share). The loss is
+// L = sum_i w_i y_i in float64 over the float32 outputs y of a forward, so dL/dy = w is what
+// backward receives; each checked element is moved by +-step and the central difference (in
+// float64) is compared with the analytic gradient. The step is large enough that float32 rounding
+// of y (about 1e-7 relative) stays far below the tolerance, and small enough that the truncation
+// error (step^2) does too.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,9 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "addnorm/nn/stack.hpp"
 #include "addnorm/tensor.hpp"
 
 namespace addnorm::nn::testing {
+
+// A stack small enough for exhaustive checks: width 16, 4 heads, FFN 32.
+inline StackConfig small_stack(Placement placement, int64_t depth = 3, uint64_t seed = 3) {
+  StackConfig config;
+  config.depth = depth;
+  config.block.d_model = 16;
+  config.block.n_heads = 4;
+  config.block.d_ff = 32;
+  config.block.placement = placement;
+  config.seed = seed;
+  return config;
+}
 
 inline Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
   Tensor t(shape);

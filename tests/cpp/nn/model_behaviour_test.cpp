@@ -15,17 +15,7 @@ namespace addnorm::nn {
 namespace {
 
 using testing::random_tensor;
-
-StackConfig small_stack(Placement placement, int64_t depth = 3) {
-  StackConfig config;
-  config.depth = depth;
-  config.block.d_model = 16;
-  config.block.n_heads = 4;
-  config.block.d_ff = 32;
-  config.block.placement = placement;
-  config.seed = 3;
-  return config;
-}
+using testing::small_stack;
 
 TEST(NnStack, RezeroStartsAsTheIdentity) {
   Stack stack(small_stack(Placement::rezero));
