@@ -10,6 +10,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 import lab_stability  # noqa: E402  (scripts/ is on the path when this script runs)
 
 SETTINGS = {
@@ -85,6 +87,36 @@ def batch_vs_layer(r):
             f"{g(m['batch_norm_alone'])} (alone); layer norm {g(m['layer_norm'])}.\n")
 
 
+def depth_slope(depths, per_seed):
+    """The fitted log-log slope of a depth trend: per seed, least squares of ln(value) on
+    ln(depth) over the depths (the runs of one seed share its seed at every depth), then the
+    median [IQR] over seeds (NumPy's linear quantiles, as Spread). per_seed: one list of values
+    per depth, in seed order. Also the median over seeds of value(deepest) / value(shallowest)."""
+    values = np.log(np.array(per_seed, dtype=float))  # [depths, seeds]
+    x = np.log(np.array(depths, dtype=float))
+    x = x - x.mean()
+    slopes = (x[:, None] * (values - values.mean(axis=0))).sum(axis=0) / (x * x).sum()
+    q25, median, q75 = np.percentile(slopes, [25, 50, 75])
+    growth = float(np.median(np.exp(values[-1] - values[0])))
+    return {"median": float(median), "q25": float(q25), "q75": float(q75),
+            "seeds": len(slopes)}, growth
+
+
+def slope_rows(named_series, depths):
+    """Rows of (name, slope median [IQR], growth from the first depth to the last)."""
+    rows = []
+    for name, per_seed in named_series:
+        slope, growth = depth_slope(depths, per_seed)
+        rows.append([name, spread(slope), f"x{g(growth)}"])
+    return rows
+
+
+def slope_table(named_series, depths):
+    header = ["series", f"log-log slope over L = {', '.join(map(str, depths))}: median [IQR]",
+              f"growth L = {depths[0]} to {depths[-1]} (median)"]
+    return table(header, slope_rows(named_series, depths))
+
+
 def init_gradients(r):
     p = r["params"]
     rows = []
@@ -105,6 +137,19 @@ def init_gradients(r):
         text += "\nPost-norm over pre-norm, the top block's FFN gradient, per seed (same batch):\n\n"
         text += table(["L", "post / pre: median [IQR]"],
                       [[x["depth"], spread(x["top_ffn_grad"])] for x in r["post_over_pre"]])
+    depths = p["depths"]
+    if len(depths) > 1:
+        series = {}
+        for s in r["stacks"]:
+            series.setdefault(s["placement"], {})[s["depth"]] = s["top_ffn_grad_per_seed"]
+        named = [(f"{name}: top block's FFN grad", [by_depth[d] for d in depths])
+                 for name, by_depth in series.items()]
+        if "post_norm" in series and "pre_norm" in series:
+            named.append(("post / pre, per seed",
+                          [np.array(series["post_norm"][d]) / np.array(series["pre_norm"][d])
+                           for d in depths]))
+        text += "\nDepth trends, fitted (scripts/lab_report.py `depth_slope`):\n\n"
+        text += slope_table(named, depths)
     return text
 
 
@@ -128,6 +173,15 @@ def update_size(r):
             rows.append(["post > pre > deep (seeds)"] +
                         [f"{o['holds']}/{o['seeds']}" for o in orderings])
         text += f"\nlr {lr:g}:\n\n" + table(["placement"] + [f"L = {d}" for d in depths], rows)
+        if len(depths) > 1:
+            named = []
+            for placement in p["placements"]:
+                by_depth = {s["depth"]: s["output_change_per_seed"] for s in r["stacks"]
+                            if s["placement"] == placement and s["lr"] == lr}
+                if all(d in by_depth for d in depths):
+                    named.append((placement, [by_depth[d] for d in depths]))
+            text += f"\nDepth trends at lr {lr:g}, fitted (`depth_slope`):\n\n"
+            text += slope_table(named, depths)
     return text
 
 

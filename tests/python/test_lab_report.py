@@ -209,3 +209,28 @@ def test_every_parameter_is_an_option_and_round_trips(addnorm_bin, name):
         args += [option, ",".join(repr(v) if isinstance(v, float) else str(v) for v in values)]
     again = json.loads(lab_run(addnorm_bin, name, *args, "--json").stdout)["params"]
     assert again == params
+
+
+def test_depth_slope_recovers_a_power_law_and_matches_polyfit():
+    """lab_report.depth_slope: per seed a least-squares slope of ln(value) on ln(depth). On exact
+    power laws value = c L^a it returns a (and growth (L_max / L_min)^a); on noisy data each seed's
+    slope is NumPy's polyfit's, and the summary is their median and quartiles."""
+    import importlib.util
+    import sys
+    import numpy as np
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("lab_report", REPO_ROOT / "scripts" / "lab_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    depths = [6, 12, 24, 48]
+    exponents = [0.5, 0.7, 1.1]
+    per_seed = [[3.0 * (s + 1) * d ** a for s, a in enumerate(exponents)] for d in depths]
+    slope, growth = report.depth_slope(depths, per_seed)
+    assert slope["median"] == pytest.approx(0.7, abs=1e-12)
+    assert slope["q25"] == pytest.approx(0.6, abs=1e-12)  # linear quantile between 0.5 and 0.7
+    assert growth == pytest.approx(8.0 ** 0.7, rel=1e-12)
+    noisy = np.random.default_rng(5).lognormal(0.0, 0.3, size=(4, 9)) * np.array(depths)[:, None]
+    slope, _ = report.depth_slope(depths, noisy.tolist())
+    fitted = [np.polyfit(np.log(depths), np.log(noisy[:, i]), 1)[0] for i in range(9)]
+    assert slope["median"] == pytest.approx(float(np.median(fitted)), abs=1e-12)
+    assert slope["seeds"] == 9

@@ -8,7 +8,7 @@ import { seedSpread } from './seed_spread.js';
 
 export const NAMES = {
   post_norm: 'post-norm', pre_norm: 'pre-norm', deep_norm: 'DeepNorm', rezero: 'ReZero',
-  no_norm: 'no norm', no_residual: 'no residual',
+  admin: 'Admin', no_norm: 'no norm', no_residual: 'no residual', bare: 'bare',
 };
 
 // Reads a text/event-stream body, calling onEvent(name, data) for each event.
