@@ -11,6 +11,7 @@ packages=("$@")
   clang libclang-rt-14-dev clang-format strace
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3 python3-numpy python3-torch python3-pytest python3-hypothesis python3-matplotlib
+  python3-distributed
   libtorch-dev python3-onnx
 )
 

@@ -52,6 +52,7 @@ runs=(
   "update-size-perturbation|--mode perturbation"
   "depth-training|"
   "rank-collapse|"
+  "trainability-map|--seeds 4"
 )
 
 for entry in "${runs[@]}"; do

@@ -279,6 +279,49 @@ def rank_collapse(result, figure):
     right.legend(fontsize=7, loc="lower right")
 
 
+def schedule_label(cell):
+    return "constant" if cell["schedule"] == "constant" else f"{cell['schedule']} {cell['warmup_steps']}"
+
+
+def trainability_map(result, figure):
+    """A heat map per placement: rows depth x schedule, columns peak lr, colour the median
+    held-out loss (one shared scale, chance at the top), text the seeds that trained."""
+    params = result["params"]
+    placements = [p for p in params["placements"] if any(c["placement"] == p for c in result["cells"])]
+    axes = figure.subplots(1, len(placements), squeeze=False, sharey=True)[0]
+    schedules = []
+    for c in result["cells"]:
+        if schedule_label(c) not in schedules:
+            schedules.append(schedule_label(c))
+    rows = [(d, s) for d in params["depths"] for s in schedules]
+    lrs = params["lrs"]
+    chance = result["chance_loss"]
+    image = None
+    for axis, placement in zip(axes, placements):
+        grid = [[float("nan")] * len(lrs) for _ in rows]
+        for c in result["cells"]:
+            if c["placement"] != placement:
+                continue
+            r = rows.index((c["depth"], schedule_label(c)))
+            grid[r][lrs.index(c["lr"])] = c["final_loss"]["median"]
+            value = c["final_loss"]["median"]
+            axis.text(lrs.index(c["lr"]), r, f"{c['trained']}/{c['seeds']}", ha="center",
+                      va="center", fontsize=8,
+                      # viridis is dark at 0 and bright at chance
+                      color="black" if value == value and value > 0.6 * chance else "white")
+        image = axis.imshow(grid, cmap="viridis", vmin=0.0, vmax=chance, aspect="auto")
+        axis.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
+        axis.set_xlabel("peak learning rate")
+        axis.set_title(placement, fontsize=9, color=COLOURS.get(placement, "black"))
+        for boundary in range(len(schedules), len(rows), len(schedules)):
+            axis.axhline(boundary - 0.5, color="white", linewidth=1.5)
+    axes[0].set_yticks(range(len(rows)), [f"L = {d}, {s}" for d, s in rows])
+    colourbar = figure.colorbar(image, ax=list(axes), shrink=0.9)
+    colourbar.set_label(f"held-out loss, median of {params['seeds']} seeds (top: chance)\n"
+                        f"text: seeds that trained (loss < {params['target_loss']:g}), "
+                        f"{params['steps']} Adam steps, task {params['task']}", fontsize=8)
+
+
 PLOTTERS = {
     "gradient-flow": (gradient_flow, (11, 4)),
     "activation-growth": (activation_growth, (7, 4.5)),
@@ -288,6 +331,7 @@ PLOTTERS = {
     "depth-training": (depth_training, (12, 4.2)),
     "update-size": (update_size, (11, 4.6)),
     "rank-collapse": (rank_collapse, (12, 4.2)),
+    "trainability-map": (trainability_map, (14, 4.6)),
 }
 
 

@@ -17,6 +17,7 @@ import lab_stability  # noqa: E402  (scripts/ is on the path when this script ru
 SETTINGS = {
     "init-gradients-ffn": ("init-gradients", "--sublayers ffn"),
     "update-size-perturbation": ("update-size", "--mode perturbation"),
+    "trainability-map": ("trainability-map", "--seeds 4"),
 }
 
 
@@ -218,6 +219,42 @@ def rank_collapse(r):
                    f"first block below {r['collapsed_below']:g}"], rows))
 
 
+def trainability_map(r):
+    p = r["params"]
+    schedules = []
+    for c in r["cells"]:
+        label = c["schedule"] if c["schedule"] == "constant" else f"{c['schedule']} {c['warmup_steps']}"
+        if label not in schedules:
+            schedules.append(label)
+    text = (f"Task {p['task']} ({p['length']} symbols of {p['symbols']}), d_model {p['d_model']}, "
+            f"{p['steps']} Adam steps (beta2 0.98) of batch {p['batch']}, {p['seeds']} seeds a "
+            f"cell; each cell: the held-out loss, median [IQR] (chance {r['chance_loss']:.3f}), "
+            f"and the seeds that trained (held-out loss below {p['target_loss']:g}).\n")
+    for placement in p["placements"]:
+        rows = []
+        for depth in p["depths"]:
+            for label in schedules:
+                row = [depth, label]
+                for lr in p["lrs"]:
+                    match = [c for c in r["cells"] if c["placement"] == placement and
+                             c["depth"] == depth and c["lr"] == lr and
+                             (c["schedule"] if c["schedule"] == "constant" else
+                              f"{c['schedule']} {c['warmup_steps']}") == label]
+                    row.append(f"{spread(match[0]['final_loss'])} ({match[0]['trained']}/"
+                               f"{match[0]['seeds']})" if match else "-")
+                rows.append(row)
+        text += f"\n{placement}:\n\n" + table(["L", "schedule"] + [f"lr {lr:g}" for lr in p["lrs"]],
+                                                rows)
+    trained = {}
+    for c in r["cells"]:
+        t = trained.setdefault(c["placement"], [0, 0])
+        t[0] += c["trained"]
+        t[1] += c["seeds"]
+    text += "\nRuns that trained, over the whole map:\n\n" + table(
+        ["placement", "trained / runs"], [[k, f"{v[0]}/{v[1]}"] for k, v in trained.items()])
+    return text
+
+
 def seed_count(label, result):
     """How many seeds a run's medians are over."""
     p = result["params"]
@@ -281,6 +318,7 @@ SECTIONS = [
     ("update-size-perturbation", update_size),
     ("depth-training", depth_training),
     ("rank-collapse", rank_collapse),
+    ("trainability-map", trainability_map),
 ]
 
 
@@ -312,7 +350,8 @@ def main(argv):
                  "activation-growth, post-norm's top-block gradient over pre-norm's for "
                  "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size, "
                  "the accuracies for depth-training, the residual of each placement with a skip "
-                 "over the bare stack's for rank-collapse (scripts/lab_stability.py says why).\n")
+                 "over the bare stack's for rank-collapse, each placement's share of runs that "
+                 "trained for trainability-map (scripts/lab_stability.py says why).\n")
     lines.append(stability(json_dir))
     lines.append("\n## Run times\n")
     lines.append(run_times(json_dir))

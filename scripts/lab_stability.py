@@ -37,6 +37,11 @@ def reported_medians(label, result):
     elif label.startswith("update-size"):
         for s in result["stacks"]:
             out[f"{s['placement']} L={s['depth']} lr={s['lr']:g}"] = s["output_change"]
+    elif label == "trainability-map":
+        for c in result["cells"]:
+            key = (f"{c['placement']} L={c['depth']} lr={c['lr']:g} {c['schedule']}"
+                   f"{'' if c['schedule'] == 'constant' else ' ' + str(c['warmup_steps'])}")
+            out[key + " loss"] = c["final_loss"]["median"]
     elif label == "rank-collapse":
         for c in result["curves"]:
             out[f"{c['placement']} residual, last block"] = c["residual"][-1]["median"]
@@ -60,7 +65,7 @@ def claim_statistics(label, result):
 
     gradient-flow, activation-growth: the medians themselves (far from zero, or compared over
     decades). rank-collapse: the decades between each skip placement's last-block residual and
-    the collapsed stack's. init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
+    the collapsed stack's. trainability-map: each placement's share of runs that trained. init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
     per-seed ratio's median). update-size: the share of seeds in which post > pre > DeepNorm, per
     lr and depth (the raw change is proportional to lr, and the ratio of two placements' medians
     is noisier than either). depth-training: the accuracies; the held-out losses
@@ -78,7 +83,20 @@ def claim_statistics(label, result):
                 if k.endswith(" accuracy")}
     if label == "rank-collapse":
         return _rank_collapse_margins(result)
+    if label == "trainability-map":
+        return _trained_shares(result)
     return {}
+
+
+def _trained_shares(result):
+    """Per placement, the share of its runs over the whole map that trained: the map's claims
+    are about which placements train where, and a single cell's few seeds are too few to hold a
+    median still (the cells' losses are listed among the medians all the same)."""
+    shares = {}
+    for c in result["cells"]:
+        trained, runs = shares.get(c["placement"], (0, 0))
+        shares[c["placement"]] = (trained + c["trained"], runs + c["seeds"])
+    return {f"{name} share trained": t / n for name, (t, n) in shares.items() if n}
 
 
 def _rank_collapse_margins(result):

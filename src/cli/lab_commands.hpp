@@ -15,5 +15,6 @@ void add_lab_init_gradients_command(CLI::App& lab_run);
 void add_lab_depth_training_command(CLI::App& lab_run);
 void add_lab_update_size_command(CLI::App& lab_run);
 void add_lab_rank_collapse_command(CLI::App& lab_run);
+void add_lab_trainability_map_command(CLI::App& lab_run);
 
 }  // namespace addnorm::cli

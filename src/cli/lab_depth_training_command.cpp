@@ -2,23 +2,16 @@
 // without warmup; prints a summary table and loss curves as rows of bars.
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
 #include "addnorm/lab/depth_training.hpp"
 #include "cli/exact_numbers.hpp"
 #include "cli/lab_commands.hpp"
-#include "cli/lab_param_options.hpp"
+#include "cli/lab_experiment_command.hpp"
 #include "cli/lab_render.hpp"
 #include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
-
-struct Options {
-  std::unique_ptr<ParamOptions<lab::DepthTrainingParams>> params;
-  bool quick = false;
-  OutputOptions output;
-};
 
 std::string yes_no(bool value) {
   return value ? "warmup" : "constant";
@@ -94,28 +87,21 @@ std::string render(const lab::DepthTrainingResult& result) {
 }  // namespace
 
 void add_lab_depth_training_command(CLI::App& lab_run) {
-  CLI::App* command = lab_run.add_subcommand(
-      "depth-training",
-      "Train stacks of each placement and depth on copy/reverse/sort, with and without warmup");
-  auto options = std::make_shared<Options>();
-  options->params = std::make_unique<ParamOptions<lab::DepthTrainingParams>>(
-      *command, lab::depth_training_fields(), lab::DepthTrainingParams{});
-  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
-  add_output_options(*command, options->output);
-  command->callback([options] {
-    lab::DepthTrainingParams params =
-        options->quick ? lab::depth_training_quick() : lab::DepthTrainingParams{};
-    options->params->apply(params);
-    // A warmup longer than a shortened run is cut to the run.
-    if (!options->params->given("warmup_steps")) {
-      params.warmup_steps = std::min(params.warmup_steps, params.steps);
-    }
-    lab::validate(params);
-    ProgressBar bar;
-    const lab::DepthTrainingResult result = lab::run_depth_training(params, bar.progress());
-    bar.finish();
-    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
-  });
+  add_experiment_command<lab::DepthTrainingParams>(
+      lab_run, "depth-training",
+      "Train stacks of each placement and depth on copy/reverse/sort, with and without warmup",
+      lab::depth_training_fields(), lab::depth_training_quick,
+      "A small run that finishes in seconds",
+      [](const lab::DepthTrainingParams& p, const lab::Progress& progress) {
+        return lab::run_depth_training(p, progress);
+      },
+      render,
+      [](lab::DepthTrainingParams& params, const ParamOptions<lab::DepthTrainingParams>& given) {
+        // A warmup longer than a shortened run is cut to the run.
+        if (!given.given("warmup_steps")) {
+          params.warmup_steps = std::min(params.warmup_steps, params.steps);
+        }
+      });
 }
 
 }  // namespace addnorm::cli

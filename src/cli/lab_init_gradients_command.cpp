@@ -1,22 +1,15 @@
 // `addnorm lab-run init-gradients`: per-block gradient norms at initialisation for post-norm
 // and pre-norm stacks (Xiong et al. 2020), with log-scale bars per block.
 #include <algorithm>
-#include <memory>
 
 #include "addnorm/lab/init_gradients.hpp"
 #include "cli/lab_commands.hpp"
-#include "cli/lab_param_options.hpp"
+#include "cli/lab_experiment_command.hpp"
 #include "cli/lab_render.hpp"
 #include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
-
-struct Options {
-  std::unique_ptr<ParamOptions<lab::InitGradientsParams>> params;
-  bool quick = false;
-  OutputOptions output;
-};
 
 std::string render(const lab::InitGradientsResult& result) {
   const lab::InitGradientsParams& p = result.params;
@@ -78,24 +71,15 @@ std::string render(const lab::InitGradientsResult& result) {
 }  // namespace
 
 void add_lab_init_gradients_command(CLI::App& lab_run) {
-  CLI::App* command = lab_run.add_subcommand(
-      "init-gradients",
-      "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)");
-  auto options = std::make_shared<Options>();
-  options->params = std::make_unique<ParamOptions<lab::InitGradientsParams>>(
-      *command, lab::init_gradients_fields(), lab::InitGradientsParams{});
-  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
-  add_output_options(*command, options->output);
-  command->callback([options] {
-    lab::InitGradientsParams params =
-        options->quick ? lab::init_gradients_quick() : lab::InitGradientsParams{};
-    options->params->apply(params);
-    lab::validate(params);
-    ProgressBar bar;
-    const lab::InitGradientsResult result = lab::run_init_gradients(params, bar.progress());
-    bar.finish();
-    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
-  });
+  add_experiment_command<lab::InitGradientsParams>(
+      lab_run, "init-gradients",
+      "Per-block gradient norms at initialisation, post-norm vs pre-norm (Xiong et al. 2020)",
+      lab::init_gradients_fields(), lab::init_gradients_quick,
+      "A small run that finishes in seconds",
+      [](const lab::InitGradientsParams& p, const lab::Progress& progress) {
+        return lab::run_init_gradients(p, progress);
+      },
+      render);
 }
 
 }  // namespace addnorm::cli

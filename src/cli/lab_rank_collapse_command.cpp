@@ -1,21 +1,14 @@
 // `addnorm lab-run rank-collapse`: the relative residual and token cosine after every block of
 // attention-only stacks, one table per placement (Dong et al. 2021).
-#include <memory>
 
 #include "addnorm/lab/rank_collapse.hpp"
 #include "cli/lab_commands.hpp"
-#include "cli/lab_param_options.hpp"
+#include "cli/lab_experiment_command.hpp"
 #include "cli/lab_render.hpp"
 #include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
-
-struct Options {
-  std::unique_ptr<ParamOptions<lab::RankCollapseParams>> params;
-  bool quick = false;
-  OutputOptions output;
-};
 
 std::string render(const lab::RankCollapseResult& result) {
   const lab::RankCollapseParams& p = result.params;
@@ -55,25 +48,15 @@ std::string render(const lab::RankCollapseResult& result) {
 }  // namespace
 
 void add_lab_rank_collapse_command(CLI::App& lab_run) {
-  CLI::App* command = lab_run.add_subcommand(
-      "rank-collapse",
+  add_experiment_command<lab::RankCollapseParams>(
+      lab_run, "rank-collapse",
       "Token similarity through attention-only stacks, with and without skips and norms "
-      "(Dong et al. 2021)");
-  auto options = std::make_shared<Options>();
-  options->params = std::make_unique<ParamOptions<lab::RankCollapseParams>>(
-      *command, lab::kRankCollapseFields, lab::RankCollapseParams{});
-  command->add_flag("--quick", options->quick, "A small run that finishes in a second");
-  add_output_options(*command, options->output);
-  command->callback([options] {
-    lab::RankCollapseParams params =
-        options->quick ? lab::rank_collapse_quick() : lab::RankCollapseParams{};
-    options->params->apply(params);
-    lab::validate(params);
-    ProgressBar bar;
-    const lab::RankCollapseResult result = lab::run_rank_collapse(params, bar.progress());
-    bar.finish();
-    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
-  });
+      "(Dong et al. 2021)",
+      lab::kRankCollapseFields, lab::rank_collapse_quick, "A small run that finishes in a second",
+      [](const lab::RankCollapseParams& p, const lab::Progress& progress) {
+        return lab::run_rank_collapse(p, progress);
+      },
+      render);
 }
 
 }  // namespace addnorm::cli

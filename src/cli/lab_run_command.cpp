@@ -17,6 +17,7 @@ void add_lab_run_command(CLI::App& app) {
   add_lab_depth_training_command(*lab_run);
   add_lab_update_size_command(*lab_run);
   add_lab_rank_collapse_command(*lab_run);
+  add_lab_trainability_map_command(*lab_run);
 }
 
 }  // namespace addnorm::cli

@@ -1,22 +1,15 @@
 // `addnorm lab-run update-size`: how far one Adam step moves a stack's output, per placement and
 // depth (Liu et al. 2020; Wang et al. 2022).
 #include <algorithm>
-#include <memory>
 
 #include "addnorm/lab/update_size.hpp"
 #include "cli/lab_commands.hpp"
-#include "cli/lab_param_options.hpp"
+#include "cli/lab_experiment_command.hpp"
 #include "cli/lab_render.hpp"
 #include "lab/experiment_fields.hpp"
 
 namespace addnorm::cli {
 namespace {
-
-struct Options {
-  std::unique_ptr<ParamOptions<lab::UpdateSizeParams>> params;
-  bool quick = false;
-  OutputOptions output;
-};
 
 std::string render(const lab::UpdateSizeResult& result) {
   const lab::UpdateSizeParams& p = result.params;
@@ -71,24 +64,14 @@ std::string render(const lab::UpdateSizeResult& result) {
 }  // namespace
 
 void add_lab_update_size_command(CLI::App& lab_run) {
-  CLI::App* command = lab_run.add_subcommand(
-      "update-size",
-      "Output change after one optimiser step as depth grows, per placement (Liu et al. 2020)");
-  auto options = std::make_shared<Options>();
-  options->params = std::make_unique<ParamOptions<lab::UpdateSizeParams>>(
-      *command, lab::update_size_fields(), lab::UpdateSizeParams{});
-  command->add_flag("--quick", options->quick, "A small run that finishes in seconds");
-  add_output_options(*command, options->output);
-  command->callback([options] {
-    lab::UpdateSizeParams params =
-        options->quick ? lab::update_size_quick() : lab::UpdateSizeParams{};
-    options->params->apply(params);
-    lab::validate(params);
-    ProgressBar bar;
-    const lab::UpdateSizeResult result = lab::run_update_size(params, bar.progress());
-    bar.finish();
-    print_result(options->output, lab::to_json(result), lab::to_csv(result), render(result));
-  });
+  add_experiment_command<lab::UpdateSizeParams>(
+      lab_run, "update-size",
+      "Output change after one optimiser step as depth grows, per placement (Liu et al. 2020)",
+      lab::update_size_fields(), lab::update_size_quick, "A small run that finishes in seconds",
+      [](const lab::UpdateSizeParams& p, const lab::Progress& progress) {
+        return lab::run_update_size(p, progress);
+      },
+      render);
 }
 
 }  // namespace addnorm::cli

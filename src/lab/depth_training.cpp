@@ -15,20 +15,33 @@
 #include "lab/transformer_probe.hpp"
 
 namespace addnorm::lab {
-namespace {
 
-constexpr uint64_t kEvalSeedOffset = 1'000'003;  // the held-out batch's generator: seed + this
-constexpr int kLossWindow = 10;                  // steps averaged for steps_to_target
-
-double run_work(const DepthTrainingParams& p, int depth) {
+double training_run_work(const DepthTrainingParams& p, int depth) {
   const double seq = 2.0 * p.length + 1.0;
   return static_cast<double>(p.steps) * depth * p.batch * seq * p.shape.d_model *
          (4.0 * p.shape.d_model + 2.0 * p.shape.d_ff + 2.0 * seq);
 }
 
+nn::LrSchedule noam_schedule(double lr, int warmup_steps, int d_model) {
+  // The 2017 paper's factor * d^-0.5 * min(step^-0.5, step * W^-1.5) peaks at step W with
+  // factor * d^-0.5 * W^-0.5; choose the factor that makes that peak lr.
+  nn::LrSchedule schedule;
+  schedule.kind = nn::LrScheduleKind::noam;
+  schedule.warmup_steps = warmup_steps;
+  schedule.d_model = d_model;
+  schedule.factor =
+      lr * std::sqrt(static_cast<double>(d_model)) * std::sqrt(static_cast<double>(warmup_steps));
+  return schedule;
+}
+
+namespace {
+
+constexpr uint64_t kEvalSeedOffset = 1'000'003;  // the held-out batch's generator: seed + this
+constexpr int kLossWindow = 10;                  // steps averaged for steps_to_target
+
 double total_work(const DepthTrainingParams& p) {
   double work = 0.0;
-  for (int depth : p.depths) work += run_work(p, depth);
+  for (int depth : p.depths) work += training_run_work(p, depth);
   return work * static_cast<double>(p.placements.size() * p.warmups.size()) * p.seeds;
 }
 
@@ -39,14 +52,7 @@ nn::LrSchedule schedule_for(const DepthTrainingParams& p, bool warmup) {
     schedule.lr = p.lr;
     return schedule;
   }
-  // The 2017 paper's factor * d^-0.5 * min(step^-0.5, step * W^-1.5) peaks at step W with
-  // factor * d^-0.5 * W^-0.5; choose the factor that makes that peak lr.
-  schedule.kind = nn::LrScheduleKind::noam;
-  schedule.warmup_steps = p.warmup_steps;
-  schedule.d_model = p.shape.d_model;
-  schedule.factor = p.lr * std::sqrt(static_cast<double>(p.shape.d_model)) *
-                    std::sqrt(static_cast<double>(p.warmup_steps));
-  return schedule;
+  return noam_schedule(p.lr, p.warmup_steps, p.shape.d_model);
 }
 
 // Fraction of answer positions whose largest logit is the target.
@@ -77,16 +83,16 @@ struct TrainingSession::State {
   double window_sum = 0.0;
   bool stopped = false;  // a non-finite loss ended the run
 
-  State(const DepthTrainingParams& p, nn::Placement placement, int depth, bool warmup,
-        uint64_t seed)
+  State(const DepthTrainingParams& p, nn::Placement placement, int depth,
+        const nn::LrSchedule& schedule, uint64_t seed)
       : params(p),
         model(config_for(p, placement, depth, seed)),
         parameters(model.parameters()),
-        adam(parameters, adam_options(p, warmup)),
+        adam(parameters, adam_options(p, schedule)),
         data(seed) {
     run.placement = placement;
     run.depth = depth;
-    run.warmup = warmup;
+    run.warmup = schedule.kind != nn::LrScheduleKind::constant;
     run.seed = seed;
     model.set_training(true);
     // Evenly spread over 1..steps, the last step included.
@@ -103,9 +109,10 @@ struct TrainingSession::State {
     config.stack.block.dropout = static_cast<float>(p.dropout);
     return config;
   }
-  static nn::AdamOptions adam_options(const DepthTrainingParams& p, bool warmup) {
+  static nn::AdamOptions adam_options(const DepthTrainingParams& p,
+                                      const nn::LrSchedule& schedule) {
     nn::AdamOptions options;
-    options.schedule = schedule_for(p, warmup);
+    options.schedule = schedule;
     options.clip_norm = p.clip_norm;
     return options;
   }
@@ -113,7 +120,11 @@ struct TrainingSession::State {
 
 TrainingSession::TrainingSession(const DepthTrainingParams& params, nn::Placement placement,
                                  int depth, bool warmup, uint64_t seed)
-    : state_(std::make_unique<State>(params, placement, depth, warmup, seed)) {}
+    : state_(
+          std::make_unique<State>(params, placement, depth, schedule_for(params, warmup), seed)) {}
+TrainingSession::TrainingSession(const DepthTrainingParams& params, nn::Placement placement,
+                                 int depth, const nn::LrSchedule& schedule, uint64_t seed)
+    : state_(std::make_unique<State>(params, placement, depth, schedule, seed)) {}
 TrainingSession::~TrainingSession() = default;
 TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
 TrainingSession& TrainingSession::operator=(TrainingSession&&) noexcept = default;
@@ -249,7 +260,7 @@ DepthTrainingResult run_depth_training(const DepthTrainingParams& params,
         runs[static_cast<size_t>(i)] =
             train_one(params, job.placement, job.depth, job.warmup, job.seed, checkpoint);
       },
-      [&](int64_t i) { return run_work(params, jobs[static_cast<size_t>(i)].depth); },
+      [&](int64_t i) { return training_run_work(params, jobs[static_cast<size_t>(i)].depth); },
       [&](int64_t i) {
         const Job& job = jobs[static_cast<size_t>(i)];
         return std::string(nn::placement_name(job.placement)) + ", depth " +

@@ -13,6 +13,7 @@
 #include "addnorm/lab/norm_steps.hpp"
 #include "addnorm/lab/rank_collapse.hpp"
 #include "addnorm/lab/sequence_task.hpp"
+#include "addnorm/lab/trainability_map.hpp"
 #include "addnorm/lab/update_size.hpp"
 #include "addnorm/nn/block.hpp"
 #include "lab/param_fields.hpp"
@@ -34,6 +35,8 @@ template <>
 struct EnumText<UpdateMode> : EnumTextOf<UpdateMode, update_mode_name, parse_update_mode> {};
 template <>
 struct EnumText<GrowthMode> : EnumTextOf<GrowthMode, growth_mode_name, parse_growth_mode> {};
+template <>
+struct EnumText<MapSchedule> : EnumTextOf<MapSchedule, map_schedule_name, parse_map_schedule> {};
 template <>
 struct EnumText<StepsNorm> : EnumTextOf<StepsNorm, steps_norm_name, parse_steps_norm> {};
 
@@ -120,6 +123,32 @@ inline constexpr auto kRankCollapseFields = [](auto&& visit) {
               integer_in(1, 64)});
   visit(Field{"seed", "First seed: run i uses seed + i for its weights and input",
               ADDNORM_LAB_MEMBER(seed)});
+};
+
+inline constexpr auto kTrainabilityMapFields = [](auto&& visit) {
+  visit(Field{"placements", "Any of post_norm,pre_norm,deep_norm,admin,...",
+              ADDNORM_LAB_MEMBER(placements), distinct_list_of(1, 8)});
+  visit(Field{"depths", "Stack depths", ADDNORM_LAB_MEMBER(depths),
+              list_of(1, 6, integer_in(1, 48))});
+  visit(Field{"lrs", "Peak learning rates", ADDNORM_LAB_MEMBER(lrs),
+              list_of(1, 6, positive_up_to(1.0))});
+  visit(Field{"schedules", "Any of constant,linear,noam", ADDNORM_LAB_MEMBER(schedules),
+              distinct_list_of(1, 3)});
+  visit(Field{"warmup_steps", "Warmup lengths, each 1..steps (a cell each for linear and noam)",
+              ADDNORM_LAB_MEMBER(warmup_steps), list_of(1, 4, integer_in(1, 20000))});
+  nested(ADDNORM_LAB_MEMBER(shape), kModelShapeFields)(visit);
+  visit(Field{"task", "copy, reverse or sort", ADDNORM_LAB_MEMBER(task)});
+  visit(Field{"length", "Symbols per sequence (the sequence is 2 length + 1 tokens)",
+              ADDNORM_LAB_MEMBER(length), integer_in(1, 32)});
+  visit(Field{"symbols", "Alphabet size", ADDNORM_LAB_MEMBER(symbols), integer_in(2, 100)});
+  visit(Field{"batch", "Sequences per batch", ADDNORM_LAB_MEMBER(batch), integer_in(1, 256)});
+  visit(Field{"steps", "Adam steps per run", ADDNORM_LAB_MEMBER(steps), integer_in(1, 20000)});
+  visit(Field{"target_loss", "A run trained: held-out loss below this",
+              ADDNORM_LAB_MEMBER(target_loss), real_in(0.0, 100.0)});
+  visit(Field{"seeds", "Seeds (models) per cell", ADDNORM_LAB_MEMBER(seeds), integer_in(1, 64)});
+  visit(Field{"seed", "First seed: run i of a cell uses seed + i", ADDNORM_LAB_MEMBER(seed)});
+  visit(Field{"cell", "-1: the whole map; k: cell k only (for a cluster)", ADDNORM_LAB_MEMBER(cell),
+              integer_in(-1, 1000000)});
 };
 
 // ---- The pages' experiments ----

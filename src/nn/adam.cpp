@@ -11,8 +11,15 @@ namespace addnorm::nn {
 
 double LrSchedule::rate(int64_t step) const {
   if (step < 1) throw Error("step is " + std::to_string(step) + ", expected >= 1");
-  if (kind == LrScheduleKind::constant) return lr;
   const auto s = static_cast<double>(step);
+  switch (kind) {
+    case LrScheduleKind::constant:
+      return lr;
+    case LrScheduleKind::linear_warmup:
+      return step >= warmup_steps ? lr : lr * s / static_cast<double>(warmup_steps);
+    case LrScheduleKind::noam:
+      break;
+  }
   return factor * std::pow(static_cast<double>(d_model), -0.5) *
          std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_steps), -1.5));
 }
@@ -38,7 +45,11 @@ Adam::Adam(ParameterList parameters, const AdamOptions& options)
     throw Error("schedule warmup_steps and d_model must be >= 1, got " +
                 std::to_string(schedule.warmup_steps) + " and " + std::to_string(schedule.d_model));
   }
-  if (schedule.kind == LrScheduleKind::constant &&
+  if (schedule.kind == LrScheduleKind::linear_warmup && schedule.warmup_steps < 1) {
+    throw Error("schedule warmup_steps is " + std::to_string(schedule.warmup_steps) +
+                ", expected >= 1");
+  }
+  if (schedule.kind != LrScheduleKind::noam &&
       !(schedule.lr >= 0.0 && std::isfinite(schedule.lr))) {
     throw Error("lr is " + std::to_string(schedule.lr) + ", expected a finite value >= 0");
   }

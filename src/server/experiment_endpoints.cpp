@@ -8,6 +8,7 @@
 #include "addnorm/lab/init_gradients.hpp"
 #include "addnorm/lab/norm_steps.hpp"
 #include "addnorm/lab/rank_collapse.hpp"
+#include "addnorm/lab/trainability_map.hpp"
 #include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::server {
@@ -104,6 +105,21 @@ std::vector<ExperimentEndpoint> make_endpoints() {
            const lab::RankCollapseParams parsed = lab::rank_collapse_params_from_json(params);
            lab::validate(parsed);
            return rank_collapse_peak_bytes(parsed, runs_at_once);
+         }});
+  }
+  {
+    const nlohmann::json defaults = lab::to_json(lab::TrainabilityMapParams{});
+    endpoints.push_back(
+        {"trainability-map", "5 Deep stacks: which depth, lr and schedule each placement trains",
+         true, defaults, keys_of(defaults, {"quick"}),
+         [](const nlohmann::json& params, const TrainingLimits&, const lab::Progress& progress) {
+           return lab::to_json(
+               lab::run_trainability_map(lab::trainability_map_params_from_json(params), progress));
+         },
+         [](const nlohmann::json& params, const TrainingLimits&, int runs_at_once) {
+           const lab::TrainabilityMapParams parsed = lab::trainability_map_params_from_json(params);
+           lab::validate(parsed);
+           return trainability_map_peak_bytes(parsed, runs_at_once);
          }});
   }
   {

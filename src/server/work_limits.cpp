@@ -135,6 +135,18 @@ double rank_collapse_peak_bytes(const lab::RankCollapseParams& p, int runs_at_on
   return peak_of_runs(std::move(runs), runs_at_once);
 }
 
+// trainability-map: one training run per (cell, seed), a few at a time.
+double trainability_map_peak_bytes(const lab::TrainabilityMapParams& p, int runs_at_once) {
+  const lab::DepthTrainingParams run = lab::map_run_params(p);
+  const std::vector<int> depths = lab::map_cell_depths(p);
+  std::vector<double> runs;
+  for (size_t i = 0; i < depths.size(); ++i) {
+    if (p.cell >= 0 && static_cast<int>(i) != p.cell) continue;
+    runs.insert(runs.end(), static_cast<size_t>(p.seeds), training_run_bytes(run, depths[i]));
+  }
+  return peak_of_runs(std::move(runs), runs_at_once);
+}
+
 void check_training_memory(double bytes, const TrainingLimits& limits) {
   if (bytes > limits.max_job_bytes) {
     throw ApiError(400,

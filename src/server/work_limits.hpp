@@ -17,6 +17,7 @@
 #include "addnorm/lab/depth_training.hpp"
 #include "addnorm/lab/init_gradients.hpp"
 #include "addnorm/lab/rank_collapse.hpp"
+#include "addnorm/lab/trainability_map.hpp"
 #include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::server {
@@ -52,6 +53,7 @@ double training_peak_bytes(const lab::DepthTrainingParams& params, int runs_at_o
 double init_gradients_peak_bytes(const lab::InitGradientsParams& params, int runs_at_once);
 double update_size_peak_bytes(const lab::UpdateSizeParams& params, int runs_at_once);
 double rank_collapse_peak_bytes(const lab::RankCollapseParams& params, int runs_at_once);
+double trainability_map_peak_bytes(const lab::TrainabilityMapParams& params, int runs_at_once);
 // Throws ApiError 400 (parameter "batch", the estimate in the message) over max_job_bytes.
 // Applied to every endpoint that builds transformer stacks (experiment_endpoints.cpp).
 void check_training_memory(double bytes, const TrainingLimits& limits);

@@ -289,6 +289,45 @@ test('5 Deep stacks: axes and legend before training, loss curves with their see
   assert.deepEqual(pageErrors, []);
 });
 
+test('5 Deep stacks: rank collapse per placement and a small trainability map, the API\'s numbers', async () => {
+  const { RANK_REQUEST, MAP_REQUEST } = await import('../../web/js/rank_collapse.js');
+  await page.waitForFunction(() => document.querySelectorAll('#rank-chart polyline').length >= 5);
+  // Move Blocks to 8: the chart redraws the API's medians and quartiles for 8 blocks.
+  await changed('deep-stacks', () => page.locator('#rank-depth').fill('8'));
+  const answer = await api('/api/rank-collapse', { ...RANK_REQUEST, depth: 8 });
+  const drawn = await chartSeries('rank-chart');
+  assert.deepEqual(drawn.map((line) => line.name), ['bare', 'no residual', 'no norm', 'post-norm', 'pre-norm']);
+  answer.curves.forEach((curve, p) => {
+    assert.equal(drawn[p].values.length, 9, `${curve.placement}: the input and 8 blocks`);
+    sameNumbers(drawn[p].values, curve.residual.map((s) => s.median), `${curve.placement} median residual`);
+    sameNumbers(drawn[p].low, curve.residual.map((s) => s.q25), `${curve.placement} 25th percentile`);
+  });
+  // The effect the text describes: without a skip the tokens collapse, with one they do not.
+  const bare = answer.curves[0];
+  const pre = answer.curves[4];
+  assert.ok(bare.residual.at(-1).median < 1e-5 && pre.residual.at(-1).median > 0.3);
+  const readout = await text('#rank-readout');
+  assert.match(readout, new RegExp(`bare [^;]*collapsed at block ${bare.collapsed_at}`));
+  assert.match(readout, /pre-norm [^;]*never below/);
+
+  // The map: one cell per placement and setting, each the API's held-out loss and verdict.
+  const start = page.getByRole('button', { name: 'Run the map' });
+  await start.click();
+  await page.waitForFunction(() => document.getElementById('map-table').dataset.state === 'done', null, { timeout: 120000 });
+  const map = await api('/api/trainability-map', MAP_REQUEST);
+  const cells = await page.$$eval('#map-table tbody td', (all) => all.map((td) => ({ loss: Number(td.dataset.loss), trained: Number(td.dataset.trained), text: td.textContent })));
+  assert.equal(cells.length, map.cells.length);
+  // The table is placement by placement, then depth, lr, schedule: the map's own cell order.
+  map.cells.forEach((cell, i) => {
+    assert.equal(cells[i].loss, cell.final_loss.median, `cell ${i}`);
+    assert.equal(cells[i].trained, cell.trained, `cell ${i} trained`);
+    assert.equal(cells[i].text.endsWith('✓'), cell.trained > 0);
+  });
+  assert.match(await text('#map-readout'), /^Trained, of 8 settings: post-norm \d, pre-norm \d, DeepNorm \d, Admin \d/);
+  assert.equal(await start.isEnabled(), true);
+  assert.deepEqual(pageErrors, []);
+});
+
 test('6 Depth, measured: the gradient ratio with its √L line and the update sizes, per seed', async () => {
   await page.waitForSelector('#depth-results[data-state=done]', { timeout: 60000 });
   const depths = [2, 4, 8, 16];

@@ -14,7 +14,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ["gradient-flow", "activation-growth", "norm-steps", "batch-vs-layer", "init-gradients",
            "init-gradients-ffn", "update-size", "update-size-perturbation", "depth-training",
-           "rank-collapse"]
+           "rank-collapse", "trainability-map"]
 
 
 def lab_run(addnorm_bin, *args, check=True):

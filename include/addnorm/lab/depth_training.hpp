@@ -17,6 +17,7 @@
 #include "addnorm/lab/progress.hpp"
 #include "addnorm/lab/seed_spread.hpp"
 #include "addnorm/lab/sequence_task.hpp"
+#include "addnorm/nn/adam.hpp"
 #include "addnorm/nn/block.hpp"
 
 namespace addnorm::lab {
@@ -44,6 +45,10 @@ struct DepthTrainingParams {
 };
 // steps * seeds * runs * blocks * batch * seq * d_model * (4 d_model + 2 d_ff + 2 seq): at most
 inline constexpr double kDepthTrainingMaxWork = 2e13;
+// That work for one run of `depth` blocks.
+double training_run_work(const DepthTrainingParams& params, int depth);
+// The 2017 paper's schedule, scaled to peak at `lr` at step `warmup_steps`.
+nn::LrSchedule noam_schedule(double lr, int warmup_steps, int d_model);
 DepthTrainingParams depth_training_quick();  // depths 1 and 4, 60 steps, two seeds
 
 struct TrainingRun {
@@ -74,6 +79,10 @@ class TrainingSession {
  public:
   TrainingSession(const DepthTrainingParams& params, nn::Placement placement, int depth,
                   bool warmup, uint64_t seed);
+  // With any schedule (the trainability map's linear warmups); params.lr, params.warmups and
+  // params.warmup_steps are then unused. run().warmup is true for every schedule but constant.
+  TrainingSession(const DepthTrainingParams& params, nn::Placement placement, int depth,
+                  const nn::LrSchedule& schedule, uint64_t seed);
   ~TrainingSession();
   TrainingSession(TrainingSession&&) noexcept;
   TrainingSession& operator=(TrainingSession&&) noexcept;

@@ -13,12 +13,14 @@ enum class LrScheduleKind {
   constant,  // lr every step
   // The 2017 paper: factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
   noam,
+  // lr * min(1, step / warmup_steps): a linear warmup to lr, then constant.
+  linear_warmup,
 };
 
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::constant;
-  double lr = 1e-3;             // constant only
-  int64_t warmup_steps = 4000;  // noam only, >= 1
+  double lr = 1e-3;             // constant and linear_warmup
+  int64_t warmup_steps = 4000;  // noam and linear_warmup, >= 1
   int64_t d_model = 512;        // noam only, >= 1
   double factor = 1.0;          // noam only
   // The rate of optimiser step `step` (counting from 1). Throws Error for step < 1.

@@ -13,6 +13,7 @@
 #include "addnorm/lab/init_gradients.hpp"
 #include "addnorm/lab/norm_steps.hpp"
 #include "addnorm/lab/rank_collapse.hpp"
+#include "addnorm/lab/trainability_map.hpp"
 #include "addnorm/lab/update_size.hpp"
 
 namespace addnorm::lab {
@@ -42,6 +43,8 @@ TEST(LabDeterminism, TransformerExperiments) {
       [] { return to_json(run_init_gradients(init_gradients_quick())); });
   expect_same_for_1_and_2_threads([] { return to_json(run_update_size(update_size_quick())); });
   expect_same_for_1_and_2_threads([] { return to_json(run_rank_collapse(rank_collapse_quick())); });
+  expect_same_for_1_and_2_threads(
+      [] { return to_json(run_trainability_map(trainability_map_quick())); });
   expect_same_for_1_and_2_threads([] {
     DepthTrainingParams params = depth_training_quick();
     params.steps = 20;
