@@ -50,6 +50,7 @@ runs=(
   "init-gradients-ffn|--sublayers ffn"
   "update-size|"
   "update-size-perturbation|--mode perturbation"
+  "update-size-admin|--placements post_norm,pre_norm,admin"
   "depth-training|"
   "rank-collapse|"
   "trainability-map|--seeds 4"
@@ -61,7 +62,7 @@ for entry in "${runs[@]}"; do
   name="$label"
   case "$label" in
     init-gradients-ffn) name=init-gradients ;;
-    update-size-perturbation) name=update-size ;;
+    update-size-perturbation|update-size-admin) name=update-size ;;
   esac
   [ "$quick" = 1 ] && args="$args --quick"
   if [ "$resume" = 1 ] && [ -s "$json/$label.json" ] && [ -s "$out/figures/$label.svg" ]; then
@@ -86,7 +87,7 @@ for entry in "${runs[@]}"; do
   name="$label"
   case "$label" in
     init-gradients-ffn) name=init-gradients ;;
-    update-size-perturbation) name=update-size ;;
+    update-size-perturbation|update-size-admin) name=update-size ;;
     norm-steps|batch-vs-layer) continue ;;  # no random draws
   esac
   case "$name" in

@@ -17,6 +17,7 @@ import lab_stability  # noqa: E402  (scripts/ is on the path when this script ru
 SETTINGS = {
     "init-gradients-ffn": ("init-gradients", "--sublayers ffn"),
     "update-size-perturbation": ("update-size", "--mode perturbation"),
+    "update-size-admin": ("update-size", "--placements post_norm,pre_norm,admin"),
     "trainability-map": ("trainability-map", "--seeds 4"),
 }
 
@@ -154,6 +155,20 @@ def init_gradients(r):
     return text
 
 
+def admin_below_post(r, lr, depths):
+    """Per depth, "k/n": the seeds in which Admin's output change is below post-norm's (the two
+    stacks of a seed share its batch); empty unless both placements ran."""
+    cells = []
+    for depth in depths:
+        pick = {s["placement"]: s["output_change_per_seed"] for s in r["stacks"]
+                if s["depth"] == depth and s["lr"] == lr}
+        if "admin" not in pick or "post_norm" not in pick:
+            return []
+        below = sum(a < p for a, p in zip(pick["admin"], pick["post_norm"]))
+        cells.append(f"{below}/{len(pick['admin'])}")
+    return cells
+
+
 def update_size(r):
     p = r["params"]
     text = (f"Mode {p['mode']}, d_model {p['d_model']}, sub-layers {p['sublayers']}, "
@@ -169,6 +184,9 @@ def update_size(r):
                          s["depth"] == depth and s["lr"] == lr]
                 row.append(spread(match[0]["output_change_spread"]) if match else "-")
             rows.append(row)
+        admin_rows = admin_below_post(r, lr, depths)
+        if admin_rows:
+            rows.append(["admin < post (seeds)"] + admin_rows)
         orderings = [o for o in r["orderings"] if o["lr"] == lr]
         if orderings:
             rows.append(["post > pre > deep (seeds)"] +
@@ -316,6 +334,7 @@ SECTIONS = [
     ("init-gradients-ffn", init_gradients),
     ("update-size", update_size),
     ("update-size-perturbation", update_size),
+    ("update-size-admin", update_size),
     ("depth-training", depth_training),
     ("rank-collapse", rank_collapse),
     ("trainability-map", trainability_map),
@@ -348,7 +367,8 @@ def main(argv):
                  "(|a - b| / max(|a|, |b|)). The rule (docs/lab.md) holds when every claim "
                  "statistic moved less than 10%: the medians themselves for gradient-flow and "
                  "activation-growth, post-norm's top-block gradient over pre-norm's for "
-                 "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size, "
+                 "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size "
+                 "(Admin below post-norm for update-size-admin), "
                  "the accuracies for depth-training, the residual of each placement with a skip "
                  "over the bare stack's for rank-collapse, each placement's share of runs that "
                  "trained for trainability-map (scripts/lab_stability.py says why).\n")

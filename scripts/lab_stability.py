@@ -60,12 +60,29 @@ def _update_size_orderings(result):
             for o in result.get("orderings", [])}
 
 
+def _admin_below_post(result):
+    """Per lr and depth, the share of seeds in which Admin's output change is below post-norm's
+    (the claim of Liu et al. the run is about; each seed's stacks share its batch)."""
+    out = {}
+    for stack in result["stacks"]:
+        if stack["placement"] != "admin":
+            continue
+        post = [s for s in result["stacks"] if s["placement"] == "post_norm" and
+                s["depth"] == stack["depth"] and s["lr"] == stack["lr"]]
+        if post:
+            pairs = list(zip(stack["output_change_per_seed"], post[0]["output_change_per_seed"]))
+            out[f"admin<post L={stack['depth']} lr={stack['lr']:g}"] = (
+                sum(a < p for a, p in pairs) / len(pairs))
+    return out
+
+
 def claim_statistics(label, result):
     """The statistics the docs' claims rest on, by name.
 
     gradient-flow, activation-growth: the medians themselves (far from zero, or compared over
     decades). rank-collapse: the decades between each skip placement's last-block residual and
-    the collapsed stack's. trainability-map: each placement's share of runs that trained. init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
+    the collapsed stack's. trainability-map: each placement's share of runs that trained.
+    update-size-admin: the share of seeds in which Admin's change is below post-norm's. init-gradients: post-norm's top-block FFN gradient over pre-norm's, per depth (the
     per-seed ratio's median). update-size: the share of seeds in which post > pre > DeepNorm, per
     lr and depth (the raw change is proportional to lr, and the ratio of two placements' medians
     is noisier than either). depth-training: the accuracies; the held-out losses
@@ -76,6 +93,8 @@ def claim_statistics(label, result):
     if label.startswith("init-gradients"):
         return {f"post/pre L={x['depth']}": x["top_ffn_grad"]["median"]
                 for x in result.get("post_over_pre", [])}
+    if label == "update-size-admin":
+        return _admin_below_post(result)
     if label.startswith("update-size"):
         return _update_size_orderings(result)
     if label == "depth-training":

@@ -13,7 +13,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ["gradient-flow", "activation-growth", "norm-steps", "batch-vs-layer", "init-gradients",
-           "init-gradients-ffn", "update-size", "update-size-perturbation", "depth-training",
+           "init-gradients-ffn", "update-size", "update-size-perturbation", "update-size-admin",
+           "depth-training",
            "rank-collapse", "trainability-map"]
 
 
@@ -36,7 +37,7 @@ def test_report_script_draws_every_experiment(addnorm_bin, tmp_path):
         root = ElementTree.parse(figure).getroot()
         assert root.tag.endswith("svg"), label
         text = " ".join(t.strip() for t in root.itertext())
-        name = label.replace("-ffn", "").replace("-perturbation", "")
+        name = label.replace("-ffn", "").replace("-perturbation", "").replace("-admin", "")
         assert f"addnorm lab-run {name}" in text, label  # the figure's title
         assert f"## {label}\n" in report
         assert f"(figures/{label}.svg)" in report

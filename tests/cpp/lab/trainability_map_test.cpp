@@ -1,7 +1,8 @@
 // trainability-map: the linear warmup's rates, a cell run alone gives exactly what the whole map
 // gives it (what lets a cluster split a map), bad parameters refused, and the literature's claim
 // at a seed budget that fits CI: at depth 6 and lr 3e-3 Post-LN trains in no seed with a constant
-// rate and in some with a linear warmup, while Pre-LN trains in every seed without one.
+// rate and in some with a linear warmup, while Pre-LN trains in every seed without one, and so
+// does Admin in most.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -76,13 +77,13 @@ TEST(LabTrainabilityMap, BadParametersAreRefused) {
 
 TEST(LabTrainabilityMap, WarmupRescuesPostNormAtDepthSix) {
   TrainabilityMapParams params;
-  params.placements = {nn::Placement::post_norm, nn::Placement::pre_norm};
+  params.placements = {nn::Placement::post_norm, nn::Placement::pre_norm, nn::Placement::admin};
   params.depths = {6};
   params.lrs = {3e-3};
   params.schedules = {MapSchedule::constant, MapSchedule::linear};
   params.seeds = 4;
   const TrainabilityMapResult result = run_trainability_map(params);
-  ASSERT_EQ(result.cells.size(), 4u);
+  ASSERT_EQ(result.cells.size(), 6u);
   const MapCell& post_constant = result.cells[0];
   const MapCell& post_warmup = result.cells[1];
   const MapCell& pre_constant = result.cells[2];
@@ -95,6 +96,11 @@ TEST(LabTrainabilityMap, WarmupRescuesPostNormAtDepthSix) {
   EXPECT_EQ(pre_constant.trained, 4);
   // Post-LN without warmup is stuck well above the target, not merely short of it.
   EXPECT_GT(post_constant.final_loss.low, 2.0 * params.target_loss);
+  // Admin keeps post-norm's form and trains where it does not, without warmup.
+  const MapCell& admin_constant = result.cells[4];
+  ASSERT_EQ(admin_constant.placement, nn::Placement::admin);
+  ASSERT_EQ(admin_constant.schedule.kind, MapSchedule::constant);
+  EXPECT_GE(admin_constant.trained, 3);
 }
 
 }  // namespace
