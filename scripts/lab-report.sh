@@ -53,7 +53,7 @@ runs=(
   "update-size-admin|--placements post_norm,pre_norm,admin"
   "depth-training|"
   "rank-collapse|"
-  "trainability-map|--seeds 4"
+  "trainability-map|--seeds 4 --lrs 1e-3,3e-3,1e-2 --schedules constant,linear,noam"
 )
 
 for entry in "${runs[@]}"; do
@@ -102,5 +102,11 @@ for entry in "${runs[@]}"; do
 done
 
 echo "# after: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$json/times.txt"
+
+# The 60-second rule: every default run again, with one core kept busy (not in --quick).
+if [ "$quick" = 0 ] && { [ "$resume" = 0 ] || [ ! -s "$json/busy-times.txt" ]; }; then
+  echo "lab-report: every default run with one core kept busy" >&2
+  bash scripts/lab-busy-times.sh "$bin" >"$json/busy-times.txt"
+fi
 /usr/bin/python3 scripts/lab_report.py "$json" "$out/lab-results.md" $([ "$quick" = 1 ] && echo --quick)
 echo "lab-report: wrote $out/lab-results.md and $out/figures/" >&2

@@ -111,6 +111,7 @@ TrainabilityMapParams trainability_map_quick() {
   params.placements = {nn::Placement::post_norm, nn::Placement::pre_norm};
   params.depths = {2};
   params.lrs = {1e-3};
+  params.schedules = {MapSchedule::constant, MapSchedule::linear, MapSchedule::noam};
   params.warmup_steps = {10};
   params.steps = 40;
   params.seeds = 1;
