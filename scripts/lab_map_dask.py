@@ -39,6 +39,9 @@ def merge(parts):
     order, and params.cell back to -1 (the whole map)."""
     merged = dict(parts[0])
     merged["params"] = dict(parts[0]["params"], cell=-1)
+    for part in parts:
+        if dict(part["params"], cell=-1) != merged["params"]:
+            raise RuntimeError(f"cell {part['params']['cell']} ran with other parameters")
     merged["cells"] = sorted((c for part in parts for c in part["cells"]),
                              key=lambda c: c["index"])
     indices = [c["index"] for c in merged["cells"]]
@@ -55,8 +58,9 @@ def main(argv):
     parser.add_argument("--addnorm", default=os.environ.get("ADDNORM_BIN", "build/addnorm"))
     parser.add_argument("--out")
     args, options = parser.parse_known_args(argv)
-    if any(o.split("=")[0] in ("--cell", "--json", "--csv") for o in options):
-        parser.error("--cell, --json and --csv are set here, one cell per task")
+    if any(o.split("=")[0] in ("--cell", "--json", "--csv", "--plot") for o in options):
+        parser.error("--cell, --json, --csv and --plot are set here, one cell per task (draw the "
+                     "JSON with scripts/lab_plot.py)")
     if args.local is not None and not 1 <= args.local <= 256:
         parser.error(f"--local is {args.local}, expected 1..256 workers")
     binary = os.path.abspath(args.addnorm)
@@ -67,14 +71,16 @@ def main(argv):
     if args.local is not None:
         cluster = LocalCluster(n_workers=args.local, threads_per_worker=1, processes=True,
                                dashboard_address=None)
-    with Client(cluster if cluster is not None else args.scheduler) as client:
-        # Cell 0 first: its answer says how many cells the map has (and checks the options).
-        first = client.submit(run_cell, binary, options, 0, pure=False).result()
-        futures = [client.submit(run_cell, binary, options, k, pure=False)
-                   for k in range(1, first["cell_count"])]
-        parts = [first] + client.gather(futures)
-    if cluster is not None:
-        cluster.close()
+    try:
+        with Client(cluster if cluster is not None else args.scheduler) as client:
+            # Cell 0 first: its answer says how many cells the map has (and checks the options).
+            first = client.submit(run_cell, binary, options, 0, pure=False).result()
+            futures = [client.submit(run_cell, binary, options, k, pure=False)
+                       for k in range(1, first["cell_count"])]
+            parts = [first] + client.gather(futures)
+    finally:
+        if cluster is not None:
+            cluster.close()
     text = json.dumps(merge(parts), indent=2, sort_keys=True)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as target:

@@ -260,11 +260,12 @@ def rank_collapse(result, figure):
     left.annotate(f"collapsed: below {result['collapsed_below']:g}",
                   (0, result["collapsed_below"]), xytext=(2, 3), textcoords="offset points",
                   fontsize=7)
-    # Below the float32 floor, where no curve goes: a relative residual of float32 rounding.
-    left.axhline(6e-8, color="gray", linewidth=0.7, linestyle="--")
-    left.annotate("float32 rounding (~6e-8): zero for all purposes", (0, 6e-8), xytext=(2, -10),
-                  textcoords="offset points", fontsize=7, color="gray")
-    left.set_ylim(bottom=1e-8)
+    # Just below the collapsed stacks' float32 floor (5e-8 to 1e-7 here), where no curve goes.
+    left.axhline(3e-8, color="gray", linewidth=0.7, linestyle="--")
+    left.annotate("float32 rounding (5e-8 to 1e-7 above this line): zero for all purposes",
+                  (0, 3e-8), xytext=(2, -10), textcoords="offset points", fontsize=7,
+                  color="gray")
+    left.set_ylim(bottom=5e-9)
     left.set_xlabel("after block (0 = the random input)")
     left.set_ylabel("relative residual ||X - 1 mean(X)|| / ||X||")
     right.set_xlabel("after block (0 = the random input)")
@@ -303,8 +304,10 @@ def trainability_map(result, figure):
             if c["placement"] != placement:
                 continue
             r = rows.index((c["depth"], schedule_label(c)))
-            grid[r][lrs.index(c["lr"])] = c["final_loss"]["median"]
+            # A cell whose median is not finite (a diverged seed) comes as null: drawn blank.
             value = c["final_loss"]["median"]
+            value = float("nan") if value is None else value
+            grid[r][lrs.index(c["lr"])] = value
             axis.text(lrs.index(c["lr"]), r, f"{c['trained']}/{c['seeds']}", ha="center",
                       va="center", fontsize=8,
                       # viridis is dark at 0 and bright at chance

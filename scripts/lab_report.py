@@ -231,8 +231,8 @@ def rank_collapse(r):
     return (f"{p['depth']} blocks of {p['sublayers']}, d_model {p['d_model']}, {p['n_heads']} heads, "
             f"Xavier init; input {p['batch']} sequences of {p['tokens']} tokens ~ N(0, 1); "
             f"median [IQR] over {p['seeds']} seeds. The relative residual is "
-            f"||X - 1 mean(X)^T||_F / ||X||_F per sequence; float32 rounding puts its floor near "
-            f"1e-7.\n\n" +
+            f"||X - 1 mean(X)^T||_F / ||X||_F per sequence; float32 rounding puts a collapsed "
+            f"stack's between 5e-8 and 1e-7.\n\n" +
             table(["placement", "residual after block 1", f"residual after block {p['depth']}",
                    f"token cosine after block {p['depth']}",
                    f"first block below {r['collapsed_below']:g}"], rows))
@@ -391,8 +391,8 @@ def main(argv):
                  "activation-growth, post-norm's top-block gradient over pre-norm's for "
                  "init-gradients, the share of seeds in which post > pre > DeepNorm for update-size "
                  "(Admin below post-norm for update-size-admin), "
-                 "the accuracies for depth-training, the residual of each placement with a skip "
-                 "over the bare stack's for rank-collapse, each placement's share of runs that "
+                 "the accuracies for depth-training, the last-block residual of each placement "
+                 "with a skip for rank-collapse, each placement's share of runs that "
                  "trained for trainability-map (scripts/lab_stability.py says why).\n")
     lines.append(stability(json_dir))
     lines.append("\n## Run times\n")

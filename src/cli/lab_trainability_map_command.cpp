@@ -1,6 +1,8 @@
 // `addnorm lab-run trainability-map`: per placement, a table of depth x schedule rows and one
 // column per peak learning rate: the held-out loss's median and how many seeds trained.
 
+#include <algorithm>
+
 #include "addnorm/lab/trainability_map.hpp"
 #include "cli/lab_commands.hpp"
 #include "cli/lab_experiment_command.hpp"
@@ -76,7 +78,14 @@ void add_lab_trainability_map_command(CLI::App& lab_run) {
       [](const lab::TrainabilityMapParams& p, const lab::Progress& progress) {
         return lab::run_trainability_map(p, progress);
       },
-      render);
+      render,
+      [](lab::TrainabilityMapParams& params,
+         const ParamOptions<lab::TrainabilityMapParams>& given) {
+        // The default warmup is cut to a shortened run, as depth-training's is.
+        if (!given.given("warmup_steps")) {
+          for (int& warmup : params.warmup_steps) warmup = std::min(warmup, params.steps);
+        }
+      });
 }
 
 }  // namespace addnorm::cli

@@ -1,4 +1,4 @@
-// The parameter tables of the eight `addnorm lab-run` experiments (param_fields.hpp): the one
+// The parameter tables of the `addnorm lab-run` experiments (param_fields.hpp): the one
 // place that names each parameter, says what it means and what values it accepts. The JSON the
 // server reads and the results echo, the command-line options and the range checks all come from
 // these tables. The transformer experiments (init-gradients, update-size, depth-training) share
@@ -129,13 +129,13 @@ inline constexpr auto kTrainabilityMapFields = [](auto&& visit) {
   visit(Field{"placements", "Any of post_norm,pre_norm,deep_norm,admin,...",
               ADDNORM_LAB_MEMBER(placements), distinct_list_of(1, 8)});
   visit(Field{"depths", "Stack depths", ADDNORM_LAB_MEMBER(depths),
-              list_of(1, 6, integer_in(1, 48))});
+              distinct_list_of(1, 6, integer_in(1, 48))});
   visit(Field{"lrs", "Peak learning rates", ADDNORM_LAB_MEMBER(lrs),
-              list_of(1, 6, positive_up_to(1.0))});
+              distinct_list_of(1, 6, positive_up_to(1.0))});
   visit(Field{"schedules", "Any of constant,linear,noam", ADDNORM_LAB_MEMBER(schedules),
               distinct_list_of(1, 3)});
   visit(Field{"warmup_steps", "Warmup lengths, each 1..steps (a cell each for linear and noam)",
-              ADDNORM_LAB_MEMBER(warmup_steps), list_of(1, 4, integer_in(1, 20000))});
+              ADDNORM_LAB_MEMBER(warmup_steps), distinct_list_of(1, 4, integer_in(1, 20000))});
   nested(ADDNORM_LAB_MEMBER(shape), kModelShapeFields)(visit);
   visit(Field{"task", "copy, reverse or sort", ADDNORM_LAB_MEMBER(task)});
   visit(Field{"length", "Symbols per sequence (the sequence is 2 length + 1 tokens)",

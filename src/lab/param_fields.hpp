@@ -69,9 +69,9 @@ inline constexpr Limits list_of(size_t count_low, size_t count_high, Limits each
   return each;
 }
 
-// A list of count_low..count_high values, none twice (placements, modes).
-inline constexpr Limits distinct_list_of(size_t count_low, size_t count_high) {
-  Limits limits = list_of(count_low, count_high);
+// A list of count_low..count_high values, none twice (placements, modes), each within `each`.
+inline constexpr Limits distinct_list_of(size_t count_low, size_t count_high, Limits each = {}) {
+  Limits limits = list_of(count_low, count_high, each);
   limits.distinct = true;
   return limits;
 }

@@ -3,6 +3,7 @@
 #include "addnorm/lab/rank_collapse.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "addnorm/nn/stack.hpp"
 #include "addnorm/numpy_random.hpp"
@@ -92,6 +93,10 @@ double relative_residual(const Tensor& x) {
         const double r = tokens[i * dim + k] - mean[static_cast<size_t>(k)];
         residual += r * r;
       }
+    }
+    // A stream that overflowed is not a collapsed one: NaN, not 0.
+    if (!std::isfinite(total) || !std::isfinite(residual)) {
+      return std::numeric_limits<double>::quiet_NaN();
     }
     if (total > 0.0) sum += std::sqrt(residual / total);
   }

@@ -144,10 +144,12 @@ std::vector<int> map_cell_depths(const TrainabilityMapParams& params) {
 void validate(const TrainabilityMapParams& params) {
   check_fields(params, kTrainabilityMapFields);
   validate(params.shape);
+  const bool warms_up = std::any_of(params.schedules.begin(), params.schedules.end(),
+                                    [](MapSchedule s) { return s != MapSchedule::constant; });
   for (int warmup : params.warmup_steps) {
-    if (warmup > params.steps) {
-      throw Error("warmup_steps has " + std::to_string(warmup) +
-                  ", expected at most steps = " + std::to_string(params.steps));
+    if (warms_up && warmup > params.steps) {
+      throw Error("warmup_steps holds " + std::to_string(warmup) +
+                  ", expected each at most steps = " + std::to_string(params.steps));
     }
   }
   const int count = map_cell_count(params);
@@ -197,7 +199,13 @@ TrainabilityMapResult run_trainability_map(const TrainabilityMapParams& params,
           session.step();
         }
         checkpoint(1.0);
-        runs[static_cast<size_t>(i)] = session.evaluate();
+        TrainingRun record = session.evaluate();
+        // The map keeps each run's outcome, not its curves: a map of many long runs would
+        // otherwise hold every step's loss until the end.
+        record.loss = {};
+        record.grad_norm = {};
+        record.grad_history = {};
+        runs[static_cast<size_t>(i)] = std::move(record);
       },
       [&](int64_t i) {
         return training_run_work(

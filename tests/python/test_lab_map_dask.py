@@ -35,7 +35,7 @@ def test_options_it_sets_itself_are_refused(addnorm_bin):
                            str(addnorm_bin), "--cell", "3"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2
-    assert "--cell, --json and --csv are set here" in done.stderr
+    assert "--cell, --json, --csv and --plot are set here" in done.stderr
     done = subprocess.run([sys.executable, str(SCRIPT), "--local", "0"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "--local is 0, expected 1..256 workers" in done.stderr

@@ -235,3 +235,13 @@ def test_depth_slope_recovers_a_power_law_and_matches_polyfit():
     fitted = [np.polyfit(np.log(depths), np.log(noisy[:, i]), 1)[0] for i in range(9)]
     assert slope["median"] == pytest.approx(float(np.median(fitted)), abs=1e-12)
     assert slope["seeds"] == 9
+
+
+def test_seed_rule_treats_a_missing_median_as_a_full_move():
+    """A diverged seed makes a median null in the JSON: the rule must count that as a move, not
+    crash or pass it."""
+    stability = load_stability()
+    assert stability.relative_move(None, 0.5) == 1.0
+    assert stability.relative_move(float("nan"), 0.5) == 1.0
+    assert stability.relative_move(None, None) == 0.0
+    assert stability.relative_move(0.4, 0.5) == pytest.approx(0.2)

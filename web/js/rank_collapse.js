@@ -59,7 +59,7 @@ export function setUpRankCollapse() {
       readout.textContent = `After ${depth.value} blocks (median of ${answer.params.seeds} seeds): ` +
         answer.curves.map((curve) => `${NAMES[curve.placement] || curve.placement} ` +
           `${sci(curve.residual.at(-1).median)}, ${collapseText(curve, answer.collapsed_below)}`).join('; ') +
-        '. Below about 10⁻⁷ the tokens are equal up to float32 rounding.';
+        '. At about 10⁻⁷ and below the tokens are equal up to float32 rounding.';
       section.dataset.rankMs = result.ms.toFixed(1);
       markUpdated(section, result.ms);
     } catch (error) {

@@ -58,7 +58,7 @@ struct RankCollapseResult {
 };
 
 // x [batch, seq, d]: the mean over sequences of ||X - 1 mean(X)^T||_F / ||X||_F (float64; a zero
-// sequence counts as 0).
+// sequence counts as 0; NaN when a value is not finite, so an overflow never reads as collapse).
 double relative_residual(const Tensor& x);
 
 void validate(const RankCollapseParams& params);

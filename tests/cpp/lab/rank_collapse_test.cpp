@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "addnorm/error.hpp"
@@ -23,6 +24,9 @@ TEST(LabRankCollapse, RelativeResidualByHand) {
   const Tensor opposite(Shape{1, 2, 3}, {1, 2, 3, -1, -2, -3});
   EXPECT_NEAR(relative_residual(opposite), 1.0, 1e-15);
   EXPECT_THROW(relative_residual(Tensor(Shape{2, 2})), Error);
+  // An overflowed stream is not a collapsed one.
+  const Tensor blown(Shape{1, 2, 2}, {1.0f, 2.0f, std::numeric_limits<float>::infinity(), 0.0f});
+  EXPECT_TRUE(std::isnan(relative_residual(blown)));
 }
 
 const RankCollapseCurve& curve_of(const RankCollapseResult& result, nn::Placement placement) {

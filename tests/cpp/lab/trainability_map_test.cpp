@@ -67,6 +67,17 @@ TEST(LabTrainabilityMap, BadParametersAreRefused) {
   params = trainability_map_quick();
   params.schedules = {};
   EXPECT_THROW(validate(params), Error);
+  params = trainability_map_quick();
+  params.depths = {2, 2};  // the same cell twice
+  EXPECT_THROW(validate(params), Error);
+  params = trainability_map_quick();
+  params.lrs = {1e-3, 1e-3};
+  EXPECT_THROW(validate(params), Error);
+  // A warmup longer than the run matters only where a schedule warms up.
+  params = trainability_map_quick();
+  params.schedules = {MapSchedule::constant};
+  params.warmup_steps = {500};
+  EXPECT_NO_THROW(validate(params));
   EXPECT_THROW(parse_map_schedule("cosine"), Error);
   params = TrainabilityMapParams{};
   params.depths = {48};
