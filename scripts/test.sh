@@ -34,8 +34,13 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADDNORM_SANITIZ
 cmake --build build-sanitize -j"$jobs" --target addnorm_tests addnorm_c_abi_tests
 
 stage "tests under sanitizers"
+# Less the one test that trains 12 transformer stacks for 300 steps (the trainability map's claim):
+# under the sanitizers it took 137 s of a 326 s stage (fresh clone of 2dc8912), and the code it
+# runs is the quick map's, which LabTrainabilityMap.ACellAloneIsTheSameCellOfTheMap and
+# LabDeterminism run here. The release tests run it in full.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" \
+  -E '^LabTrainabilityMap\.WarmupRescuesPostNormAtDepthSix$'
 
 stage "fuzzers (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s each"
 bash scripts/fuzz.sh
