@@ -6,9 +6,7 @@ include(GNUInstallDirs)
 #                   exported as addnorm::static;
 #   addnorm_shared  libaddnorm.so.<ABI>, exported as addnorm::addnorm: Highway and OpenMP stay
 #                   private to it, so a program linking it needs nothing but addnorm.
-file(GLOB ADDNORM_CORE_SOURCES CONFIGURE_DEPENDS
-     src/ops/*.cpp src/ops/reference/*.cpp src/ops/cpu/*.cpp src/io/*.cpp src/random/*.cpp
-     src/capi/*.cpp)
+include(${CMAKE_CURRENT_LIST_DIR}/sources.cmake)
 
 # include/addnorm/version.hpp is generated from project()'s version, its one definition.
 configure_file(${PROJECT_SOURCE_DIR}/cmake/version.hpp.in

@@ -4,8 +4,11 @@
 # nodejs, npm; as root or with sudo), installs playwright-core and axe-core from
 # tests/browser/package-lock.json, starts the server on a free loopback port, runs
 # tests/browser/*.test.mjs with Node's test runner (the widgets, the layout at 390, 1280 and
-# 1920 px with axe-core's accessibility check, the load test), saves screenshots and the load
-# test's latencies under build/screenshots/ and build/, and stops the server. Exits non-zero when anything fails, with a one-line summary at the end.
+# 1920 px with axe-core's accessibility check, the load test), then builds the static folder
+# (scripts/web-static.sh: the page computing with the API compiled to WebAssembly), serves it with
+# Python's http.server and runs the page's tests again against it, their expected numbers still
+# from the server's API; saves screenshots and the load test's latencies under build/screenshots/
+# and build/, and stops both servers. Exits non-zero when anything fails, with a one-line summary at the end.
 #
 #   bash scripts/browser-tests.sh            # uses build/addnorm (built first if missing)
 #   ADDNORM_BUILD_DIR=build-x bash scripts/browser-tests.sh
@@ -33,8 +36,8 @@ fi
 echo "== browser tests: npm packages (playwright-core, axe-core) =="
 (cd tests/browser && { npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error; })
 
-mkdir -p "$screenshots"
-rm -f "$screenshots"/*.png
+mkdir -p "$screenshots/server" "$screenshots/wasm"
+rm -f "$screenshots"/*.png "$screenshots"/*/*.png
 log="$build_dir/lab-server.log"
 "$build_dir/addnorm" lab --port 0 >"$log" 2>&1 &
 server_pid=$!
@@ -64,15 +67,58 @@ echo "== browser tests against $url =="
 results="$build_dir/browser-tests.tap"
 : >"$results"
 status=0
-# One file at a time: the load test measures latencies and must not share the machine with the
-# browser. Each run is bounded in time.
-for file in chart_scale.test.mjs diagnosis_file.test.mjs lab.test.mjs layout.test.mjs load.test.mjs; do
-  if ! (cd tests/browser && LAB_URL="$url" SCREENSHOT_DIR="$screenshots" CHROMIUM="$chromium" \
-        ADDNORM_PYTHONPATH="$build_dir/python" timeout 240 node --test "$file") 2>&1 |
-      tee -a "$results"; then
-    status=1
-  fi
+# run_tests PAGE_URL ENGINE SECONDS FILE...: one file at a time (the load test measures latencies
+# and must not share the machine with the browser), each bounded in time. The expected numbers
+# always come from the server's API at $url.
+run_tests() {
+  local page_url="$1" engine="$2" seconds="$3"
+  shift 3
+  for file in "$@"; do
+    if ! (cd tests/browser && LAB_URL="$page_url" API_URL="$url" LAB_ENGINE="$engine" \
+          SCREENSHOT_DIR="$screenshots/$engine" CHROMIUM="$chromium" \
+          ADDNORM_PYTHONPATH="$build_dir/python" timeout "$seconds" node --test "$file") 2>&1 |
+        tee -a "$results"; then
+      status=1
+    fi
+  done
+}
+# The widgets and the tutorials' numbers, the layout and axe-core: against both engines. The
+# page's own behaviour (links, resets, the learner's explanations) does not depend on the engine:
+# once, against the server.
+page_tests=(lab.test.mjs layout.test.mjs)
+run_tests "$url" server 240 chart_scale.test.mjs diagnosis_file.test.mjs "${page_tests[@]}" \
+  learner.test.mjs url_state.test.mjs
+
+# The static folder: no addnorm process serves it (the server above only answers the tests' own
+# questions). The in-browser engine runs one thread without AVX-512: its runs take longer.
+echo "== browser tests against the static folder (WebAssembly) =="
+static_dir="$build_dir/web-static"
+bash scripts/web-static.sh "$static_dir"
+static_log="$build_dir/static-server.log"
+/usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$static_dir" >"$static_log" 2>&1 &
+static_pid=$!
+stop_servers() {
+  kill -TERM "$static_pid" 2>/dev/null || true
+  stop_server
+}
+trap stop_servers EXIT
+static_url=""
+for _ in $(seq 1 100); do
+  port="$(grep -o 'port [0-9]*' "$static_log" | head -n 1 | cut -d' ' -f2 || true)"
+  if [ -n "$port" ]; then static_url="http://127.0.0.1:$port/"; break; fi
+  sleep 0.1
 done
+if [ -z "$static_url" ]; then
+  echo "browser-tests: the static file server did not start:"
+  cat "$static_log"
+  exit 1
+fi
+run_tests "$static_url" wasm 480 "${page_tests[@]}"
+kill -TERM "$static_pid" 2>/dev/null || true
+wait "$static_pid" 2>/dev/null || true
+trap stop_server EXIT
+
+run_tests "$url" server 240 load.test.mjs
 
 # The server must stop cleanly on SIGTERM, as on Ctrl-C.
 kill -TERM "$server_pid"

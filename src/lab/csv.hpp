@@ -2,19 +2,18 @@
 // numbers in the shortest form that reads back to the same float64.
 #pragma once
 
-#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "ops/shortest_text.hpp"
 
 namespace addnorm::lab {
 
 inline std::string csv_number(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[32];
-  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
-  return {buffer, end};
+  return shortest_text(value);
 }
 
 class CsvWriter {

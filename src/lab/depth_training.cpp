@@ -68,6 +68,26 @@ double accuracy_of(const Tensor& logits, const std::vector<int32_t>& targets, in
   return counted == 0 ? 0.0 : static_cast<double>(right) / static_cast<double>(counted);
 }
 
+// The first kHeldOutExamples sequences of a held-out batch with the model's answers.
+constexpr int kHeldOutExamples = 3;
+std::vector<TrainingRun::Example> held_out_examples(const Tensor& logits, const TaskBatch& eval,
+                                                    int64_t vocab) {
+  std::vector<TrainingRun::Example> examples;
+  for (int b = 0; b < std::min(eval.batch, kHeldOutExamples); ++b) {
+    TrainingRun::Example example;
+    for (int t = 0; t < eval.seq; ++t) {
+      const size_t row = static_cast<size_t>(b) * static_cast<size_t>(eval.seq) + t;
+      example.tokens.push_back(eval.tokens[row]);
+      example.targets.push_back(eval.targets[row]);
+      const float* scores = logits.data() + static_cast<int64_t>(row) * vocab;
+      const auto best = static_cast<int32_t>(std::max_element(scores, scores + vocab) - scores);
+      example.predicted.push_back(eval.targets[row] < 0 ? -1 : best);
+    }
+    examples.push_back(std::move(example));
+  }
+  return examples;
+}
+
 }  // namespace
 
 // Everything one run owns. Held by pointer in TrainingSession: the parameter list and Adam point
@@ -186,6 +206,7 @@ const TrainingRun& TrainingSession::evaluate() {
   s.model.set_training(false);
   const Tensor& logits = s.model.forward(eval.tokens, eval.batch, eval.seq);
   run.eval_accuracy = accuracy_of(logits, eval.targets, p.symbols + 2);
+  run.examples = held_out_examples(logits, eval, p.symbols + 2);
   run.eval_loss = s.model.loss(eval.tokens, eval.targets, eval.batch, eval.seq);
   if (!std::isfinite(run.eval_loss)) run.diverged = true;
   return run;

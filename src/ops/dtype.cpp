@@ -2,10 +2,18 @@
 // The SIMD kernels (ops/cpu/convert_kernels.cpp) are tested against these on every target.
 #include "addnorm/dtype.hpp"
 
-#include <bit>
 #include <cmath>
 
 namespace addnorm {
+namespace {
+
+// std::bit_cast, which the libc++ of Emscripten 3.1.6 (the WebAssembly build, wasm/) lacks.
+template <class To, class From>
+To bits_as(From value) {
+  return __builtin_bit_cast(To, value);
+}
+
+}  // namespace
 
 int64_t dtype_size(DType dtype) {
   return dtype == DType::float32 ? 4 : 2;
@@ -24,11 +32,11 @@ const char* dtype_name(DType dtype) {
 }
 
 float to_float(bfloat16 value) {
-  return std::bit_cast<float>(uint32_t{value.bits} << 16);
+  return bits_as<float>(uint32_t{value.bits} << 16);
 }
 
 bfloat16 to_bfloat16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t bits = bits_as<uint32_t>(value);
   if (std::isnan(value)) return {static_cast<uint16_t>((bits >> 16) | 0x40)};  // keep it quiet
   // Adding 0x7FFF plus the lowest kept bit rounds to nearest, ties to even.
   const uint32_t rounded = bits + 0x7FFFu + ((bits >> 16) & 1u);
@@ -48,13 +56,13 @@ float to_float(float16 value) {
   }
   if (exponent == 31) {  // Inf, or NaN with its payload, quiet (as F16C widens it)
     const uint32_t quiet = mantissa != 0 ? 0x00400000u : 0u;
-    return std::bit_cast<float>(sign | 0x7F800000u | quiet | (mantissa << 13));
+    return bits_as<float>(sign | 0x7F800000u | quiet | (mantissa << 13));
   }
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  return bits_as<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
 float16 to_float16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t bits = bits_as<uint32_t>(value);
   const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   if (std::isnan(value)) {  // the top of the payload, quiet (as F16C narrows it)
     return {static_cast<uint16_t>(sign | 0x7E00u | ((bits >> 13) & 0x3FFu))};

@@ -1,7 +1,6 @@
 #include "ops/validate.hpp"
 
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,6 +8,7 @@
 
 #include "addnorm/error.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/shortest_text.hpp"
 
 namespace addnorm::detail {
 
@@ -92,14 +92,6 @@ RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const 
 }
 
 namespace {
-
-// The shortest text that reads back as the same value: -1e-09, not -0.000000.
-template <class T>
-std::string shortest_text(T value) {
-  std::array<char, 32> text{};
-  const auto result = std::to_chars(text.data(), text.data() + text.size(), value);
-  return std::string(text.data(), result.ptr);
-}
 
 template <class T>
 void check_eps_as(T eps) {

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
+#include <new>
+
+#include "addnorm/error.hpp"
 
 namespace addnorm::server {
 namespace {
@@ -25,6 +29,22 @@ std::string word_after(const std::string& message, const std::string& marker) {
 nlohmann::json error_body(const std::string& message, const std::string& parameter) {
   return {{"error", message},
           {"parameter", parameter.empty() ? nlohmann::json(nullptr) : nlohmann::json(parameter)}};
+}
+
+ErrorAnswer answer_for_current_exception(const std::vector<std::string>& keys) {
+  try {
+    throw;
+  } catch (const ApiError& e) {
+    return {e.status(), error_body(e.what(), e.parameter())};
+  } catch (const Error& e) {
+    return {400, error_body(e.what(), parameter_named_in(e.what(), keys))};
+  } catch (const std::bad_alloc&) {
+    return {503, error_body("out of memory for this request; try smaller parameters", {})};
+  } catch (const std::exception& e) {
+    return {500, error_body(std::string("internal error: ") + e.what(), {})};
+  } catch (...) {
+    return {500, error_body("internal error", {})};
+  }
 }
 
 std::string parameter_named_in(const std::string& message, const std::vector<std::string>& keys) {

@@ -25,6 +25,18 @@ class ApiError : public std::runtime_error {
 
 nlohmann::json error_body(const std::string& message, const std::string& parameter);
 
+// An API failure as the client sees it: the HTTP status and the JSON error body.
+struct ErrorAnswer {
+  int status;
+  nlohmann::json body;
+};
+
+// The answer for the exception being handled (call it inside a catch block): an ApiError's own
+// status and parameter; 400 for addnorm::Error, naming the one of `keys` its message is about;
+// 503 when memory ran out; 500 for anything else. The server (lab_server.cpp) and the page's
+// WebAssembly engine (wasm/lab_api.cpp) answer failures through it alike.
+ErrorAnswer answer_for_current_exception(const std::vector<std::string>& keys);
+
 // The parameter an experiment's error message is about, or "" when it names none. The lab's
 // messages say "<experiment> parameter <key> is ...", "<experiment> has no parameter named
 // <key>", or start with the parameter itself ("depths[0] is 0, ...", "table has 7 values, ...",

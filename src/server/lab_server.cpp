@@ -235,16 +235,11 @@ template <class Handler>
 void guarded(httplib::Response& res, Handler&& handler, const std::vector<std::string>& keys) {
   try {
     handler();
-  } catch (const ApiError& e) {
-    send_error(res, e.status(), e.what(), e.parameter());
-  } catch (const Error& e) {
-    send_error(res, 400, e.what(), parameter_named_in(e.what(), keys));
   } catch (const JobStopped& stopped) {
     send_error(res, 503, "the run was stopped: " + stopped.reason);
-  } catch (const std::bad_alloc&) {
-    send_error(res, 503, "the server ran out of memory for this request; try smaller parameters");
-  } catch (const std::exception& e) {
-    send_error(res, 500, std::string("internal error: ") + e.what());
+  } catch (...) {
+    const ErrorAnswer answer = answer_for_current_exception(keys);
+    send_json(res, answer.status, answer.body);
   }
 }
 

@@ -76,10 +76,17 @@ void stream_training(const lab::DepthTrainingParams& params, Job& job, const Eve
   nlohmann::json results = nlohmann::json::array();
   for (lab::TrainingSession& run : runs) {
     const lab::TrainingRun& record = run.evaluate();
+    nlohmann::json examples = nlohmann::json::array();
+    for (const lab::TrainingRun::Example& example : record.examples) {
+      examples.push_back({{"tokens", example.tokens},
+                          {"targets", example.targets},
+                          {"predicted", example.predicted}});
+    }
     results.push_back({{"eval_loss", record.eval_loss},
                        {"eval_accuracy", record.eval_accuracy},
                        {"steps_to_target", record.steps_to_target},
-                       {"diverged", record.diverged}});
+                       {"diverged", record.diverged},
+                       {"examples", examples}});
   }
   emit("done", {{"elapsed_s", job.elapsed_seconds()}, {"runs", results}});
 }

@@ -25,7 +25,9 @@ using EventSink = std::function<bool(const std::string& event, const nlohmann::j
 //   step     {"step": n, "loss": [one per run], "grad_norm": [one per run]}  (null once a run
 //             has diverged to a non-finite loss)
 //   done     {"elapsed_s", "runs": [{"eval_loss", "eval_accuracy", "steps_to_target",
-//             "diverged"}, ...]}
+//             "diverged", "examples": [{"tokens", "targets", "predicted"}, ...]}, ...]}
+//             (examples: the first held-out sequences, targets and predictions -1 where no
+//             answer is asked)
 //   stopped  {"reason": "...", "step": last step completed, "elapsed_s"}
 // A client that goes away stops the run at the next step: `client_gone` is asked before every
 // run's step (an event that cannot be sent says so too).

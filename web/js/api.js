@@ -1,6 +1,11 @@
 // Talking to the lab's JSON API (docs/web-lab.md). Every widget asks through a requester, which
 // cancels the widget's previous request when a new one starts, so a fast slider never shows a
-// stale answer after a fresh one.
+// stale answer after a fresh one. The API is the lab server's (`addnorm lab`) or, in the static
+// folder of scripts/web-static.sh, the same API compiled to WebAssembly and run in the browser
+// (wasm_engine.js): index.html's <meta name="addnorm-engine"> says which.
+import { wasmCall } from './wasm_engine.js';
+
+export const ENGINE = globalThis.document?.querySelector('meta[name="addnorm-engine"]')?.content === 'wasm' ? 'wasm' : 'server';
 
 export class ApiError extends Error {
   constructor(message, parameter, status) {
@@ -13,6 +18,11 @@ export class ApiError extends Error {
 // POSTs `body` as JSON to `path`; resolves to {data, ms}. Throws ApiError for an error answer.
 export async function postJson(path, body, signal) {
   const started = performance.now();
+  if (ENGINE === 'wasm') {
+    const answer = await wasmCall(path.replace(/^\/api\//, ''), body, signal);
+    if (answer.status !== 200) throw new ApiError(answer.body.error, answer.body.parameter, answer.status);
+    return { data: answer.body, ms: performance.now() - started };
+  }
   const response = await fetch(path, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
@@ -64,4 +74,50 @@ export function showError(box, error, controls = {}) {
 export function markUpdated(section, ms) {
   section.dataset.updates = String(Number(section.dataset.updates || 0) + 1);
   section.dataset.ms = ms.toFixed(2);
+}
+
+// Reads a text/event-stream body, calling onEvent(name, data) for each event.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = 'message';
+      let data = '';
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event: ')) name = line.slice(7);
+        else if (line.startsWith('data: ')) data += line.slice(6);
+      }
+      onEvent(name, data ? JSON.parse(data) : null);
+    }
+  }
+}
+
+// POSTs `body` to a streaming endpoint (/api/train) and calls onEvent(name, data) for each of its
+// events until the stream ends; throws ApiError when the request is refused, an AbortError when
+// `signal` aborts it.
+export async function streamEvents(path, body, signal, onEvent) {
+  if (ENGINE === 'wasm') {
+    const answer = await wasmCall(path.replace(/^\/api\//, ''), body, signal, onEvent);
+    if (answer.status !== 200) throw new ApiError(answer.body.error, answer.body.parameter, answer.status);
+    return;
+  }
+  const response = await fetch(path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!response.ok) {
+    const error = await response.json();
+    throw new ApiError(error.error, error.parameter, response.status);
+  }
+  await readEvents(response, onEvent);
 }

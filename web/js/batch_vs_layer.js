@@ -208,26 +208,67 @@ export function setUpBatchVsLayer() {
     renderPadding(data);
   }
 
-  // Hovering or focusing a result cell lights up the inputs its statistics came from.
+  // Hovering a result cell lights up the inputs its statistics came from.
   function linkHighlights() {
-    const clear = () => inputBody.querySelectorAll('.column-hi, .row-hi')
-      .forEach((e) => e.classList.remove('column-hi', 'row-hi'));
     batchTable.tBodies[0].querySelectorAll('td').forEach((td) => {
       td.addEventListener('mouseenter', () => {
-        clear();
+        clearHighlights();
         inputBody.querySelectorAll(`input[data-column="${td.dataset.column}"]`)
           .forEach((input) => input.parentElement.classList.add('column-hi'));
       });
-      td.addEventListener('mouseleave', clear);
+      td.addEventListener('mouseleave', showFocused);
     });
     layerTable.tBodies[0].querySelectorAll('tr').forEach((tr) => {
       tr.addEventListener('mouseenter', () => {
-        clear();
+        clearHighlights();
         inputBody.rows[Number(tr.dataset.row)]?.classList.add('row-hi');
       });
-      tr.addEventListener('mouseleave', clear);
+      tr.addEventListener('mouseleave', showFocused);
     });
+    showFocused();
   }
+
+  // The keyboard's way to the same highlight: a focused result table (its scrolling box takes
+  // the focus) lights up one column (batch norm) or row (layer norm), in itself and among the
+  // houses it came from; the arrow keys move it.
+  const batchWrap = batchTable.closest('.table-wrap');
+  const layerWrap = layerTable.closest('.table-wrap');
+  const keyed = { column: 0, row: 0 };
+  function clearHighlights() {
+    section.querySelectorAll('.column-hi, .row-hi').forEach((e) => e.classList.remove('column-hi', 'row-hi'));
+  }
+  function showFocused() {
+    clearHighlights();
+    if (document.activeElement === batchWrap) {
+      keyed.column = Math.min(keyed.column, FEATURES.length - 1);
+      const selector = `[data-column="${keyed.column}"]`;
+      batchTable.tBodies[0].querySelectorAll(`td${selector}`).forEach((td) => td.classList.add('column-hi'));
+      inputBody.querySelectorAll(`input${selector}`).forEach((input) => input.parentElement.classList.add('column-hi'));
+    } else if (document.activeElement === layerWrap) {
+      keyed.row = Math.max(0, Math.min(keyed.row, layerTable.tBodies[0].rows.length - 1));
+      layerTable.tBodies[0].rows[keyed.row]?.classList.add('row-hi');
+      inputBody.rows[keyed.row]?.classList.add('row-hi');
+    }
+  }
+  for (const wrap of [batchWrap, layerWrap]) {
+    wrap.addEventListener('focus', showFocused);
+    wrap.addEventListener('blur', clearHighlights);
+  }
+  batchWrap.addEventListener('keydown', (event) => {
+    const move = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (!move) return;
+    keyed.column = (keyed.column + move + FEATURES.length) % FEATURES.length;
+    showFocused();
+    event.preventDefault();
+  });
+  layerWrap.addEventListener('keydown', (event) => {
+    const move = { ArrowDown: 1, ArrowUp: -1 }[event.key];
+    const rows = layerTable.tBodies[0].rows.length;
+    if (!move || rows === 0) return;
+    keyed.row = (keyed.row + move + rows) % rows;
+    showFocused();
+    event.preventDefault();
+  });
 
   function renderPadding(data) {
     const p = data.padding;

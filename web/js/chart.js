@@ -8,20 +8,26 @@
 //     kind: 'bars' | 'lines',
 //     label: 'what the chart shows',                    // its accessible name
 //     x: { label, categories } (bars) | { label, values, scale: 'linear' | 'log' } (lines),
-//     y: { label, scale: 'auto' | 'linear' | 'log', format: (v) => text, include: [values] },
-//     series: [{ name, values, low?, high?, reference? }],  // low/high: a band (seed spread)
+//     y: { label, scale: 'auto' | 'linear' | 'log', format: (v) => text, include: [values],
+//          range: [values] },  // range: the widest data the controls can produce ('auto' decides
+//                              // from it, so the scale does not flip as they move: chart_scale.js)
+//     series: [{ name, values, low?, high?, reference?, muted? }],  // low/high: a band (seed
+//                              // spread); muted: drawn paler, behind the others (bars)
 //     describe: (series, index) => text,                 // the tooltip; has a default
 //     height: px,
 //   });
 //
-// Bars are <rect class="bar" data-value>, lines <polyline data-series data-points>, so tests
-// read back exactly what was drawn. The chart redraws itself when its width changes.
-import { scaleFor, linearScale, logScale } from './chart_scale.js';
-import { num } from './format.js';
+// Bars are <rect class="bar" data-value> (a muted series' <rect class="bar-muted">), lines
+// <polyline data-series data-points>, so tests read back exactly what was drawn. A bar under
+// 10⁻¹² of the chart's largest value gets a note "≈ 0 (10⁻¹⁴)" (<text class="zero-note">). The
+// chart redraws itself when its width changes.
+import { scaleFor, linearScale, logScale, negligibleRuns, powerText, NEGLIGIBLE } from './chart_scale.js';
+import { num, compact } from './format.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const FONT_PX = 11;
 const CHAR_PX = 6.6;  // the width of a digit at FONT_PX, for laying out tick labels
+const TITLE_CHAR_PX = 6.4;  // an average character of an axis title (11.5 px, mostly lower case)
 
 function svg(tag, attributes = {}, text) {
   const element = document.createElementNS(SVG, tag);
@@ -30,17 +36,15 @@ function svg(tag, attributes = {}, text) {
   return element;
 }
 
-const SUPERSCRIPT = { '-': '⁻', 0: '⁰', 1: '¹', 2: '²', 3: '³', 4: '⁴', 5: '⁵', 6: '⁶', 7: '⁷', 8: '⁸', 9: '⁹' };
-
-// Tick text: 10⁻³ on a log scale, the shortest exact decimal on a linear one.
+// Tick text: 10⁻³ on a log scale; on a linear one at most three significant digits, 1e-7 beyond
+// 10⁴ either way (format.js's compact), never float noise such as 0.30000000000000004.
 export function tickText(value, scale) {
   if (scale.kind === 'log') {
     const power = Math.round(Math.log10(value));
     if (power >= 0 && power <= 3) return String(10 ** power);
-    return `10${String(power).split('').map((c) => SUPERSCRIPT[c]).join('')}`;
+    return powerText(power);
   }
-  const text = String(Number(value.toPrecision(12)));
-  return text.replace(/^-/, '−');
+  return compact(value);
 }
 
 function scaleName(scale) {
@@ -79,7 +83,6 @@ export function drawChart(container, spec) {
     container.addEventListener('blur', () => hideTip(container));
     observer?.observe(container);
   }
-  container.setAttribute('aria-label', `${spec.label}. Use the arrow keys to read each value.`);
   render(container);
 }
 
@@ -104,20 +107,27 @@ function render(container) {
   const spec = container.chartSpec;
   const width = Math.max(200, Math.round(container.clientWidth || 600));
   container.chartWidth = width;
-  const height = spec.height || (width < 500 ? 190 : 230);
+  let height = spec.height || (width < 500 ? 190 : 230);
   const format = spec.y.format || ((v) => num(v, 4));
   const describe = spec.describe || defaultDescribe(spec, format);
 
   // The y scale covers every value, band and reference the chart shows.
   const everything = [...(spec.y.include || []),
     ...spec.series.flatMap((s) => [...s.values, ...(s.low || []), ...(s.high || [])])];
-  const y = scaleFor(everything, spec.y.scale || 'auto');
+  const y = scaleFor(everything, spec.y.scale || 'auto', { range: spec.y.range });
   container.dataset.scale = y.kind;
+  container.setAttribute('aria-label', `${spec.label} (y axis: ${scaleName(y)}). Use the arrow keys to read each value.`);
   // What is drawn, exactly, for anyone who reads the page's data (the tests do).
   container.dataset.series = JSON.stringify(spec.series.map(({ name, values, low, high }) => ({ name, values, low, high })));
   const tickLabels = y.ticks.map((t) => tickText(t, y));
   const left = 8 + Math.max(...tickLabels.map((t) => t.length)) * CHAR_PX + 6;
   const pad = { left, right: 12, top: 24, bottom: 38 };
+  // The y axis's name and its scale, above it (rotated text would not fit a phone's chart), on one
+  // line when they fit the width, else the scale on a line of its own: it is never cut off.
+  const yTitle = `↑ ${spec.y.label} (${scaleName(y)})`;
+  const titleLines = yTitle.length * TITLE_CHAR_PX <= width ? [yTitle] : [`↑ ${spec.y.label}`, `(${scaleName(y)})`];
+  pad.top += (titleLines.length - 1) * (FONT_PX + 3);
+  height += (titleLines.length - 1) * (FONT_PX + 3);
   const plotW = width - pad.left - pad.right;
   const plotH = height - pad.top - pad.bottom;
   const yPos = (v) => pad.top + (1 - Math.max(0, Math.min(1, y.fraction(v)))) * plotH;
@@ -129,9 +139,9 @@ function render(container) {
     root.append(svg('line', { class: tick === y.baseline ? 'baseline' : 'grid', x1: pad.left, x2: width - pad.right, y1: at, y2: at }));
     root.append(svg('text', { class: 'tick', x: pad.left - 5, y: at + 4, 'text-anchor': 'end' }, tickLabels[i]));
   });
-  const yTitle = `${spec.y.label} (${scaleName(y)})`;
-  // The y axis's name and scale, above it (rotated text would not fit a phone's chart).
-  root.append(svg('text', { class: 'axis-title', x: 0, y: FONT_PX + 1 }, `↑ ${yTitle}`));
+  titleLines.forEach((line, i) => {
+    root.append(svg('text', { class: 'axis-title', x: 0, y: FONT_PX + 1 + i * (FONT_PX + 3) }, line));
+  });
   root.append(svg('line', { class: 'axis', x1: pad.left, x2: pad.left, y1: pad.top, y2: pad.top + plotH }));
   root.append(svg('text', { class: 'axis-title', x: pad.left + plotW / 2, y: height - 4, 'text-anchor': 'middle' }, spec.x.label));
 
@@ -151,7 +161,7 @@ function render(container) {
         const v = series.values[index];
         const top = Number.isFinite(v) && (y.kind !== 'log' || v > 0) ? yPos(v) : base;
         const rect = svg('rect', {
-          class: `bar s${s}`, x: x0 + s * barW, width: Math.max(0.5, barW - (spec.series.length > 1 ? 0.5 : 0)),
+          class: `${series.muted ? 'bar-muted' : 'bar'} s${s}`, x: x0 + s * barW, width: Math.max(0.5, barW - (spec.series.length > 1 ? 0.5 : 0)),
           y: Math.min(top, base), height: Math.abs(base - top),
         });
         rect.dataset.value = String(v);
@@ -162,13 +172,38 @@ function render(container) {
       });
       if (index % every === 0) label(x0 + (slot - gap) / 2, category);
     });
+    // Bars that are zero for all practical purposes say so, once per run of neighbours, above the
+    // run (a note that would run into another is left out; every bar's tooltip has its value).
+    const largest = Math.max(0, ...everything.filter(Number.isFinite).map(Math.abs));
+    const noted = [];
+    spec.series.forEach((series, s) => {
+      for (const run of negligibleRuns(series.values, largest)) {
+        const from = pad.left + run.start * slot + gap / 2 + s * barW;
+        const to = pad.left + run.end * slot + gap / 2 + (s + 1) * barW;
+        const tops = series.values.slice(run.start, run.end + 1)
+          .map((v) => (y.kind === 'log' && v > 0 ? yPos(v) : base));
+        const half = (run.label.length * CHAR_PX) / 2;
+        const x = Math.max(pad.left + half, Math.min(width - pad.right - half, (from + to) / 2));
+        const at = Math.max(pad.top + FONT_PX, Math.min(...tops) - 4);
+        if (noted.some((box) => Math.abs(box.x - x) < box.half + half + 4 && Math.abs(box.at - at) < FONT_PX + 2)) continue;
+        noted.push({ x, at, half });
+        const note = svg('text', { class: 'zero-note', x, y: at, 'text-anchor': 'middle' }, run.label);
+        note.append(svg('title', {}, `${series.name}: under ${powerText(Math.log10(NEGLIGIBLE))} of the chart's ` +
+          `largest value (${format(largest)}), zero for all practical purposes`));
+        note.dataset.series = String(s);
+        note.dataset.start = String(run.start);
+        note.dataset.end = String(run.end);
+        root.append(note);
+      }
+    });
   } else {
     const xs = spec.x.values;
     const xScale = spec.x.scale === 'log'
       ? logScale(Math.min(...xs), Math.max(...xs))
       : linearScale(Math.min(...xs), Math.max(...xs), Math.max(2, Math.floor(plotW / 70)), { zero: false });
-    const xLo = spec.x.scale === 'log' ? Math.min(...xs) : xScale.min;
-    const xHi = spec.x.scale === 'log' ? Math.max(...xs) : xScale.max;
+    // The x axis runs from the first point to the last, not to the next round number.
+    const xLo = Math.min(...xs);
+    const xHi = Math.max(...xs);
     const xFraction = (v) => (spec.x.scale === 'log'
       ? (Math.log(v) - Math.log(xLo)) / Math.max(1e-12, Math.log(xHi) - Math.log(xLo))
       : (v - xLo) / Math.max(1e-12, xHi - xLo));
@@ -219,7 +254,7 @@ function render(container) {
     spec.series.forEach((series, s) => {
       const item = document.createElement('li');
       const swatch = document.createElement('span');
-      swatch.className = `swatch s${s}${series.reference ? ' reference' : ''}`;
+      swatch.className = `swatch s${s}${series.reference ? ' reference' : ''}${series.muted ? ' muted' : ''}`;
       item.append(swatch, series.name + (series.low ? ' (band: seed spread)' : ''));
       legend.append(item);
     });

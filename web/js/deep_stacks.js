@@ -1,7 +1,7 @@
 // Widget 5, Deep stacks: live training of transformer stacks per Add & Norm placement, the loss
 // curves streaming from POST /api/train (server-sent events over a fetch), a stop button; and the
 // per-layer gradients at initialisation (POST /api/init-gradients).
-import { postJson, requester, showError, markUpdated } from './api.js';
+import { ENGINE, postJson, requester, showError, markUpdated, streamEvents } from './api.js';
 import { num, sci } from './format.js';
 import { drawChart } from './chart.js';
 import { seedSpread } from './seed_spread.js';
@@ -10,30 +10,6 @@ export const NAMES = {
   post_norm: 'post-norm', pre_norm: 'pre-norm', deep_norm: 'DeepNorm', rezero: 'ReZero',
   admin: 'Admin', no_norm: 'no norm', no_residual: 'no residual', bare: 'bare',
 };
-
-// Reads a text/event-stream body, calling onEvent(name, data) for each event.
-async function readEvents(response, onEvent) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let name = 'message';
-      let data = '';
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event: ')) name = line.slice(7);
-        else if (line.startsWith('data: ')) data += line.slice(6);
-      }
-      onEvent(name, data ? JSON.parse(data) : null);
-    }
-  }
-}
 
 // The loss chart: one line per (placement, depth, warmup), the mean over its seeds with the
 // seeds' range as a band when there are several, and the chance level dashed. Before the first
@@ -52,7 +28,8 @@ function drawLosses(container, groups, curves, steps, chance) {
     kind: 'lines',
     label: 'Training loss per step',
     x: { label: 'optimiser step', values: xs },
-    y: { label: 'training loss (cross-entropy)', include: [chance?.loss ?? 2] },
+    // Linear from zero throughout a run: as the loss falls the axis must not turn logarithmic.
+    y: { label: 'training loss (cross-entropy)', scale: 'linear', include: [chance?.loss ?? 2] },
     series,
     legend: true,
   });
@@ -73,6 +50,37 @@ function groupRuns(runs) {
   return [...groups.values()];
 }
 
+// A token as the page writes it: symbols as letters, the separator as |, a blank as _.
+function tokenText(token, symbols) {
+  if (token === symbols) return '|';
+  if (token === symbols + 1) return '_';
+  return token < 26 ? String.fromCharCode(65 + token) : `s${token}`;
+}
+
+// After training: the first seed's held-out sequences for each line of the chart, what the task
+// asks at each answer position and what the trained model answers (wrong answers marked).
+function drawExamples(container, groups, results, symbols) {
+  const rows = [];
+  for (const group of groups) {
+    const examples = results[group.runs[0]]?.examples ?? [];
+    for (const example of examples) {
+      const answer = example.targets.map((t, i) => [t, example.predicted[i]]).filter(([t]) => t >= 0);
+      const input = example.tokens.filter((_, i) => example.targets[i] < 0).map((t) => tokenText(t, symbols)).join(' ');
+      const cells = answer.map(([t, p]) => (t === p
+        ? `<span>${tokenText(p, symbols)}</span>`
+        : `<span class="wrong" title="expected ${tokenText(t, symbols)}">${tokenText(p, symbols)}</span>`)).join(' ');
+      const right = answer.filter(([t, p]) => t === p).length;
+      rows.push(`<tr><th scope="row">${group.name}</th><td>${input}</td>` +
+        `<td>${answer.map(([t]) => tokenText(t, symbols)).join(' ')}</td><td>${cells}</td><td>${right} / ${answer.length}</td></tr>`);
+    }
+  }
+  container.innerHTML = `<table><caption>Held-out sequences (never trained on) and the trained models' answers, first seed; ` +
+    `wrong answers are marked</caption><thead><tr><th scope="col">model</th><th scope="col">input</th>` +
+    `<th scope="col">expected answer</th><th scope="col">model's answer</th><th scope="col">right</th></tr></thead>` +
+    `<tbody>${rows.join('')}</tbody></table>`;
+  container.hidden = rows.length === 0;
+}
+
 export function setUpDeepStacks() {
   const section = document.getElementById('deep-stacks');
   const depth = document.getElementById('train-depth');
@@ -87,8 +95,10 @@ export function setUpDeepStacks() {
   const chart = document.getElementById('train-chart');
   const seeds = document.getElementById('train-seeds');
   const status = document.getElementById('train-status');
+  const examples = document.getElementById('train-examples');
   const errorBox = document.getElementById('train-error');
   let job = null;
+  let stopRequested = false;
   let controller = null;
 
   const placementBoxes = [...section.querySelectorAll('input[name=train-placement]')];
@@ -126,6 +136,7 @@ export function setUpDeepStacks() {
     showError(errorBox, null);
     status.textContent = 'Starting…';
     chart.dataset.state = 'starting';
+    examples.hidden = true;
     chart.dataset.steps = '0';
     let runs = [];
     let groups = [];
@@ -138,17 +149,7 @@ export function setUpDeepStacks() {
       requestAnimationFrame(() => { pending = false; drawLosses(chart, groups, curves, totalSteps, chance); });
     };
     try {
-      const response = await fetch('/api/train', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: controller.signal,
-      });
-      if (!response.ok) {
-        const error = await response.json();
-        throw Object.assign(new Error(error.error), { parameter: error.parameter });
-      }
-      await readEvents(response, (name, data) => {
+      await streamEvents('/api/train', body, controller.signal, (name, data) => {
         if (name === 'start') {
           job = data.job;
           runs = data.runs;
@@ -165,6 +166,7 @@ export function setUpDeepStacks() {
               `${num(data.loss[i], 3)}`).join(' · ');
           redraw();
         } else if (name === 'done') {
+          drawExamples(examples, groups, data.runs, chance.symbols);
           chart.dataset.state = 'done';
           status.textContent = `Done in ${data.elapsed_s.toFixed(1)} s (chance level ${num(chance.loss, 3)}). Held-out: ` +
             runs.map((run, i) => `${runName(run)}${groups.length < runs.length ? `, seed ${run.seed}` : ''} loss ${num(data.runs[i].eval_loss, 3)}, ` +
@@ -181,8 +183,10 @@ export function setUpDeepStacks() {
       redraw();
     } catch (error) {
       if (error.name === 'AbortError') {
+        // The in-browser engine stops by ending its worker: the same words as the server's
+        // "stopped" event.
         chart.dataset.state = 'stopped';
-        status.textContent = 'Stopped.';
+        status.textContent = stopRequested ? `Stopped after step ${chart.dataset.steps}: stopped by request.` : 'Stopped.';
       } else {
         chart.dataset.state = 'error';
         showError(errorBox, error);
@@ -193,12 +197,16 @@ export function setUpDeepStacks() {
       controller = null;
       start.disabled = false;
       stop.disabled = true;
+      // Stop disabled itself: keyboard focus goes back to Train rather than to the page's top.
+      if (stopRequested) start.focus();
+      stopRequested = false;
     }
   }
 
   stop.addEventListener('click', async () => {
     stop.disabled = true;
-    if (job !== null) {
+    stopRequested = true;
+    if (ENGINE === 'server' && job !== null) {
       try {
         await postJson('/api/jobs/stop', { job });
         return;  // the stream ends with a "stopped" event
@@ -256,7 +264,9 @@ function setUpInitGradients() {
         kind: 'bars',
         label: `Gradient norm per block at initialisation, ${stacks.map((stack) => NAMES[stack.placement]).join(' and ')}`,
         x: { label: 'block (bottom to top)', categories: values[0].map((_, block) => String(block + 1)) },
-        y: { label: 'weight gradient norm', format: (v) => sci(v) },
+        // Logarithmic at every depth: the gradients span decades in deep stacks, and the axis
+        // must not switch between linear and log as Blocks moves.
+        y: { label: 'weight gradient norm', scale: 'log', format: (v) => sci(v) },
         series: stacks.map((stack, i) => ({ name: NAMES[stack.placement], values: values[i] })),
       });
       readout.textContent = `At ${depth.value} blocks, ` +

@@ -28,3 +28,21 @@ export function fixed(value, digits) {
 export function signed(text) {
   return text.replace(/^-/, '−');
 }
+
+// Tick labels in engineering form: at most three significant digits, no float noise
+// (0.30000000000000004 prints 0.3), and exponent form beyond 10⁴ either way: 1e-7, 2.5e5; a
+// negative value starts with a real minus sign (−0.5). 0 prints 0.
+export function compact(value) {
+  if (value === null || value === undefined) return '—';
+  if (!Number.isFinite(value)) return String(value);
+  if (value === 0) return '0';
+  const size = Math.abs(value);
+  let text;
+  if (size < 1e-4 || size > 1e4) {
+    const [mantissa, exponent] = value.toExponential(2).split('e');
+    text = `${Number(mantissa)}e${Number(exponent)}`;  // toExponential carries: 99950 gives 1e5
+  } else {
+    text = String(Number(value.toPrecision(3)));
+  }
+  return text.replace(/^-/, '−');
+}

@@ -66,6 +66,13 @@ struct TrainingRun {
   // all the block's parameter gradients) was taken.
   std::vector<int> grad_history_steps;
   std::vector<std::vector<double>> grad_history;
+  // The first held-out sequences as the trained model answers them (filled by evaluate()).
+  struct Example {
+    std::vector<int32_t> tokens;     // the input sequence
+    std::vector<int32_t> targets;    // the answer asked at each position, -1 where none is
+    std::vector<int32_t> predicted;  // the model's most likely token where an answer is asked
+  };
+  std::vector<Example> examples;
 };
 
 // One training run, one optimiser step at a time: run_depth_training drives every run to the

@@ -236,6 +236,39 @@ TEST(LabDepthTraining, QuickRunLearnsAndRecords) {
   EXPECT_NEAR(result.chance_loss, std::log(8.0), 1e-12);
 }
 
+// The held-out examples are the task's sequences (the reverse task: the answer positions ask for
+// the input reversed) with one prediction per answer and none elsewhere.
+TEST(LabDepthTraining, HeldOutExamplesShowTheTaskAndTheModelsAnswers) {
+  DepthTrainingParams params = depth_training_quick();
+  params.task = SequenceTask::reverse;
+  TrainingSession session(params, nn::Placement::pre_norm, 1, false, 3);
+  while (!session.finished()) session.step();
+  const TrainingRun& run = session.evaluate();
+  ASSERT_EQ(run.examples.size(), 3u);
+  const int length = params.length, vocab = params.symbols + 2;
+  int answered = 0;
+  for (const TrainingRun::Example& example : run.examples) {
+    ASSERT_EQ(example.tokens.size(), static_cast<size_t>(2 * length + 1));
+    ASSERT_EQ(example.targets.size(), example.tokens.size());
+    ASSERT_EQ(example.predicted.size(), example.tokens.size());
+    EXPECT_EQ(example.tokens[static_cast<size_t>(length)], params.symbols);  // the separator
+    for (int t = 0; t < 2 * length + 1; ++t) {
+      const size_t at = static_cast<size_t>(t);
+      if (t <= length) {
+        EXPECT_EQ(example.targets[at], -1);
+        EXPECT_EQ(example.predicted[at], -1);
+        continue;
+      }
+      // Answer position length + 1 + i asks for input symbol length - 1 - i.
+      EXPECT_EQ(example.targets[at], example.tokens[static_cast<size_t>(2 * length - t)]);
+      EXPECT_GE(example.predicted[at], 0);
+      EXPECT_LT(example.predicted[at], vocab);
+      ++answered;
+    }
+  }
+  EXPECT_EQ(answered, 3 * length);
+}
+
 TEST(LabDepthTraining, RefusesBadParameters) {
   DepthTrainingParams p = depth_training_quick();
   p.dropout = 1.0;
