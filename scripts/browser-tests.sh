@@ -92,8 +92,13 @@ run_tests "$url" server 240 chart_scale.test.mjs diagnosis_file.test.mjs "${page
 # The static folder: no addnorm process serves it (the server above only answers the tests' own
 # questions). The in-browser engine runs one thread without AVX-512: its runs take longer.
 echo "== browser tests against the static folder (WebAssembly) =="
-static_dir="$build_dir/web-static"
-bash scripts/web-static.sh "$static_dir"
+# ADDNORM_STATIC_DIR: a folder scripts/web-static.sh has just built (scripts/test.sh builds it
+# beside the fuzzers); otherwise it is built here.
+static_dir="${ADDNORM_STATIC_DIR:-}"
+if [ -z "$static_dir" ] || [ ! -f "$static_dir/wasm/addnorm_lab.wasm" ]; then
+  static_dir="$build_dir/web-static"
+  bash scripts/web-static.sh "$static_dir"
+fi
 static_log="$build_dir/static-server.log"
 /usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$static_dir" >"$static_log" 2>&1 &
 static_pid=$!
