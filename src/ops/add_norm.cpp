@@ -53,7 +53,7 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
                    std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
-  // In the engine (norm_forward_kernels.cpp): h = x + Dropout(s) is formed in float32, 16 KiB
+  // In the engine (src/ops/cpu/norm_forward-inl.h): h = x + Dropout(s) is formed in float32, 16 KiB
   // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
   // and written to y in y's type, with streaming stores when y is too large to stay in cache.
   cpu::Scratch scratch;

@@ -13,7 +13,7 @@
 // the channel's first value as shift; each fixed chunk of the batch sums its samples in order and
 // the chunks are added in chunk order, so results are bitwise identical for any thread count.
 // The normalise pass runs in float32 lanes with mean and rstd split into hi + lo float32 parts,
-// as norm_kernels.cpp's normalise_row does; backwards compute dx in float64 lanes, rounded once.
+// as norm_forward-inl.h's normalise_row does; backwards compute dx in float64 lanes, rounded once.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/batch_norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep

@@ -16,6 +16,21 @@
 
 namespace addnorm::cpu {
 
+// The one of three entry points (one per storage type of the rows: float32, bfloat16, float16)
+// that serves `storage`: how the norm engine picks the translation unit compiled for a stream.
+template <class Fn>
+Fn for_storage(DType storage, Fn float32, Fn bfloat16, Fn float16) {
+  switch (storage) {
+    case DType::float32:
+      return float32;
+    case DType::bfloat16:
+      return bfloat16;
+    case DType::float16:
+      return float16;
+  }
+  return float32;
+}
+
 // Whether an output of this many bytes is written with non-temporal (streaming) stores. Above
 // the threshold the output will not stay in cache for the caller anyway, and streaming saves
 // the read that an ordinary store's write-allocate costs: a forward then moves 8 bytes per

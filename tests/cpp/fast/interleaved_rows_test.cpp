@@ -1,13 +1,13 @@
 // The float32 forward takes short rows (D <= 1024, whole registers) a group at a time, one row
 // per float64 lane, and runs a longer row's statistics inside the normalising pass of the row
-// before it (norm_forward_kernels.cpp). Neither may change a single bit: on every SIMD target, a
+// before it (norm_forward-inl.h). Neither may change a single bit: on every SIMD target, a
 // whole call (rows grouped or interleaved, split over 1, 2 or 3 threads) gives exactly what the
 // same rows give one call per row (a group of one, no row before to interleave with), for LayerNorm
 // and RMSNorm, plain and with a fused residual, float32 and bfloat16 branches, with rows the
 // float32 lanes cannot hold (tiny spread, huge mean) and non-finite rows among them. The backward's
-// dx likewise: its pass 2 takes rows four at a time (norm_kernels.cpp) or, where a group holds such
-// a row, one at a time, and short rows' pass 1 a group at a time; a row's dx must not depend on
-// which.
+// dx likewise: its pass 2 takes rows four at a time (norm_backward-inl.h) or, where a group holds
+// such a row, one at a time, and short rows' pass 1 a group at a time; a row's dx must not depend
+// on which.
 #include <gtest/gtest.h>
 #include <omp.h>
 

@@ -1,6 +1,6 @@
 // bfloat16 and float16 storage: the conversions (exhaustively, on every SIMD target), the
 // norms with each tensor stored in its own type against float64, and the forward and backward
-// kernels on 16-bit rows (norm_forward_kernels.cpp, norm_kernels.cpp) on every target, with and
+// kernels on 16-bit rows (norm_forward-inl.h, norm_backward-inl.h) on every target, with and
 // without the fused residual add, streaming or not.
 #include <gtest/gtest.h>
 
@@ -630,7 +630,7 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
     for (const std::string kind :
          {"ordinary", "large_mean", "nan_row", "outliers_first", "constant_row", "near_max"}) {
-      // 64, 80 and 128: short rows, a group at a time in float32 lanes (norm_forward_kernels.cpp).
+      // 64, 80 and 128: short rows, a group at a time in float32 lanes (norm_forward-inl.h).
       for (const int64_t dim : {1, 7, 64, 80, 128, 203, 1000}) {
         for (const bool layer : {true, false}) {
           for (const bool in_place : {false, true}) {

@@ -1,4 +1,4 @@
-// The backward on 16-bit rows, whose pass 1 sums in float32 blocks (norm_kernels.cpp,
+// The backward on 16-bit rows, whose pass 1 sums in float32 blocks (norm_backward-inl.h,
 // backward_block_sums), on every SIMD target, against float64 on the same (widened) values:
 // each dx within one unit of its storage type plus a few float32 roundings of its own terms and
 // kBlockRoundings of its row's magnitude; dgamma and dbeta within the float32 contract plus the

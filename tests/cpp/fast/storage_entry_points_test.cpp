@@ -288,7 +288,7 @@ TEST_P(SixteenBitStorage, LayerNormOfSixteenBitRowsIntoFloat32) {
 
 // The fused pre-norm on a 16-bit residual stream is, bit for bit, the unfused add (h rounded to
 // its type) followed by the norm of h: calls of more rows than one block of the kernels' add
-// (norm_forward_kernels.cpp, add_then_norm_rows: 256 KiB of h) with a part block after, h
+// (norm_forward-inl.h, add_then_norm_rows: 256 KiB of h) with a part block after, h
 // written over x, over r or apart, 16-bit and float32 branches, LayerNorm and RMSNorm, short rows
 // and long, on 1 and 2 threads.
 TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {

@@ -1,17 +1,21 @@
 // Per-target SIMD row kernels for the LayerNorm and RMSNorm backward (the forward is
-// norm_forward_kernels.cpp; both share norm_numerics.hpp, lane_ops-inl.h and
-// row_storage-inl.h), on rows of any storage type, and the SIMD targets' dispatch. Highway
-// compiles the HWY_NAMESPACE part once per x86-64 target; the HWY_ONCE part picks the best
-// target for this CPU and spreads rows over OpenMP threads.
+// norm_forward-inl.h; both share norm_numerics.hpp, lane_ops-inl.h and row_storage-inl.h), on
+// rows of any storage type. Highway's "-inl.h" convention: each stream storage's translation
+// unit (norm_backward_unit.inc) includes it once per target, so no one file compiles all nine
+// pairs (that file took 128 s on a 2-core AMD EPYC); norm_backward_kernels.cpp picks the unit
+// and spreads rows over OpenMP threads.
 //
 // Numerics (docs/numerics.md): a row's sums accumulate in float64 lanes (floats promoted on
 // load), or for a 16-bit stream in float32 blocks as its forward's statistics do
 // (backward_block_sums); each dx is rounded once to its storage type from float64 or from a few
 // float32 fused multiply-adds.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/cpu/norm_kernels.cpp"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-// Must come after foreach_target.h.
+#if defined(ADDNORM_OPS_CPU_NORM_BACKWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ADDNORM_OPS_CPU_NORM_BACKWARD_INL_H_
+#undef ADDNORM_OPS_CPU_NORM_BACKWARD_INL_H_
+#else
+#define ADDNORM_OPS_CPU_NORM_BACKWARD_INL_H_
+#endif
+
 #include "hwy/highway.h"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
@@ -257,7 +261,7 @@ struct Float32Row {
   HiLo mean, rstd;
   float mean_g, neg_mean_g_xhat;
 };
-Float32Row float32_row(const BackwardRow& r) {
+inline Float32Row float32_row(const BackwardRow& r) {
   Float32Row c;
   c.mean = split(r.mean);
   c.rstd = split(r.rstd);
@@ -394,7 +398,7 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
 
 #if HWY_TARGET != HWY_SCALAR
 // Pass 1 of a 16-bit stream's row in float32 lanes, as the 16-bit forward sums its statistics
-// (norm_forward_kernels.cpp): with d = (x - hi) - lo and g = dy * scale rounded to float32 (the
+// (norm_forward-inl.h): with d = (x - hi) - lo and g = dy * scale rounded to float32 (the
 // g of pass 2), sum(d), sum(d^2), sum(g) and sum(g * d) accumulate in float32 lanes within
 // blocks of kFloat32BlockAdditions additions and in float64 across blocks (the ends of rows one
 // element at a time, add_elements). Twice the lanes of float64 and no promotions: this pass was
@@ -733,7 +737,7 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
 // x_hat * mean(g x_hat) (each below 2^64, with |x_hat| <= sqrt(D) <= 2^32), so a finite dx is
 // never lost to an overflow in between; and the row's spread is clear of float32's denormal grid
 // (kFloat32LanesMinVariance), so x_hat and dgamma keep their precision. NaNs fail the tests too.
-bool fits_float32(const BackwardRow& r) {
+inline bool fits_float32(const BackwardRow& r) {
   return float32_lanes_hold(r.mean, r.variance, r.rstd) && r.max_g < 0x1p64 &&
          std::fabs(r.mean_g) < 0x1p64 && std::fabs(r.mean_g_xhat) < 0x1p64;
 }
@@ -841,78 +845,19 @@ void norm_backward_rows_typed(const NormBackward& a, int64_t begin, int64_t end,
   });
 }
 
-// Every pair of storage types is compiled (x, dh_next and dx of one; dy of any), as for the
-// forward.
-void norm_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
-                        double* dbeta_partial) {
-  with_storage(a.storage, [&](auto stream_storage) {
-    using S = decltype(stream_storage);
-    with_storage(a.dy_storage, [&](auto branch_storage) {
-      using B = decltype(branch_storage);
-      norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
-    });
+// The backward for a residual stream (x, dh_next, dx) of storage S, dy of any storage type.
+template <class S>
+void stream_backward_rows(const NormBackward& a, int64_t begin, int64_t end, double* dgamma_partial,
+                          double* dbeta_partial) {
+  with_storage(a.dy_storage, [&](auto branch_storage) {
+    using B = decltype(branch_storage);
+    norm_backward_rows_typed<S, B>(a, begin, end, dgamma_partial, dbeta_partial);
   });
   if (a.stream_outputs) hwy::FlushStream();
-}
-
-// The name of the target this copy of the kernels was compiled for (for the tests).
-const char* compiled_target_name() {
-  return hwy::TargetName(HWY_TARGET);
 }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace addnorm::cpu
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
-#include "ops/cpu/threading.hpp"
-
-namespace addnorm::cpu {
-
-HWY_EXPORT(norm_backward_rows);
-HWY_EXPORT(compiled_target_name);
-
-void norm_backward(const NormBackward& args) {
-  // dgamma and dbeta: each fixed chunk of rows sums into its own float64 partials, in row order;
-  // the chunks are then added in chunk order. The chunks depend only on the shape, so the result
-  // is bitwise the same for any number of threads.
-  NormBackward streamed = args;
-  streamed.stream_outputs = streams_output(args.rows * args.dim * dtype_size(args.storage));
-  const bool want_partials = args.dgamma || args.dbeta;
-  const int64_t chunks = want_partials ? row_reduction_chunks(args.rows, args.dim) : 1;
-  PartialSums partials(want_partials ? chunks : 0, args.dim, args.dgamma != nullptr,
-                       args.dbeta != nullptr);
-  parallel_chunks(chunks, args.rows, args.dim, [&](int64_t chunk, int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(norm_backward_rows)
-    (streamed, begin, end, partials.dgamma(chunk), partials.dbeta(chunk));
-  });
-  if (args.dgamma) partials.reduce_dgamma(args.dgamma);
-  if (args.dbeta) partials.reduce_dbeta(args.dbeta);
-}
-
-void norm_backward_range(const NormBackward& args, int64_t begin, int64_t end,
-                         double* dgamma_partial, double* dbeta_partial) {
-  HWY_DYNAMIC_DISPATCH(norm_backward_rows)(args, begin, end, dgamma_partial, dbeta_partial);
-}
-
-std::vector<int64_t> available_targets() {
-  std::vector<int64_t> targets;
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) targets.push_back(target);
-  return targets;
-}
-
-void force_target(int64_t target) {
-  hwy::SetSupportedTargetsForTest(target);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-}
-
-std::string target_name(int64_t target) {
-  return hwy::TargetName(target);
-}
-
-std::string current_target_name() {
-  return HWY_DYNAMIC_DISPATCH(compiled_target_name)();
-}
-
-}  // namespace addnorm::cpu
-#endif  // HWY_ONCE
+#endif  // ADDNORM_OPS_CPU_NORM_BACKWARD_INL_H_

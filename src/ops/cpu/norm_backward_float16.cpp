@@ -1,0 +1,4 @@
+// The norm backward of a float16 residual stream (x, dh_next, dx), dy of any type.
+#define ADDNORM_BACKWARD_STREAM HalfRows<narrow::Half::float16>
+#define ADDNORM_BACKWARD_ENTRY norm_backward_float16_stream
+#include "ops/cpu/norm_backward_unit.inc"
