@@ -109,6 +109,18 @@ typedef struct addnorm_tensor {
  * last op call on this thread succeeded or none failed. Valid until this thread's next op
  * call. */
 ADDNORM_C_API const char* addnorm_last_error(void);
+/* After ADDNORM_ERROR_INVALID_ARGUMENT: the argument's name as the C++ API spells it ("x",
+ * "gamma", "eps"; "" when the message names none) and what is wrong with it, for a binding that
+ * maps failures to its own exception types. Same lifetime as addnorm_last_error(). */
+typedef enum addnorm_error_kind {
+  ADDNORM_ERROR_KIND_NONE = 0,   /* no invalid-argument failure recorded */
+  ADDNORM_ERROR_KIND_VALUE = 1,  /* a value outside what is accepted, a missing part */
+  ADDNORM_ERROR_KIND_SHAPE = 2,  /* a tensor's shape, rank or element count */
+  ADDNORM_ERROR_KIND_TYPE = 3,   /* a tensor's dtype */
+  ADDNORM_ERROR_KIND_OVERLAP = 4 /* an output sharing memory it may not */
+} addnorm_error_kind;
+ADDNORM_C_API const char* addnorm_last_error_argument(void);
+ADDNORM_C_API addnorm_error_kind addnorm_last_error_kind(void);
 /* The enumerator's name ("ADDNORM_OK", ...), or "ADDNORM_STATUS_UNKNOWN". */
 ADDNORM_C_API const char* addnorm_status_name(int status);
 

@@ -62,6 +62,19 @@ T argument_as(const char* name, double value) {
     return static_cast<T>(value);
   }
 }
+// eps and momentum as a face received them, checked by the ops' rules (eps finite and >= 0,
+// momentum in [0, 1]) on the double itself before the conversion to T, so a tiny negative value
+// cannot round to -0 and pass: every face calls these instead of checking them itself.
+double checked_eps(double eps);
+double checked_momentum(double momentum);
+template <class T>
+T eps_as(double eps) {
+  return argument_as<T>("eps", checked_eps(eps));
+}
+template <class T>
+T momentum_as(double momentum) {
+  return argument_as<T>("momentum", checked_momentum(momentum));
+}
 
 // The views the norms take for element type T: of any storage type for the float32 ops (T =
 // float), float64 views for the float64 ops (T = double).
@@ -106,6 +119,8 @@ constexpr NormTraits norm_traits(NormKind kind) {
 }
 // The kind a face's name spells, or nullopt.
 std::optional<NormKind> norm_kind_named(std::string_view name);
+// The same, or an Error naming the argument "norm" and the names accepted.
+NormKind norm_kind_from(std::string_view name);
 
 // ---------------------------------------------------------------------------------------------
 // Per-row statistics saved by a forward for its backward: shape = the leading (row) dims of x.

@@ -68,20 +68,23 @@ def dropout_mask(shape, p=0.5, seed=0, offset=0):
 
 
 def _norm_args(x, normalized_shape, weight, bias, eps, norm, zero_centered_weight, x_name="x"):
+    """The norm's arguments as the library takes them. The norm's name, and which options it
+    accepts (bias only for a norm with a shift, zero_centered_weight only for rms_norm), are the
+    library's to check (norm_traits, one rule for every face); eps=None is the kind's default."""
     dims = check.normalized_shape(normalized_shape)
     rows = check.trailing(x, dims, x_name)
-    rms = check.norm_kind(norm, bias, zero_centered_weight)
+    eps = check.eps(eps, norm)
     weight = check.optional_tensor("weight", weight, x)
     bias = check.optional_tensor("bias", bias, x)
     check.same_shape("weight", weight, dims)
     check.same_shape("bias", bias, dims)
-    return dims, rows, rms, weight, bias, check.eps(eps, norm)
+    return dims, rows, _addnorm.norm_centres(check.norm_name(norm)), weight, bias, eps
 
 
-def _stats(rows, rms, dtype, wanted):
+def _stats(rows, centres, dtype, wanted):
     if not wanted:
         return None, None
-    return (None if rms else np.empty(rows, dtype)), np.empty(rows, dtype)
+    return (np.empty(rows, dtype) if centres else None), np.empty(rows, dtype)
 
 
 def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
@@ -104,11 +107,11 @@ def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm=
     x = check.tensor("x", x)
     r = check.tensor("r", r, x)
     check.same_shape("r", r, x.shape)
-    dims, rows, rms, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
+    dims, rows, centres, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
                                                     zero_centered_weight)
     h, y = np.empty_like(x), np.empty_like(x)
-    mean, rstd = _stats(rows, rms, x.dtype, return_stats)
-    _addnorm.add_norm_pre(x, r, list(dims), h, y, rms, weight, bias, bool(zero_centered_weight),
+    mean, rstd = _stats(rows, centres, x.dtype, return_stats)
+    _addnorm.add_norm_pre(x, r, list(dims), h, y, norm, weight, bias, bool(zero_centered_weight),
                           eps, mean, rstd)
     return (h, y, mean, rstd) if return_stats else (h, y)
 
@@ -132,12 +135,12 @@ def add_norm_pre_backward(dy, dh_next, h, normalized_shape, weight=None, bias=No
     check.same_shape("dy", dy, h.shape)
     dh_next = check.optional_tensor("dh_next", dh_next, h)
     check.same_shape("dh_next", dh_next, h.shape)
-    dims, _, rms, weight, bias, eps = _norm_args(h, normalized_shape, weight, bias, eps, norm,
+    dims, _, _, weight, bias, eps = _norm_args(h, normalized_shape, weight, bias, eps, norm,
                                                  zero_centered_weight, "h")
     dh = np.empty_like(h)
     dweight = None if weight is None else np.empty_like(weight)
     dbias = None if bias is None else np.empty_like(bias)
-    _addnorm.add_norm_pre_backward(dy, dh_next, h, list(dims), dh, dweight, dbias, rms, weight,
+    _addnorm.add_norm_pre_backward(dy, dh_next, h, list(dims), dh, dweight, dbias, norm, weight,
                                    bias, bool(zero_centered_weight), eps)
     return dh, dweight, dbias
 
@@ -160,12 +163,12 @@ def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm
     x = check.tensor("x", x)
     s = check.tensor("s", s, x)
     check.same_shape("s", s, x.shape)
-    dims, rows, rms, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
+    dims, rows, centres, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
                                                     zero_centered_weight)
     p, seed, offset = _dropout_args(p, seed, offset)
     y = np.empty_like(x)
-    mean, rstd = _stats(rows, rms, x.dtype, return_stats)
-    _addnorm.add_norm_post(x, s, list(dims), y, rms, weight, bias, bool(zero_centered_weight),
+    mean, rstd = _stats(rows, centres, x.dtype, return_stats)
+    _addnorm.add_norm_post(x, s, list(dims), y, norm, weight, bias, bool(zero_centered_weight),
                            eps, p, seed, offset, mean, rstd)
     return (y, mean, rstd) if return_stats else y
 
@@ -189,12 +192,12 @@ def add_norm_post_backward(dy, x, s, normalized_shape, weight=None, bias=None, e
     s = check.tensor("s", s, x)
     check.same_shape("dy", dy, x.shape)
     check.same_shape("s", s, x.shape)
-    dims, _, rms, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
+    dims, _, _, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
                                                  zero_centered_weight)
     p, seed, offset = _dropout_args(p, seed, offset)
     dx, ds = np.empty_like(x), np.empty_like(x)
     dweight = None if weight is None else np.empty_like(weight)
     dbias = None if bias is None else np.empty_like(bias)
-    _addnorm.add_norm_post_backward(dy, x, s, list(dims), dx, ds, dweight, dbias, rms, weight,
+    _addnorm.add_norm_post_backward(dy, x, s, list(dims), dx, ds, dweight, dbias, norm, weight,
                                     bias, bool(zero_centered_weight), eps, p, seed, offset)
     return dx, ds, dweight, dbias

@@ -26,9 +26,9 @@ BasicBatchNormOptions<T> options_of(const BatchNormCall& call) {
   return {optional_view_of<const T>("weight", call.gamma),
           optional_view_of<const T>("bias", call.beta),
           call.training,
-          argument_as<T>("momentum", call.momentum),
+          momentum_as<T>(call.momentum),
           call.onnx_convention ? MomentumConvention::onnx : MomentumConvention::pytorch,
-          argument_as<T>("eps", call.eps)};
+          eps_as<T>(call.eps)};
 }
 
 // Both running statistics, or neither (the library says which mode needs them); one without

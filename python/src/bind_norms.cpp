@@ -31,8 +31,7 @@ void layer_norm(const py::object& x, const Dims& normalized_shape, const py::obj
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta),
-                                           argument_as<T>("eps", eps)};
+                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -50,8 +49,7 @@ void layer_norm_backward(const py::object& dy, const py::object& x, const Dims& 
     const BasicLayerNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta),
-                                           argument_as<T>("eps", eps)};
+                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::layer_norm_backward(dy_view, x_view, shape, grads, options);
@@ -65,7 +63,7 @@ void rms_norm(const py::object& x, const Dims& normalized_shape, const py::objec
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, argument_as<T>("eps", eps)};
+                                         zero_centered_gamma, eps_as<T>(eps)};
     const std::optional<TensorView<T>> rstd_view = optional_view_of<T>("rstd", rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -82,7 +80,7 @@ void rms_norm_backward(const py::object& dy, const py::object& x, const Dims& no
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const BasicRmsNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma)};
     const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, argument_as<T>("eps", eps)};
+                                         zero_centered_gamma, eps_as<T>(eps)};
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::rms_norm_backward(dy_view, x_view, shape, grads, options);
@@ -97,8 +95,7 @@ void group_norm(const py::object& x, int64_t num_groups, const py::object& gamma
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
     const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta),
-                                           argument_as<T>("eps", eps)};
+                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     py::gil_scoped_release release;
     library::group_norm(x_view, y_view, options, stats);
@@ -115,8 +112,7 @@ void group_norm_backward(const py::object& dy, const py::object& x, int64_t num_
     const BasicGroupNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
     const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta),
-                                           argument_as<T>("eps", eps)};
+                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
     py::gil_scoped_release release;
     library::group_norm_backward(dy_view, x_view, grads, options);
   });

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bindings.hpp"
@@ -16,7 +17,7 @@ using Dims = std::vector<int64_t>;
 
 // The norm inside a fused op, as the Python layer passes it.
 struct NormCall {
-  bool rms;
+  std::string norm;  // its name in the faces, read by the library (norm_kind_from)
   py::object gamma, beta;
   bool zero_centered_gamma;
   double eps;
@@ -31,10 +32,9 @@ struct DropoutCall {
 
 template <class T>
 BasicAddNormOptions<T> options_of(const NormCall& call) {
-  return {call.rms ? NormKind::rms_norm : NormKind::layer_norm,
-          optional_view_of<const T>("weight", call.gamma),
+  return {norm_kind_from(call.norm), optional_view_of<const T>("weight", call.gamma),
           optional_view_of<const T>("bias", call.beta), call.zero_centered_gamma,
-          argument_as<T>("eps", call.eps)};
+          eps_as<T>(call.eps)};
 }
 
 template <class T>
@@ -171,51 +171,51 @@ void register_residual(py::module_& module) {
   module.def(
       "add_norm_pre",
       [](const py::object& x, const py::object& r, const Dims& normalized_shape,
-         const py::object& h, const py::object& y, bool rms, const py::object& gamma,
+         const py::object& h, const py::object& y, const std::string& norm, const py::object& gamma,
          const py::object& beta, bool zero_centered_gamma, double eps, const py::object& mean,
          const py::object& rstd) {
-        add_norm_pre(x, r, normalized_shape, h, y, {rms, gamma, beta, zero_centered_gamma, eps},
+        add_norm_pre(x, r, normalized_shape, h, y, {norm, gamma, beta, zero_centered_gamma, eps},
                      mean, rstd);
       },
-      arg("x"), arg("r"), arg("normalized_shape"), arg("h"), arg("y"), arg("rms"), arg("weight"),
+      arg("x"), arg("r"), arg("normalized_shape"), arg("h"), arg("y"), arg("norm"), arg("weight"),
       arg("bias"), arg("zero_centered_weight"), arg("eps"), arg("mean"), arg("rstd"));
   module.def(
       "add_norm_pre_backward",
       [](const py::object& dy, const py::object& dh_next, const py::object& h,
          const Dims& normalized_shape, const py::object& dh, const py::object& dgamma,
-         const py::object& dbeta, bool rms, const py::object& gamma, const py::object& beta,
-         bool zero_centered_gamma, double eps) {
+         const py::object& dbeta, const std::string& norm, const py::object& gamma,
+         const py::object& beta, bool zero_centered_gamma, double eps) {
         add_norm_pre_backward(dy, dh_next, h, normalized_shape, dh, dgamma, dbeta,
-                              {rms, gamma, beta, zero_centered_gamma, eps});
+                              {norm, gamma, beta, zero_centered_gamma, eps});
       },
       arg("dy"), arg("dh_next"), arg("h"), arg("normalized_shape"), arg("dh"), arg("dweight"),
-      arg("dbias"), arg("rms"), arg("weight"), arg("bias"), arg("zero_centered_weight"),
+      arg("dbias"), arg("norm"), arg("weight"), arg("bias"), arg("zero_centered_weight"),
       arg("eps"));
   module.def(
       "add_norm_post",
       [](const py::object& x, const py::object& s, const Dims& normalized_shape,
-         const py::object& y, bool rms, const py::object& gamma, const py::object& beta,
-         bool zero_centered_gamma, double eps, double p, uint64_t seed, uint64_t offset,
-         const py::object& mean, const py::object& rstd) {
-        add_norm_post(x, s, normalized_shape, y, {rms, gamma, beta, zero_centered_gamma, eps},
+         const py::object& y, const std::string& norm, const py::object& gamma,
+         const py::object& beta, bool zero_centered_gamma, double eps, double p, uint64_t seed,
+         uint64_t offset, const py::object& mean, const py::object& rstd) {
+        add_norm_post(x, s, normalized_shape, y, {norm, gamma, beta, zero_centered_gamma, eps},
                       {p, seed, offset}, mean, rstd);
       },
-      arg("x"), arg("s"), arg("normalized_shape"), arg("y"), arg("rms"), arg("weight"), arg("bias"),
-      arg("zero_centered_weight"), arg("eps"), arg("p"), arg("seed"), arg("offset"), arg("mean"),
-      arg("rstd"));
+      arg("x"), arg("s"), arg("normalized_shape"), arg("y"), arg("norm"), arg("weight"),
+      arg("bias"), arg("zero_centered_weight"), arg("eps"), arg("p"), arg("seed"), arg("offset"),
+      arg("mean"), arg("rstd"));
   module.def(
       "add_norm_post_backward",
       [](const py::object& dy, const py::object& x, const py::object& s,
          const Dims& normalized_shape, const py::object& dx, const py::object& ds,
-         const py::object& dgamma, const py::object& dbeta, bool rms, const py::object& gamma,
-         const py::object& beta, bool zero_centered_gamma, double eps, double p, uint64_t seed,
-         uint64_t offset) {
+         const py::object& dgamma, const py::object& dbeta, const std::string& norm,
+         const py::object& gamma, const py::object& beta, bool zero_centered_gamma, double eps,
+         double p, uint64_t seed, uint64_t offset) {
         add_norm_post_backward(dy, x, s, normalized_shape, dx, ds, dgamma, dbeta,
-                               {rms, gamma, beta, zero_centered_gamma, eps}, {p, seed, offset});
+                               {norm, gamma, beta, zero_centered_gamma, eps}, {p, seed, offset});
       },
       arg("dy"), arg("x"), arg("s"), arg("normalized_shape"), arg("dx"), arg("ds"), arg("dweight"),
-      arg("dbias"), arg("rms"), arg("weight"), arg("bias"), arg("zero_centered_weight"), arg("eps"),
-      arg("p"), arg("seed"), arg("offset"));
+      arg("dbias"), arg("norm"), arg("weight"), arg("bias"), arg("zero_centered_weight"),
+      arg("eps"), arg("p"), arg("seed"), arg("offset"));
 }
 
 }  // namespace addnorm::python

@@ -1,6 +1,7 @@
 // addnorm._addnorm: the compiled half of the Python package. Users call the functions in
 // addnorm/__init__.py, which check arguments with friendly messages, allocate the outputs and
-// call these. addnorm::Error (a bad argument found by the library) becomes ValueError.
+// call these. addnorm::Error (a bad argument found by the library) becomes TypeError (a wrong
+// dtype) or ValueError (anything else).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -20,7 +21,11 @@ PYBIND11_MODULE(_addnorm, module) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const addnorm::Error& bad_argument) {
-      PyErr_SetString(PyExc_ValueError, bad_argument.what());
+      // NumPy's convention: a wrong dtype is a TypeError, any other bad argument a ValueError;
+      // the message names the argument as this face does (weight, not gamma).
+      PyObject* type =
+          bad_argument.kind() == addnorm::ErrorKind::type ? PyExc_TypeError : PyExc_ValueError;
+      PyErr_SetString(type, addnorm::face_message(bad_argument).c_str());
     }
   });
   module.attr("__version__") = ADDNORM_VERSION;
@@ -30,13 +35,16 @@ PYBIND11_MODULE(_addnorm, module) {
   module.def(
       "default_eps",
       [](const std::string& norm) {
-        const auto kind = addnorm::norm_kind_named(norm);
-        if (!kind) {
-          throw addnorm::Error("norm is '" + norm + "', expected 'layer_norm' or 'rms_norm'");
-        }
-        return addnorm::norm_traits(*kind).default_eps;
+        return addnorm::norm_traits(addnorm::norm_kind_from(norm)).default_eps;
       },
       pybind11::arg("norm"), "The default eps of a norm kind (addnorm/ops.hpp's norm_traits).");
+  module.def(
+      "norm_centres",
+      [](const std::string& norm) {
+        return addnorm::norm_traits(addnorm::norm_kind_from(norm)).centres;
+      },
+      pybind11::arg("norm"),
+      "Whether a norm kind subtracts the row's mean, and so has a mean to save (norm_traits).");
   module.def("simd_target", &addnorm::simd_target,
              "The SIMD target addnorm's kernels dispatch to on this CPU (Highway's name).");
   module.def("simd_targets", &addnorm::simd_targets,

@@ -102,7 +102,7 @@ void run_library(Call&& call) {
   try {
     call();
   } catch (const Error& error) {
-    TORCH_CHECK(false, error.what());
+    TORCH_CHECK(false, face_message(error));  // weight and bias, as PyTorch names them
   }
 }
 

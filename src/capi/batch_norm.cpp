@@ -48,7 +48,7 @@ addnorm_status addnorm_batch_norm(const addnorm_tensor* x, const addnorm_tensor*
       const TensorView<const T> x_view = exact<const T>("x", x);
       BasicBatchNormOptions<T> options =
           batch_norm_options<T>(gamma, beta, training, eps, channels_last);
-      options.momentum = argument_as<T>("momentum", momentum);
+      options.momentum = momentum_as<T>(momentum);
       options.convention = momentum_convention(convention);
       const auto running = running_stats<T>(running_mean, running_var);
       const TensorView<T> y_view = exact<T>("y", y);

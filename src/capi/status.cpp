@@ -1,4 +1,5 @@
-// addnorm_last_error and addnorm_status_name, and the per-thread slot behind them.
+// addnorm_last_error (with its argument and kind) and addnorm_status_name, and the per-thread
+// slots behind them.
 #include "capi/status.hpp"
 
 #include <cstddef>
@@ -13,24 +14,59 @@ namespace {
 // thread_local costs no guard or destructor registration per thread.
 constexpr std::size_t kMessageCapacity = 1024;
 thread_local char last_message[kMessageCapacity] = "";
+// An argument's name is short (the longest is "zero_centered_gamma"); a longer one is cut.
+constexpr std::size_t kArgumentCapacity = 64;
+thread_local char last_argument[kArgumentCapacity] = "";
+thread_local addnorm_error_kind last_kind = ADDNORM_ERROR_KIND_NONE;
+
+// Copies `text` into `slot`, cut with "..." when it does not fit.
+template <std::size_t kCapacity>
+void record(char (&slot)[kCapacity], const char* text) noexcept {
+  const std::size_t length = std::strlen(text);
+  if (length < kCapacity) {
+    std::memcpy(slot, text, length + 1);
+  } else {
+    constexpr char kCut[] = "...";
+    const std::size_t kept = kCapacity - sizeof kCut;
+    std::memcpy(slot, text, kept);
+    std::memcpy(slot + kept, kCut, sizeof kCut);
+  }
+}
+
+addnorm_error_kind c_kind(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::value:
+      return ADDNORM_ERROR_KIND_VALUE;
+    case ErrorKind::shape:
+      return ADDNORM_ERROR_KIND_SHAPE;
+    case ErrorKind::type:
+      return ADDNORM_ERROR_KIND_TYPE;
+    case ErrorKind::overlap:
+      return ADDNORM_ERROR_KIND_OVERLAP;
+  }
+  return ADDNORM_ERROR_KIND_VALUE;
+}
 
 }  // namespace
 
 addnorm_status fail(addnorm_status status, const char* message) noexcept {
-  const std::size_t length = std::strlen(message);
-  if (length < kMessageCapacity) {
-    std::memcpy(last_message, message, length + 1);
-  } else {
-    constexpr char kCut[] = "...";
-    const std::size_t kept = kMessageCapacity - sizeof kCut;
-    std::memcpy(last_message, message, kept);
-    std::memcpy(last_message + kept, kCut, sizeof kCut);
-  }
+  record(last_message, message);
+  last_argument[0] = '\0';
+  last_kind = ADDNORM_ERROR_KIND_NONE;
   return status;
+}
+
+addnorm_status fail_argument(const Error& error) noexcept {
+  record(last_message, error.what());
+  record(last_argument, error.argument().c_str());
+  last_kind = c_kind(error.kind());
+  return ADDNORM_ERROR_INVALID_ARGUMENT;
 }
 
 addnorm_status succeed() noexcept {
   last_message[0] = '\0';
+  last_argument[0] = '\0';
+  last_kind = ADDNORM_ERROR_KIND_NONE;
   return ADDNORM_OK;
 }
 
@@ -40,6 +76,14 @@ extern "C" {
 
 const char* addnorm_last_error(void) {
   return addnorm::capi::last_message;
+}
+
+const char* addnorm_last_error_argument(void) {
+  return addnorm::capi::last_argument;
+}
+
+addnorm_error_kind addnorm_last_error_kind(void) {
+  return addnorm::capi::last_kind;
 }
 
 const char* addnorm_status_name(int status) {

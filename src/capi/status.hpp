@@ -13,6 +13,8 @@ namespace addnorm::capi {
 
 // Records `message` as this thread's last error and returns `status`; never throws.
 addnorm_status fail(addnorm_status status, const char* message) noexcept;
+// The same for a bad argument: also records the argument's name and the kind of mistake.
+addnorm_status fail_argument(const Error& error) noexcept;
 // Clears this thread's last error and returns ADDNORM_OK.
 addnorm_status succeed() noexcept;
 
@@ -22,7 +24,7 @@ addnorm_status guarded(Body&& body) noexcept {
     body();
     return succeed();
   } catch (const Error& error) {
-    return fail(ADDNORM_ERROR_INVALID_ARGUMENT, error.what());
+    return fail_argument(error);
   } catch (const std::bad_alloc&) {
     return fail(ADDNORM_ERROR_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& error) {

@@ -36,27 +36,32 @@ std::string dtype_text(int32_t dtype) {
 
 [[noreturn]] void refuse_dtype(const char* name, int32_t dtype, const std::string& expected) {
   if (!is_dtype(dtype)) {
-    throw Error(std::string(name) + " has dtype " + dtype_text(dtype) +
-                ", expected an addnorm_dtype (0 to 3)");
+    throw Error(
+        ErrorKind::type, name,
+        std::string("has dtype ") + dtype_text(dtype) + ", expected an addnorm_dtype (0 to 3)");
   }
-  throw Error(std::string(name) + " has dtype " + dtype_text(dtype) + ", expected " + expected);
+  throw Error(ErrorKind::type, name,
+              std::string("has dtype ") + dtype_text(dtype) + ", expected " + expected);
 }
 
 }  // namespace
 
 const addnorm_tensor& required(const char* name, const addnorm_tensor* tensor) {
-  if (tensor == nullptr) throw Error(std::string(name) + " is NULL, expected a tensor");
+  if (tensor == nullptr)
+    throw Error(ErrorKind::value, name, std::string("is NULL, expected a tensor"));
   return *tensor;
 }
 
 Shape shape_of(const char* name, const addnorm_tensor& tensor) {
   if (tensor.rank < 0 || tensor.rank > ADDNORM_MAX_RANK) {
-    throw Error(std::string(name) + " has rank " + std::to_string(tensor.rank) +
-                ", expected 0 to " + std::to_string(ADDNORM_MAX_RANK));
+    throw Error(ErrorKind::shape, name,
+                std::string("has rank ") + std::to_string(tensor.rank) + ", expected 0 to " +
+                    std::to_string(ADDNORM_MAX_RANK));
   }
   if (tensor.shape == nullptr && tensor.rank > 0) {
-    throw Error(std::string(name) + " has a NULL shape with rank " + std::to_string(tensor.rank) +
-                ", expected " + std::to_string(tensor.rank) + " dimensions");
+    throw Error(ErrorKind::shape, name,
+                std::string("has a NULL shape with rank ") + std::to_string(tensor.rank) +
+                    ", expected " + std::to_string(tensor.rank) + " dimensions");
   }
   if (!is_dtype(tensor.dtype)) refuse_dtype(name, tensor.dtype, "");
   return Shape(std::span<const int64_t>(tensor.shape, static_cast<size_t>(tensor.rank)));
@@ -84,18 +89,21 @@ void expect_pair(const char* first_name, const addnorm_tensor* first, const char
                  const addnorm_tensor* second) {
   if ((first == nullptr) == (second == nullptr)) return;
   const bool first_given = first != nullptr;
-  throw Error(std::string(first_given ? first_name : second_name) + " was given but " +
-              (first_given ? second_name : first_name) + " is NULL, expected both or neither");
+  throw Error(ErrorKind::value, first_given ? first_name : second_name,
+              std::string("was given but ") + (first_given ? second_name : first_name) +
+                  " is NULL, expected both or neither");
 }
 
 void expect_absent(const char* name, const addnorm_tensor* tensor, const char* why) {
-  if (tensor != nullptr) throw Error(std::string(name) + " was given, expected NULL " + why);
+  if (tensor != nullptr)
+    throw Error(ErrorKind::value, name, std::string("was given, expected NULL ") + why);
 }
 
 Shape trailing_dims(const char* x_name, const Shape& x_shape, int32_t normalized_ndim) {
   if (normalized_ndim < 1 || normalized_ndim > x_shape.rank()) {
-    throw Error("normalized_ndim is " + std::to_string(normalized_ndim) +
-                ", expected 1 to the rank of " + x_name + " " + x_shape.to_string());
+    throw Error(ErrorKind::shape, "normalized_ndim",
+                "is " + std::to_string(normalized_ndim) + ", expected 1 to the rank of " + x_name +
+                    " " + x_shape.to_string());
   }
   return x_shape.trailing(normalized_ndim);
 }
@@ -107,8 +115,9 @@ NormKind norm_kind(int32_t norm) {
     case ADDNORM_RMS_NORM:
       return NormKind::rms_norm;
     default:
-      throw Error("norm is " + std::to_string(norm) +
-                  ", expected ADDNORM_LAYER_NORM (0) or ADDNORM_RMS_NORM (1)");
+      throw Error(ErrorKind::value, "norm",
+                  "is " + std::to_string(norm) +
+                      ", expected ADDNORM_LAYER_NORM (0) or ADDNORM_RMS_NORM (1)");
   }
 }
 
@@ -119,8 +128,9 @@ MomentumConvention momentum_convention(int32_t convention) {
     case ADDNORM_MOMENTUM_ONNX:
       return MomentumConvention::onnx;
     default:
-      throw Error("convention is " + std::to_string(convention) +
-                  ", expected ADDNORM_MOMENTUM_PYTORCH (0) or ADDNORM_MOMENTUM_ONNX (1)");
+      throw Error(ErrorKind::value, "convention",
+                  "is " + std::to_string(convention) +
+                      ", expected ADDNORM_MOMENTUM_PYTORCH (0) or ADDNORM_MOMENTUM_ONNX (1)");
   }
 }
 

@@ -122,13 +122,13 @@ Shape trailing_dims(const char* x_name, const Shape& x_shape, int32_t normalized
 // eps as the op takes it: a negative value is the default, `fallback` (the option struct's).
 template <class T>
 T eps_or(double eps, T fallback) {
-  return eps < 0 ? fallback : argument_as<T>("eps", eps);
+  return eps < 0 ? fallback : eps_as<T>(eps);
 }
 // The fused ops' eps: absent (the kind's default) when negative.
 template <class T>
 std::optional<T> optional_eps(double eps) {
   if (eps < 0) return std::nullopt;
-  return argument_as<T>("eps", eps);
+  return eps_as<T>(eps);
 }
 
 NormKind norm_kind(int32_t norm);

@@ -5,6 +5,8 @@
 #include <exception>
 #include <iostream>
 
+#include "addnorm/error.hpp"
+
 #include "cli/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -21,7 +23,10 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help: print it, succeed
     std::cerr << "addnorm: error: " << e.what() << " (see --help)\n";
     return 2;
-  } catch (const std::exception& e) {  // addnorm::Error and I/O failures alike
+  } catch (const addnorm::Error& e) {  // named as the command line names it: --weight, not gamma
+    std::cerr << "addnorm: error: " << addnorm::face_message(e) << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // I/O failures
     std::cerr << "addnorm: error: " << e.what() << "\n";
     return 1;
   }

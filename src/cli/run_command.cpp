@@ -116,7 +116,9 @@ class OpCommand {
   }
 
   OpCommand& zero_centered_gamma(const std::string& help) {
-    app_->add_flag("--zero_centered_gamma", state_->settings.zero_centered_gamma, help)
+    // The faces' name (addnorm::face_argument_name), and the C++ name it stands for.
+    app_->add_flag("--zero_centered_weight,--zero_centered_gamma",
+                   state_->settings.zero_centered_gamma, help)
         ->group(kParameters);
     return *this;
   }

@@ -10,9 +10,9 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
   const int64_t rank = x_shape.rank();
   const int64_t resolved = axis < 0 ? axis + rank : axis;
   if (resolved < 0 || resolved >= rank) {
-    throw Error("axis is " + std::to_string(axis) + ", expected a value in [" +
-                std::to_string(-rank) + ", " + std::to_string(rank - 1) + "] for x of shape " +
-                x_shape.to_string());
+    throw Error(ErrorKind::value, "axis",
+                "is " + std::to_string(axis) + ", expected a value in [" + std::to_string(-rank) +
+                    ", " + std::to_string(rank - 1) + "] for x of shape " + x_shape.to_string());
   }
   return x_shape.trailing(static_cast<int>(rank - resolved));
 }

@@ -41,8 +41,9 @@ template <class T>
 void check_dropout(const BasicDropoutOptions<T>& options, int64_t count) {
   check_dropout_p(options.p);
   if (options.offset > UINT64_MAX - static_cast<uint64_t>(count)) {
-    throw Error("offset is " + std::to_string(options.offset) + " for " + std::to_string(count) +
-                " elements, expected offset + element count to fit in 64 bits");
+    throw Error(ErrorKind::value, "offset",
+                "is " + std::to_string(options.offset) + " for " + std::to_string(count) +
+                    " elements, expected offset + element count to fit in 64 bits");
   }
 }
 
@@ -156,14 +157,16 @@ reference::GroupLayout group_layout(const View& x, const BasicGroupNormOptions<T
   check_tensor("x", x);
   const int rank = x.shape.rank();
   if (rank < 2) {
-    throw Error("x has shape " + x.shape.to_string() +
-                ", expected (N, C, *) with channels on axis 1");
+    throw Error(
+        ErrorKind::shape, "x",
+        "has shape " + x.shape.to_string() + ", expected (N, C, *) with channels on axis 1");
   }
   const int64_t channels = x.shape[1];
   if (options.num_groups < 1 || channels % options.num_groups != 0) {
-    throw Error("num_groups is " + std::to_string(options.num_groups) +
-                ", expected a divisor of the " + std::to_string(channels) +
-                " channels of x (axis 1 of " + x.shape.to_string() + ")");
+    throw Error(ErrorKind::value, "num_groups",
+                "is " + std::to_string(options.num_groups) + ", expected a divisor of the " +
+                    std::to_string(channels) + " channels of x (axis 1 of " + x.shape.to_string() +
+                    ")");
   }
   return {x.shape[0], channels, options.num_groups, x.shape.product(2, rank)};
 }
@@ -227,8 +230,9 @@ reference::BatchLayout batch_layout(const Const<T>& x, bool channels_last) {
   const int rank = x.shape.rank();
   if (rank < 2 || rank > kBatchNormMaxRank) {
     throw Error(
-        "x has shape " + x.shape.to_string() + ", expected rank 2 to 5: " +
-        (channels_last ? "(N, *, C) with channels last" : "(N, C, *) with channels on axis 1"));
+        ErrorKind::shape, "x",
+        "has shape " + x.shape.to_string() + ", expected rank 2 to 5: " +
+            (channels_last ? "(N, *, C) with channels last" : "(N, C, *) with channels on axis 1"));
   }
   if (channels_last) return {x.shape.product(0, rank - 1), x.shape[rank - 1], 1};
   return {x.shape[0], x.shape[1], x.shape.product(2, rank)};
@@ -246,12 +250,14 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
     check_shape("running_mean", running->mean, channels);
     check_shape("running_var", running->var, channels);
   } else if (!options.training) {
-    throw Error("running_mean and running_var are absent, expected both in inference mode");
+    throw Error(ErrorKind::value, "running_mean",
+                "and running_var are absent, expected both in inference mode");
   }
   if (options.training && layout.per_channel() < 2) {
-    throw Error("x has shape [" + std::to_string(layout.batch) + ", " +
-                std::to_string(layout.channels) + (layout.length > 1 ? ", ..." : "") +
-                "] with 1 value per channel, expected more than 1 in training mode");
+    throw Error(ErrorKind::shape, "x",
+                "has shape [" + std::to_string(layout.batch) + ", " +
+                    std::to_string(layout.channels) + (layout.length > 1 ? ", ..." : "") +
+                    "] with 1 value per channel, expected more than 1 in training mode");
   }
 }
 
@@ -265,7 +271,8 @@ reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
   check_batch_norm_options(options, layout, running);
   if (batch_stats) {
     if (!options.training) {
-      throw Error("batch_stats was requested in inference mode, expected it only in training");
+      throw Error(ErrorKind::value, "batch_stats",
+                  "was requested in inference mode, expected it only in training");
     }
     check_shape("batch mean", batch_stats->mean, Shape{layout.channels});
     check_shape("batch rstd", batch_stats->rstd, Shape{layout.channels});
@@ -313,12 +320,12 @@ RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* 
   check_affine(options.gamma, options.beta, normalized_shape);
   const NormTraits kind = norm_traits(options.norm);
   if (!kind.has_shift && options.beta) {
-    throw Error(std::string("beta was given for ") + kind.name +
-                ", expected no beta (it has no shift)");
+    throw Error(ErrorKind::value, "beta",
+                std::string("was given for ") + kind.name + ", expected none (it has no shift)");
   }
   if (kind.centres && options.zero_centered_gamma) {
-    throw Error(std::string("zero_centered_gamma was set for ") + kind.name +
-                ", expected it only with rms_norm");
+    throw Error(ErrorKind::value, "zero_centered_gamma",
+                std::string("was set for ") + kind.name + ", expected it only with rms_norm");
   }
   check_eps(eps_of(options));
   return layout;

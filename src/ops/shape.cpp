@@ -11,8 +11,9 @@ namespace {
 
 void check_rank(size_t rank) {
   if (rank > static_cast<size_t>(kMaxRank)) {
-    throw Error("shape has rank " + std::to_string(rank) + ", expected at most " +
-                std::to_string(kMaxRank));
+    throw Error(
+        ErrorKind::shape, "shape",
+        "has rank " + std::to_string(rank) + ", expected at most " + std::to_string(kMaxRank));
   }
 }
 
@@ -33,16 +34,17 @@ int64_t Shape::numel(const char* what) const {
   for (int i = 0; i < rank_; ++i) {
     const int64_t dim = dims_[static_cast<size_t>(i)];
     if (dim < 0) {
-      throw Error(std::string(what) + " has shape " + to_string() +
-                  ", expected non-negative dimensions");
+      throw Error(ErrorKind::shape, what,
+                  "has shape " + to_string() + ", expected non-negative dimensions");
     }
     // A multiply with an overflow check rather than a division: validation runs on every call,
     // and a 64-bit division per dimension was a fifth of a one-row call's time.
     int64_t product = 0;
     if (__builtin_mul_overflow(count, dim, &product) || product > kMaxElements) {
-      throw Error(std::string(what) + " has shape " + to_string() +
-                  ", whose element count overflows, expected at most " +
-                  std::to_string(kMaxElements) + " elements");
+      throw Error(ErrorKind::shape, what,
+                  "has shape " + to_string() +
+                      ", whose element count overflows, expected at most " +
+                      std::to_string(kMaxElements) + " elements");
     }
     count = product;
   }
@@ -85,8 +87,9 @@ Tensor::Tensor(const Shape& shape)
 Tensor::Tensor(const Shape& shape, std::vector<float> values)
     : shape_(shape), values_(std::move(values)) {
   if (static_cast<int64_t>(values_.size()) != shape.numel()) {
-    throw Error("values has " + std::to_string(values_.size()) + " elements, expected " +
-                std::to_string(shape.numel()) + " for shape " + shape.to_string());
+    throw Error(ErrorKind::shape, "values",
+                "has " + std::to_string(values_.size()) + " elements, expected " +
+                    std::to_string(shape.numel()) + " for shape " + shape.to_string());
   }
 }
 

@@ -17,13 +17,15 @@ int64_t check_tensor(const char* name, const TensorView<T>& view) {
   const int64_t count = view.shape.numel(name);
   for (int64_t dim : view.shape.dims()) {
     if (dim == 0) {
-      throw Error(std::string(name) + " has shape " + view.shape.to_string() +
-                  ", expected every dimension to be at least 1");
+      throw Error(ErrorKind::shape, name,
+                  std::string("has shape ") + view.shape.to_string() +
+                      ", expected every dimension to be at least 1");
     }
   }
   if (view.data == nullptr) {
-    throw Error(std::string(name) + " has no data (null pointer), expected " +
-                std::to_string(count) + " elements of data");
+    throw Error(ErrorKind::value, name,
+                std::string("has no data (null pointer), expected ") + std::to_string(count) +
+                    " elements of data");
   }
   return count;
 }
@@ -31,8 +33,9 @@ int64_t check_tensor(const char* name, const TensorView<T>& view) {
 template <class T>
 void check_shape(const char* name, const TensorView<T>& view, const Shape& expected) {
   if (!(view.shape == expected)) {
-    throw Error(std::string(name) + " has shape " + view.shape.to_string() + ", expected " +
-                expected.to_string());
+    throw Error(
+        ErrorKind::shape, name,
+        std::string("has shape ") + view.shape.to_string() + ", expected " + expected.to_string());
   }
   check_tensor(name, view);
 }
@@ -41,9 +44,10 @@ template <class T>
 void check_count(const char* name, const TensorView<T>& view, int64_t count, const char* per) {
   const int64_t actual = check_tensor(name, view);
   if (actual != count) {
-    throw Error(std::string(name) + " has " + std::to_string(actual) + " elements (shape " +
-                view.shape.to_string() + "), expected " + std::to_string(count) + " (one " + per +
-                ")");
+    throw Error(ErrorKind::shape, name,
+                std::string("has ") + std::to_string(actual) + " elements (shape " +
+                    view.shape.to_string() + "), expected " + std::to_string(count) + " (one " +
+                    per + ")");
   }
 }
 
@@ -74,19 +78,21 @@ void check_shape(const char* name, const AnyConstView& view, const Shape& expect
 void check_same_storage(const char* name, const AnyConstView& view, const char* other_name,
                         const AnyConstView& other, const char* group) {
   if (view.dtype == other.dtype) return;
-  throw Error(std::string(name) + " is stored as " + dtype_name(view.dtype) + ", expected " +
-              dtype_name(other.dtype) + " like " + other_name + " (" + group + ")");
+  throw Error(ErrorKind::type, name,
+              std::string("is stored as ") + dtype_name(view.dtype) + ", expected " +
+                  dtype_name(other.dtype) + " like " + other_name + " (" + group + ")");
 }
 
 RowLayout row_layout(const Shape& x_shape, const Shape& normalized_shape, const char* x_name) {
   if (normalized_shape.rank() == 0) {
-    throw Error("normalized_shape is empty, expected at least one dimension");
+    throw Error(ErrorKind::shape, "normalized_shape", "is empty, expected at least one dimension");
   }
   normalized_shape.numel("normalized_shape");
   const int count = normalized_shape.rank();
   if (count > x_shape.rank() || !(x_shape.trailing(count) == normalized_shape)) {
-    throw Error("normalized_shape " + normalized_shape.to_string() +
-                " does not match the trailing dims of " + x_name + " " + x_shape.to_string());
+    throw Error(ErrorKind::shape, "normalized_shape",
+                normalized_shape.to_string() + " does not match the trailing dims of " + x_name +
+                    " " + x_shape.to_string());
   }
   return {x_shape.product(0, x_shape.rank() - count), normalized_shape.product(0, count)};
 }
@@ -96,21 +102,25 @@ namespace {
 template <class T>
 void check_eps_as(T eps) {
   if (!std::isfinite(eps) || eps < T(0)) {
-    throw Error("eps is " + shortest_text(eps) + ", expected a finite value >= 0");
+    throw Error(ErrorKind::value, "eps",
+                std::string("is ") + shortest_text(eps) + ", expected a finite value >= 0");
   }
 }
 
 template <class T>
 void check_momentum_as(T momentum) {
   if (!(momentum >= T(0) && momentum <= T(1))) {
-    throw Error("momentum is " + shortest_text(momentum) + ", expected a value in [0, 1]");
+    throw Error(ErrorKind::value, "momentum",
+                std::string("is ") + shortest_text(momentum) + ", expected a value in [0, 1]");
   }
 }
 
 template <class T>
 void check_dropout_p_as(T p) {
   if (!(p >= T(0) && p < T(1))) {
-    throw Error("p is " + shortest_text(p) + ", expected a dropout probability in [0, 1)");
+    throw Error(
+        ErrorKind::value, "p",
+        std::string("is ") + shortest_text(p) + ", expected a dropout probability in [0, 1)");
   }
 }
 
@@ -144,15 +154,18 @@ void check_dropout_p(float p) {
 void check_dropout_p(double p) {
   check_dropout_p_as(p);
   if (static_cast<float>(p) >= 1.0f) {
-    throw Error("p is " + shortest_text(p) +
-                ", which rounds to 1 in float32 (the dropout mask's precision); expected a value "
-                "below 1");
+    throw Error(
+        ErrorKind::value, "p",
+        std::string("is ") + shortest_text(p) +
+            ", which rounds to 1 in float32 (the dropout mask's precision); expected a value "
+            "below 1");
   }
 }
 
 void refuse_gradient_without_parameter(const char* grad_name, const char* param_name) {
-  throw Error(std::string(grad_name) + " was requested but " + param_name +
-              " is absent, expected no " + grad_name + " without " + param_name);
+  throw Error(ErrorKind::value, grad_name,
+              std::string("was requested but ") + param_name + " is absent, expected no " +
+                  grad_name + " without " + param_name);
 }
 
 namespace {
@@ -179,9 +192,10 @@ void check_pair(const Region& output, const Region& other,
       output.element == other.element) {
     return;
   }
-  throw Error(std::string(output.name) + " overlaps " + other.name + ", expected " +
-              (allowed
-                   ? (output.element == other.element ? "exactly the same memory or separate memory"
+  throw Error(
+      ErrorKind::overlap, output.name,
+      std::string("overlaps ") + other.name + ", expected " +
+          (allowed ? (output.element == other.element ? "exactly the same memory or separate memory"
                                                       : "separate memory (it stores another type)")
                    : "separate memory"));
 }
@@ -207,10 +221,21 @@ double checked_dropout_p(double p) {
   return p;
 }
 
+double checked_eps(double eps) {
+  detail::check_eps(eps);
+  return eps;
+}
+
+double checked_momentum(double momentum) {
+  detail::check_momentum(momentum);
+  return momentum;
+}
+
 float narrow_to_float(const char* name, double value) {
   if (std::isfinite(value) && std::fabs(value) > double(std::numeric_limits<float>::max())) {
-    throw Error(std::string(name) + " is " + detail::format_value(value) +
-                ", beyond float32's range (" + kFloat32RangeLimit + ")");
+    throw Error(ErrorKind::value, name,
+                std::string("is ") + detail::format_value(value) + ", beyond float32's range (" +
+                    kFloat32RangeLimit + ")");
   }
   return static_cast<float>(value);
 }

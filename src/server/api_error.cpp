@@ -37,7 +37,11 @@ ErrorAnswer answer_for_current_exception(const std::vector<std::string>& keys) {
   } catch (const ApiError& e) {
     return {e.status(), error_body(e.what(), e.parameter())};
   } catch (const Error& e) {
-    return {400, error_body(e.what(), parameter_named_in(e.what(), keys))};
+    // The library's errors name their argument; the lab's own checks name it in the message.
+    const std::string message = face_message(e);
+    return {400, error_body(message, e.argument().empty()
+                                         ? parameter_named_in(message, keys)
+                                         : std::string(face_argument_name(e.argument())))};
   } catch (const std::bad_alloc&) {
     return {503, error_body("out of memory for this request; try smaller parameters", {})};
   } catch (const std::exception& e) {

@@ -36,7 +36,7 @@ void add_option_rejections(std::vector<Rejection<Call>>& rejections) {
   add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   rejections.push_back({"beta with rms_norm",
                         [](Call& c, Arena&) { c.options.norm = NormKind::rms_norm; },
-                        {"beta was given for rms_norm, expected no beta (it has no shift)"}});
+                        {"beta was given for rms_norm, expected none (it has no shift)"}});
   rejections.push_back(
       {"zero_centered_gamma with layer_norm",
        [](Call& c, Arena&) { c.options.zero_centered_gamma = true; },

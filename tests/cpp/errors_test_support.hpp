@@ -155,6 +155,11 @@ void expect_rejected(const Call& call, const ArenaOf<Call>& arena,
       if (part.starts_with('^')) {
         EXPECT_TRUE(message.starts_with(part.substr(1)))
             << "message \"" << message << "\" does not start with \"" << part.substr(1) << "\"";
+        // The argument the message starts with is the one the error carries, for the faces.
+        EXPECT_FALSE(error.argument().empty()) << "message \"" << message << "\"";
+        EXPECT_TRUE((part.substr(1) + " ").starts_with(error.argument() + " "))
+            << "argument \"" << error.argument() << "\" of \"" << message << "\"";
+        EXPECT_EQ(error.argument() + " " + error.detail(), message);
       } else {
         EXPECT_NE(message.find(part), std::string::npos)
             << "message \"" << message << "\" lacks \"" << part << "\"";

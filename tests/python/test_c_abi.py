@@ -22,6 +22,8 @@ import python_references as ref
 HEADER = Path(__file__).resolve().parents[2] / "include" / "addnorm" / "addnorm.h"
 
 OK, INVALID_ARGUMENT = 0, 1
+# addnorm.h's addnorm_error_kind.
+KIND_NONE, KIND_VALUE, KIND_SHAPE, KIND_TYPE, KIND_OVERLAP = 0, 1, 2, 3, 4
 FLOAT32, BFLOAT16, FLOAT16, FLOAT64 = 0, 1, 2, 3
 LAYER_NORM, RMS_NORM = 0, 1
 MOMENTUM_PYTORCH, MOMENTUM_ONNX = 0, 1
@@ -57,6 +59,8 @@ OPS = {
 }
 QUERIES = {
     "addnorm_last_error": ([], ctypes.c_char_p),
+    "addnorm_last_error_argument": ([], ctypes.c_char_p),
+    "addnorm_last_error_kind": ([], ctypes.c_int),
     "addnorm_status_name": ([ctypes.c_int], ctypes.c_char_p),
     "addnorm_dtype_size": ([I32], ctypes.c_size_t),
     "addnorm_default_eps": ([I32], F64),
@@ -415,6 +419,9 @@ def expect_refusal(lib, status, message_part, *outputs_and_copies):
     assert status == INVALID_ARGUMENT, lib.addnorm_status_name(status)
     message = lib.addnorm_last_error().decode()
     assert message_part in message, message
+    # The argument the message starts with is also recorded on its own, for bindings.
+    assert lib.addnorm_last_error_argument().decode() == message.split(" ")[0], message
+    assert lib.addnorm_last_error_kind() != KIND_NONE
     for output, before in outputs_and_copies:
         assert output.tobytes() == before.tobytes(), "an output was written"
 
@@ -475,6 +482,32 @@ def test_refusals_write_nothing(lib):
     # A success clears the message.
     expect_ok(lib, lib.addnorm_layer_norm(tensor(x), 1, None, None, DEFAULT_EPS, tensor(y), None,
                                           None))
+    assert lib.addnorm_last_error_argument() == b""
+    assert lib.addnorm_last_error_kind() == KIND_NONE
+
+
+def test_last_error_kind_tells_what_is_wrong(lib):
+    """addnorm.h's addnorm_error_kind values, one failure of each kind."""
+    x = data(32, (2, 4), np.float32)
+    y = sentinel((2, 4))
+    cases = [
+        ((tensor(x), 1, tensor(np.ones(5, np.float32)), None, DEFAULT_EPS, tensor(y), None, None),
+         KIND_SHAPE, "gamma"),
+        ((tensor(x), 1, tensor(np.ones(4)), None, DEFAULT_EPS, tensor(y), None, None), KIND_TYPE,
+         "gamma"),
+        ((tensor(x), 1, None, None, float("nan"), tensor(y), None, None), KIND_VALUE, "eps"),
+    ]
+    for arguments, kind, argument in cases:
+        assert lib.addnorm_layer_norm(*arguments) == INVALID_ARGUMENT
+        assert lib.addnorm_last_error_kind() == kind, lib.addnorm_last_error()
+        assert lib.addnorm_last_error_argument().decode() == argument
+    # y half a row into x: an overlap, named by the output.
+    storage = data(33, (12,), np.float32)
+    inside = storage[2:10].reshape(2, 4)
+    assert lib.addnorm_layer_norm(tensor(storage[:8].reshape(2, 4)), 1, None, None, DEFAULT_EPS,
+                                  tensor(inside), None, None) == INVALID_ARGUMENT
+    assert lib.addnorm_last_error_kind() == KIND_OVERLAP, lib.addnorm_last_error()
+    assert lib.addnorm_last_error_argument() == b"y"
 
 
 def test_last_error_is_per_thread(lib):

@@ -74,7 +74,7 @@ def test_bad_momentum_leaves_running_stats_untouched(momentum):
 
 
 def test_other_bad_values():
-    with pytest.raises(ValueError, match=r"p is 1.0, expected a dropout probability in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"p is 1, expected a dropout probability in \[0, 1\)"):
         addnorm.dropout(X32, p=1.0)
     with pytest.raises(ValueError, match=r"seed is -1, expected an int in \[0, 2\*\*64\)"):
         addnorm.dropout(X32, p=0.5, seed=-1)
@@ -96,6 +96,28 @@ def test_other_bad_values():
         addnorm.layer_norm(X32, 4.0)
 
 
+def test_the_library_checks_scalars_and_norm_names_for_this_face():
+    """The values of eps, momentum and p, the norm's name and the options one norm only takes are
+    checked once, by the library, for every face: its messages arrive with the Python names, as
+    ValueError, and the double is checked before it is rounded to float32."""
+    # -1e-50 rounds to -0.0 in float32: still refused, as for float64.
+    for x in (X32, X32.astype(np.float64)):
+        with pytest.raises(ValueError, match=r"^eps is -1e-50, expected a finite value >= 0$"):
+            addnorm.layer_norm(x, 4, eps=-1e-50)
+        with pytest.raises(ValueError, match=r"^eps is -1e-50, expected a finite value >= 0$"):
+            addnorm.add_norm_pre(x, x, 4, eps=-1e-50, norm="rms_norm")
+    with pytest.raises(ValueError, match=r"^zero_centered_weight was set for layer_norm, "
+                                         r"expected it only with rms_norm$"):
+        addnorm.add_norm_pre(X32, X32, 4, zero_centered_weight=True)
+    with pytest.raises(ValueError, match=r"^bias was given for rms_norm, expected none"):
+        addnorm.add_norm_pre(X32, X32, 4, bias=np.ones(4, np.float32), norm="rms_norm")
+    with pytest.raises(ValueError, match=r"^norm is 'RMSNorm', expected 'layer_norm' or "
+                                         r"'rms_norm'$"):
+        addnorm.add_norm_post(X32, X32, 4, eps=1e-5, norm="RMSNorm")
+    with pytest.raises(TypeError, match=r"^norm is a int, expected a str"):
+        addnorm.add_norm_pre(X32, X32, 4, norm=3)
+
+
 def test_compiled_module_checks_on_its_own():
     """Called directly, _addnorm still refuses what would be unsafe, and maps the library's
     addnorm::Error to ValueError."""
@@ -105,7 +127,8 @@ def test_compiled_module_checks_on_its_own():
     with pytest.raises(ValueError, match=r"y is not C-contiguous"):
         _addnorm.layer_norm(X32, [4], None, None, np.zeros((4, 8), np.float32)[::2, ::2], None,
                             None, 1e-5)
-    with pytest.raises(ValueError, match=r"gamma has shape \[3\], expected \[4\]"):
+    # The library's own message, with the argument named as this face names it (weight).
+    with pytest.raises(ValueError, match=r"^weight has shape \[3\], expected \[4\]$"):
         _addnorm.layer_norm(X32, [4], np.ones(3, np.float32), None, y, None, None, 1e-5)
     with pytest.raises(ValueError, match=r"eps is -1, expected a finite value >= 0"):
         _addnorm.layer_norm(X32, [4], None, None, y, None, None, -1.0)
@@ -141,7 +164,7 @@ def test_float64_bad_eps_is_refused(eps):
     with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
         _addnorm.rms_norm(X64, [4], None, False, y, rstd, eps)
     with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
-        _addnorm.add_norm_post(X64, X64, [4], y, False, None, None, False, eps, 0.1, 0, 0, mean,
+        _addnorm.add_norm_post(X64, X64, [4], y, "layer_norm", None, None, False, eps, 0.1, 0, 0, mean,
                                rstd)
     _assert_untouched([y, mean, rstd], before)
 
@@ -152,7 +175,7 @@ def test_float64_bad_dropout_p_is_refused(p):
     with pytest.raises(ValueError, match=r"p is .*, expected a dropout probability in \[0, 1\)"):
         _addnorm.dropout(X64, y, p, 0, 0)
     with pytest.raises(ValueError, match=r"p is .*, expected a dropout probability in \[0, 1\)"):
-        _addnorm.add_norm_post(X64, X64, [4], y, False, None, None, False, 1e-5, p, 0, 0, None,
+        _addnorm.add_norm_post(X64, X64, [4], y, "layer_norm", None, None, False, 1e-5, p, 0, 0, None,
                                None)
     np.testing.assert_array_equal(y, 7.0)
 
@@ -183,7 +206,7 @@ def test_float64_dropout_offset_overflow_is_refused():
         _addnorm.dropout(X64, y, 0.5, 0, 2**64 - 1)
     with pytest.raises(ValueError, match=r"offset is 18446744073709551610 .* fit in 64 bits"):
         _addnorm.add_norm_post_backward(X64, X64, X64, [4], np.zeros((2, 4)), y, None, None,
-                                        False, None, None, False, 1e-5, 0.5, 0, 2**64 - 6)
+                                        "layer_norm", None, None, False, 1e-5, 0.5, 0, 2**64 - 6)
     np.testing.assert_array_equal(y, 7.0)
 
 
@@ -212,7 +235,7 @@ def test_float64_outputs_overlapping_inputs_are_refused():
     dx = np.full((2, 4), 7.0)
     before = _untouched(weights, dx)
     # dweight shares memory with weight (half of it).
-    with pytest.raises(ValueError, match=r"dgamma overlaps gamma, expected separate memory"):
+    with pytest.raises(ValueError, match=r"dweight overlaps weight, expected separate memory"):
         _addnorm.layer_norm_backward(X64, X64, [4], weights[:4], None, dx, weights[2:6], None,
                                      1e-5)
     # y overlaps x partially (not exactly the same memory, which is allowed).
@@ -221,24 +244,25 @@ def test_float64_outputs_overlapping_inputs_are_refused():
         _addnorm.layer_norm(buffer[:8].reshape(2, 4), [4], None, None, buffer[4:].reshape(2, 4),
                             None, None, 1e-5)
     # dh (output) overlaps gamma of the fused pre-norm backward.
-    with pytest.raises(ValueError, match=r"dh overlaps gamma, expected separate memory"):
+    with pytest.raises(ValueError, match=r"dh overlaps weight, expected separate memory"):
         row = X64.reshape(1, 8)
         _addnorm.add_norm_pre_backward(row, None, row, [8], weights.reshape(1, 8), None, None,
-                                       False, weights, None, False, 1e-5)
+                                       "layer_norm", weights, None, False, 1e-5)
     _assert_untouched([weights, dx], before)
     np.testing.assert_array_equal(buffer, np.arange(12))
 
 
 def test_float64_shapes_are_checked_by_the_library():
-    with pytest.raises(ValueError, match=r"gamma has shape \[3\], expected \[4\]"):
+    # The library's own message, with the argument named as this face names it (weight).
+    with pytest.raises(ValueError, match=r"^weight has shape \[3\], expected \[4\]$"):
         _addnorm.layer_norm(X64, [4], np.ones(3), None, np.zeros((2, 4)), None, None, 1e-5)
     with pytest.raises(ValueError, match=r"rstd has 3 elements \(shape \[3\]\), expected 2"):
         _addnorm.rms_norm(X64, [4], None, False, np.zeros((2, 4)), np.zeros(3), 1e-5)
-    with pytest.raises(ValueError, match=r"dbeta was requested but beta is absent"):
+    with pytest.raises(ValueError, match=r"dbias was requested but bias is absent"):
         _addnorm.layer_norm_backward(X64, X64, [4], None, None, np.zeros((2, 4)), None,
                                      np.zeros(4), 1e-5)
-    with pytest.raises(ValueError, match=r"beta was given for rms_norm"):
-        _addnorm.add_norm_pre(X64, X64, [4], np.zeros((2, 4)), np.zeros((2, 4)), True, None,
+    with pytest.raises(ValueError, match=r"^bias was given for rms_norm"):
+        _addnorm.add_norm_pre(X64, X64, [4], np.zeros((2, 4)), np.zeros((2, 4)), "rms_norm", None,
                               np.zeros(4), False, 1e-5, None, None)
 
 

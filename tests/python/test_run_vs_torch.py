@@ -157,7 +157,7 @@ def test_rms_norm_matches_torch_composite(addnorm_bin, tmp_path, x_shape, normal
     inputs = {"x": x} if weight is None else {"x": x, "weight": weight}
     options = norm_options(x_shape, normalized_shape, form)
     if zero_centered:
-        options.append("--zero_centered_gamma")
+        options.append("--zero_centered_weight")
     if eps is not None:
         options += ["--eps", repr(eps)]
     eps = 1e-6 if eps is None else eps
@@ -517,7 +517,8 @@ def test_missing_x_names_it(addnorm_bin, tmp_path, small):
 def test_weight_shape_mismatch_names_the_weight(addnorm_bin, tmp_path, small):
     message = run_fails(addnorm_bin, tmp_path, "layer_norm",
                         {"x": small["x"], "weight": small["w5"]}, ["--normalized_shape", "4"])
-    assert_one_line_error(message, "gamma has shape [5], expected [4]")
+    # The library names it gamma; the command line, as its option: weight.
+    assert_one_line_error(message, "weight has shape [5], expected [4]")
 
 
 def test_residual_shape_mismatch_names_it(addnorm_bin, tmp_path, small):
@@ -614,7 +615,8 @@ def test_fused_norm_options_are_checked(addnorm_bin, tmp_path, small):
     inputs = {"x": small["x"], "residual": small["dy"], "bias": small["w4"]}
     message = run_fails(addnorm_bin, tmp_path, "add_norm_pre", inputs,
                         ["--axis", "-1", "--norm", "rms_norm"])
-    assert_one_line_error(message, "beta was given for rms_norm")
+    # The option it came in as (--bias), not the C++ name (beta).
+    assert_one_line_error(message, "bias was given for rms_norm")
     message = run_fails(addnorm_bin, tmp_path, "add_norm_pre", inputs,
                         ["--axis", "-1", "--norm", "group_norm"])
     assert "--norm" in message.splitlines()[0]
