@@ -42,9 +42,12 @@ stage "tests under sanitizers"
 # outputs (56 s under ASan; the scalar target has no streaming stores, the AVX3 variant that has
 # them runs here) and the gradient-flow factor averaged over many seeds (30 s; the single-seed
 # gradient-flow tests run the same code here). Measured on a fresh clone of a7226ae.
+# A parameterised test's CTest name ends in "  # GetParam() = ...": the pattern ends at a space
+# or the end (the SCALAR BatchNorm test, 50 s, slipped past a pattern anchored at the end until
+# ebd19c6's CI run showed it).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" \
-  -E '^(LabTrainabilityMap\.WarmupRescuesPostNormAtDepthSix|Targets/BatchNormEveryTarget\.MatchesTheReferenceWithStreamingStores/SCALAR|LabGradientFlow\.MatchesTheExpectedFactorOverSeeds)$'
+  -E '^(LabTrainabilityMap\.WarmupRescuesPostNormAtDepthSix|Targets/BatchNormEveryTarget\.MatchesTheReferenceWithStreamingStores/SCALAR|LabGradientFlow\.MatchesTheExpectedFactorOverSeeds)( |$)'
 
 export FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 stage "fuzzers (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS} s each, beside the WebAssembly build"
