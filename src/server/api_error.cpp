@@ -37,11 +37,10 @@ ErrorAnswer answer_for_current_exception(const std::vector<std::string>& keys) {
   } catch (const ApiError& e) {
     return {e.status(), error_body(e.what(), e.parameter())};
   } catch (const Error& e) {
-    // The library's errors name their argument; the lab's own checks name it in the message.
+    // A parameter is named only when it is one of the request's keys: an op's argument (x,
+    // gamma) the lab passed on is not something the page can point at.
     const std::string message = face_message(e);
-    return {400, error_body(message, e.argument().empty()
-                                         ? parameter_named_in(message, keys)
-                                         : std::string(face_argument_name(e.argument())))};
+    return {400, error_body(message, parameter_named_in(message, keys))};
   } catch (const std::bad_alloc&) {
     return {503, error_body("out of memory for this request; try smaller parameters", {})};
   } catch (const std::exception& e) {
