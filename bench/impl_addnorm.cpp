@@ -17,19 +17,13 @@ std::string addnorm_simd_target() {
 namespace {
 
 // The 16-bit calls' options: float32 gamma (and beta for LayerNorm), the run's eps.
-AddNormOptions bf16_options(NormKind norm, const Case& c, const Workspace& ws) {
-  AddNormOptions options;
+NormOptions bf16_options(NormKind norm, const Case& c, const Workspace& ws) {
+  NormOptions options;
   options.norm = norm;
   options.gamma = ConstView{ws.gamma, {c.dim}};
-  if (norm == NormKind::layer_norm) options.beta = ConstView{ws.beta, {c.dim}};
+  if (norm_traits(norm).has_shift) options.beta = ConstView{ws.beta, {c.dim}};
   options.eps = norm == NormKind::layer_norm ? kLayerNormEps : kRmsNormEps;
   return options;
-}
-LayerNormOptions layer_norm_options(const AddNormOptions& o) {
-  return {o.gamma, o.beta, eps_of(o)};
-}
-RmsNormOptions rms_norm_options(const AddNormOptions& o) {
-  return {o.gamma, o.zero_centered_gamma, eps_of(o)};
 }
 // The post-norm runners' note: "p = 0.1", or "p = 0 (no mask)".
 std::string dropout_note(float p) {
@@ -56,9 +50,9 @@ void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector
   const ConstView rstd{ws.rstd, row_shape};
   const MutableView rstd_out{ws.rstd, row_shape};
   const SavedStats saved{{ws.mean, row_shape}, rstd};
-  const AddNormOptions pre = bf16_options(NormKind::layer_norm, c, ws);
-  const LayerNormOptions ln = layer_norm_options(pre);
-  const RmsNormOptions rms = rms_norm_options(bf16_options(NormKind::rms_norm, c, ws));
+  // One description each, for the plain and the fused ops alike.
+  const NormOptions ln = bf16_options(NormKind::layer_norm, c, ws), pre = ln;
+  const NormOptions rms = bf16_options(NormKind::rms_norm, c, ws);
   const DropoutOptions dropout{dropout_p, kDropoutSeed, 0};
   const std::string name = "addnorm";
   const std::string note = "bf16 data, f32 statistics";
@@ -163,9 +157,11 @@ void addnorm_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<
   const MutableView mean{ws.mean, row_shape}, rstd{ws.rstd, row_shape};
   const NormStats stats{mean, rstd};
   const SavedStats saved{mean, rstd};
-  const LayerNormOptions ln{gamma, beta, kLayerNormEps};
-  const RmsNormOptions rms{gamma, false, kRmsNormEps};
-  const AddNormOptions pre{NormKind::layer_norm, gamma, beta, false, kLayerNormEps};
+  // One description each, for the plain and the fused ops alike.
+  const NormOptions ln{
+      .norm = NormKind::layer_norm, .gamma = gamma, .beta = beta, .eps = kLayerNormEps};
+  const NormOptions rms{.norm = NormKind::rms_norm, .gamma = gamma, .eps = kRmsNormEps};
+  const NormOptions pre = ln;
   const DropoutOptions dropout{dropout_p, kDropoutSeed, 0};
   const std::string name = "addnorm";
   const std::string post_note = "fused, " + dropout_note(dropout_p);
@@ -257,13 +253,16 @@ void prepare_saved_stats(const Case& c, Workspace& ws) {
   const Shape normalized{c.dim};
   const ConstView gamma{ws.gamma, {c.dim}}, beta{ws.beta, {c.dim}};
   const NormStats stats{{ws.mean, {c.rows}}, {ws.rstd, {c.rows}}};
-  const AddNormOptions pre{NormKind::layer_norm, gamma, beta, false, kLayerNormEps};
+  const NormOptions pre{
+      .norm = NormKind::layer_norm, .gamma = gamma, .beta = beta, .eps = kLayerNormEps};
   switch (c.op) {
     case Op::layer_norm_bwd:
-      layer_norm({ws.x, shape}, normalized, {ws.y, shape}, {gamma, beta, kLayerNormEps}, stats);
+      layer_norm({ws.x, shape}, normalized, {ws.y, shape},
+                 {.gamma = gamma, .beta = beta, .eps = kLayerNormEps}, stats);
       break;
     case Op::rms_norm_bwd:
-      rms_norm({ws.x, shape}, normalized, {ws.y, shape}, {gamma, false, kRmsNormEps}, stats.rstd);
+      rms_norm({ws.x, shape}, normalized, {ws.y, shape},
+               {.gamma = gamma, .zero_centered_gamma = false, .eps = kRmsNormEps}, stats.rstd);
       break;
     case Op::add_norm_pre_bwd:
       add_norm_pre({ws.x, shape}, {ws.r, shape}, normalized, {ws.h, shape}, {ws.y, shape}, pre,

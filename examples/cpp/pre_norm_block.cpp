@@ -86,7 +86,7 @@ int main() {
   std::vector<float> dy = sample(kRows * kWidth, 7.7);
   std::vector<float> h(x.size()), y(x.size()), mean(kRows), rstd(kRows);
 
-  AddNormOptions options;
+  NormOptions options;
   options.gamma = ConstView{gamma.data(), width};
   options.beta = ConstView{beta.data(), width};
   options.eps = float(kEps);

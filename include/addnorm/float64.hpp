@@ -27,9 +27,8 @@ using OptionalMutable = std::optional<MutableView>;
 
 using NormStats = BasicNormStats<double>;
 using SavedStats = BasicSavedStats<double>;
-using LayerNormOptions = BasicLayerNormOptions<double>;
+using NormOptions = BasicNormOptions<double>;
 using LayerNormGrads = BasicLayerNormGrads<double>;
-using RmsNormOptions = BasicRmsNormOptions<double>;
 using RmsNormGrads = BasicRmsNormGrads<double>;
 using GroupNormOptions = BasicGroupNormOptions<double>;
 using GroupNormGrads = BasicGroupNormGrads<double>;
@@ -37,22 +36,21 @@ using BatchNormOptions = BasicBatchNormOptions<double>;
 using RunningStats = BasicRunningStats<double>;
 using BatchNormGrads = BasicBatchNormGrads<double>;
 using DropoutOptions = BasicDropoutOptions<double>;
-using AddNormOptions = BasicAddNormOptions<double>;
 using AddNormPreGrads = BasicAddNormPreGrads<double>;
 using AddNormPostGrads = BasicAddNormPostGrads<double>;
 
 void add(ConstView x, ConstView r, MutableView out);
 
 void layer_norm(ConstView x, const Shape& normalized_shape, MutableView y,
-                const LayerNormOptions& options = {}, std::optional<NormStats> stats = {});
+                const NormOptions& options = {}, std::optional<NormStats> stats = {});
 void layer_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
-                         const LayerNormGrads& grads, const LayerNormOptions& options = {},
+                         const LayerNormGrads& grads, const NormOptions& options = {},
                          std::optional<SavedStats> saved = {});
 
 void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
-              const RmsNormOptions& options = {}, OptionalMutable rstd = {});
+              const NormOptions& options = {}, OptionalMutable rstd = {});
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
-                       const RmsNormGrads& grads, const RmsNormOptions& options = {},
+                       const RmsNormGrads& grads, const NormOptions& options = {},
                        OptionalConst saved_rstd = {});
 
 void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
@@ -71,17 +69,16 @@ void dropout(ConstView x, MutableView y, const DropoutOptions& options);
 void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options);
 
 void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
-                  MutableView y, const AddNormOptions& options = {},
+                  MutableView y, const NormOptions& options = {},
                   std::optional<NormStats> stats = {});
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
-                           const AddNormOptions& options = {},
-                           std::optional<SavedStats> saved = {});
+                           const NormOptions& options = {}, std::optional<SavedStats> saved = {});
 void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
-                   const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
+                   const NormOptions& options = {}, const DropoutOptions& dropout = {},
                    std::optional<NormStats> stats = {});
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
-                            const AddNormPostGrads& grads, const AddNormOptions& options = {},
+                            const AddNormPostGrads& grads, const NormOptions& options = {},
                             const DropoutOptions& dropout = {},
                             std::optional<SavedStats> saved = {});
 

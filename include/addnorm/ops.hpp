@@ -32,6 +32,7 @@
 
 #include "addnorm/dtype.hpp"
 #include "addnorm/error.hpp"
+#include "addnorm/norm_kind.hpp"
 #include "addnorm/tensor.hpp"
 #include "addnorm/visibility.hpp"
 
@@ -98,29 +99,32 @@ using NormMutable = typename NormViews<T>::Mutable;
 void add(ConstView x, ConstView r, MutableView out);
 
 // ---------------------------------------------------------------------------------------------
-// The row norms the engine runs, and what each kind is, decided in one place: norm_traits is the
-// one switch over NormKind (a kind it does not name is a compiler warning), and every option
-// struct's default eps and every face's default come from it.
-enum class NormKind { layer_norm, rms_norm };
-struct NormTraits {
-  const char* name;    // as the faces spell it: "layer_norm", "rms_norm"
-  bool centres;        // subtracts the row's mean (and so saves a mean for the backward)
-  bool has_shift;      // takes beta
-  double default_eps;  // the plain op's default, which the fused ops share
+// One description of a row norm, taken by the plain ops (layer_norm, rms_norm) and the fused
+// Add & Norm ops alike, on every face: which norm, its affine parameters and eps. What a field
+// means for each kind comes from norm_traits; the checks refuse a field the kind has no use for.
+template <class T>
+struct BasicNormOptions {
+  // Which norm. Absent: the op's own; layer_norm and rms_norm refuse another kind, the fused ops
+  // run LayerNorm.
+  std::optional<NormKind> norm = std::nullopt;
+  std::optional<NormConst<T>> gamma = std::nullopt;  // shape normalized_shape; absent: scale 1
+  std::optional<NormConst<T>> beta = std::nullopt;   // a shifting kind's only; absent: shift 0
+  bool zero_centered_gamma = false;  // a kind that does not centre (RMSNorm): scale by 1 + gamma
+  // >= 0 and finite, added under the square root. Absent: norm_traits(kind).default_eps, so a
+  // fused op's default is the plain op's.
+  std::optional<T> eps = std::nullopt;
 };
-constexpr NormTraits norm_traits(NormKind kind) {
-  switch (kind) {
-    case NormKind::layer_norm:
-      return {"layer_norm", true, true, 1e-5};  // PyTorch's and ONNX's default
-    case NormKind::rms_norm:
-      return {"rms_norm", false, false, 1e-6};  // the seed page's RMSNorm default
-  }
-  return {"", false, false, 0.0};
+using NormOptions = BasicNormOptions<float>;
+// The kind a call runs: options.norm, or `op_kind` (the op's own) when absent.
+template <class T>
+constexpr NormKind kind_of(const BasicNormOptions<T>& options, NormKind op_kind) {
+  return options.norm.value_or(op_kind);
 }
-// The kind a face's name spells, or nullopt.
-std::optional<NormKind> norm_kind_named(std::string_view name);
-// The same, or an Error naming the argument "norm" and the names accepted.
-NormKind norm_kind_from(std::string_view name);
+// The eps a call runs with: the one given, or the default of the kind it runs.
+template <class T>
+T eps_of(const BasicNormOptions<T>& options, NormKind op_kind) {
+  return options.eps ? *options.eps : T(norm_traits(kind_of(options, op_kind)).default_eps);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Per-row statistics saved by a forward for its backward: shape = the leading (row) dims of x.
@@ -141,16 +145,9 @@ using SavedStats = BasicSavedStats<float>;
 
 // LayerNorm over the trailing dims named by normalized_shape (PyTorch's rule: they must equal
 // x's trailing dims). y = (x - mean) / sqrt(var + eps) * gamma + beta, population variance.
-template <class T>
-struct BasicLayerNormOptions {
-  std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
-  std::optional<NormConst<T>> beta;   // shape normalized_shape, or absent (shift 0)
-  // >= 0 and finite; added to the variance inside the square root
-  T eps = T(norm_traits(NormKind::layer_norm).default_eps);
-};
-using LayerNormOptions = BasicLayerNormOptions<float>;
+// options.norm, when set, must be layer_norm.
 void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
-                const LayerNormOptions& options = {}, std::optional<NormStats> stats = {});
+                const NormOptions& options = {}, std::optional<NormStats> stats = {});
 
 // Gradients of layer_norm. dgamma/dbeta may only be asked for when gamma/beta exist (dbeta
 // also when beta is absent but gamma is given is refused: it would be a gradient of nothing).
@@ -164,7 +161,7 @@ using LayerNormGrads = BasicLayerNormGrads<float>;
 // `saved` (from the forward) lets the backward skip the variance pass; without it the
 // statistics are recomputed from x. Either way the result is the same to within rounding.
 void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
-                         const LayerNormGrads& grads, const LayerNormOptions& options = {},
+                         const LayerNormGrads& grads, const NormOptions& options = {},
                          std::optional<SavedStats> saved = {});
 
 // ONNX's axis form: the normalized_shape that normalises x from `axis` (may be negative) on.
@@ -172,15 +169,9 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis);
 
 // ---------------------------------------------------------------------------------------------
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * gamma, or * (1 + gamma) with zero_centered_gamma.
-template <class T>
-struct BasicRmsNormOptions {
-  std::optional<NormConst<T>> gamma;  // shape normalized_shape, or absent (scale 1)
-  bool zero_centered_gamma = false;   // scale by (1 + gamma), so gamma = 0 is the identity
-  T eps = T(norm_traits(NormKind::rms_norm).default_eps);
-};
-using RmsNormOptions = BasicRmsNormOptions<float>;
+// options.norm, when set, must be rms_norm; beta is refused (RMSNorm has no shift).
 void rms_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
-              const RmsNormOptions& options = {}, OptionalMutable rstd = {});
+              const NormOptions& options = {}, OptionalMutable rstd = {});
 
 template <class T>
 struct BasicRmsNormGrads {
@@ -189,7 +180,7 @@ struct BasicRmsNormGrads {
 };
 using RmsNormGrads = BasicRmsNormGrads<float>;
 void rms_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
-                       const RmsNormGrads& grads, const RmsNormOptions& options = {},
+                       const RmsNormGrads& grads, const NormOptions& options = {},
                        OptionalConst saved_rstd = {});
 
 // ---------------------------------------------------------------------------------------------
@@ -291,25 +282,11 @@ void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options);
 // ---------------------------------------------------------------------------------------------
 // Fused Add & Norm.
 
-template <class T>
-struct BasicAddNormOptions {
-  NormKind norm = NormKind::layer_norm;
-  std::optional<NormConst<T>> gamma;
-  std::optional<NormConst<T>> beta;     // LayerNorm only
-  bool zero_centered_gamma = false;     // RMSNorm only
-  std::optional<T> eps = std::nullopt;  // absent: the kind's default_eps, the plain op's
-};
-using AddNormOptions = BasicAddNormOptions<float>;
-// The eps a fused op runs with: the one given, or the kind's default.
-template <class T>
-T eps_of(const BasicAddNormOptions<T>& options) {
-  return options.eps ? *options.eps : T(norm_traits(options.norm).default_eps);
-}
-
+// The fused ops take the same NormOptions as the plain ones; an absent options.norm is LayerNorm.
 // Pre-norm (GPT-2): h = x + r and y = Norm(h) in one pass. h is what the next residual adds to;
 // y is what the next sub-layer reads. h may be x or r.
 void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
-                  AnyMutableView y, const AddNormOptions& options = {},
+                  AnyMutableView y, const NormOptions& options = {},
                   std::optional<NormStats> stats = {});
 
 // Backward of add_norm_pre. h's gradient arrives from two places: dh_next from the next
@@ -324,12 +301,11 @@ struct BasicAddNormPreGrads {
 using AddNormPreGrads = BasicAddNormPreGrads<float>;
 void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
-                           const AddNormOptions& options = {},
-                           std::optional<SavedStats> saved = {});
+                           const NormOptions& options = {}, std::optional<SavedStats> saved = {});
 
 // Post-norm (2017 paper): y = Norm(x + Dropout(s)), with dropout p on the sub-layer output s.
 void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape, AnyMutableView y,
-                   const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
+                   const NormOptions& options = {}, const DropoutOptions& dropout = {},
                    std::optional<NormStats> stats = {});
 
 // Backward of add_norm_post: dx = Norm'(dy), ds = dx * mask / (1 - p), with the mask regenerated
@@ -344,7 +320,7 @@ struct BasicAddNormPostGrads {
 using AddNormPostGrads = BasicAddNormPostGrads<float>;
 void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
-                            const AddNormOptions& options = {}, const DropoutOptions& dropout = {},
+                            const NormOptions& options = {}, const DropoutOptions& dropout = {},
                             std::optional<SavedStats> saved = {});
 
 }  // namespace addnorm

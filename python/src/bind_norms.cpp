@@ -13,16 +13,6 @@ namespace {
 using py::arg;
 using Dims = std::vector<int64_t>;
 
-// mean and rstd when rstd is given (mean may be None: RMSNorm has none).
-template <class T>
-std::optional<BasicNormStats<T>> stats_of(const py::object& mean, const py::object& rstd) {
-  if (rstd.is_none()) return std::nullopt;
-  BasicNormStats<T> stats{};
-  if (!mean.is_none()) stats.mean = view_of<T>("mean", mean);
-  stats.rstd = view_of<T>("rstd", rstd);
-  return stats;
-}
-
 void layer_norm(const py::object& x, const Dims& normalized_shape, const py::object& gamma,
                 const py::object& beta, const py::object& y, const py::object& mean,
                 const py::object& rstd, double eps) {
@@ -30,8 +20,8 @@ void layer_norm(const py::object& x, const Dims& normalized_shape, const py::obj
     using T = decltype(zero);
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
-    const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
+    const BasicNormOptions<T> options =
+        norm_options_of<T>(NormKind::layer_norm, gamma, beta, false, eps);
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -48,8 +38,8 @@ void layer_norm_backward(const py::object& dy, const py::object& x, const Dims& 
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const BasicLayerNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
-    const BasicLayerNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
+    const BasicNormOptions<T> options =
+        norm_options_of<T>(NormKind::layer_norm, gamma, beta, false, eps);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::layer_norm_backward(dy_view, x_view, shape, grads, options);
@@ -62,8 +52,8 @@ void rms_norm(const py::object& x, const Dims& normalized_shape, const py::objec
     using T = decltype(zero);
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
-    const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, eps_as<T>(eps)};
+    const BasicNormOptions<T> options =
+        norm_options_of<T>(NormKind::rms_norm, gamma, py::none(), zero_centered_gamma, eps);
     const std::optional<TensorView<T>> rstd_view = optional_view_of<T>("rstd", rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -79,8 +69,8 @@ void rms_norm_backward(const py::object& dy, const py::object& x, const Dims& no
     const TensorView<const T> dy_view = view_of<const T>("dy", dy);
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const BasicRmsNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma)};
-    const BasicRmsNormOptions<T> options{optional_view_of<const T>("weight", gamma),
-                                         zero_centered_gamma, eps_as<T>(eps)};
+    const BasicNormOptions<T> options =
+        norm_options_of<T>(NormKind::rms_norm, gamma, py::none(), zero_centered_gamma, eps);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::rms_norm_backward(dy_view, x_view, shape, grads, options);

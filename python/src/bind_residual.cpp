@@ -31,25 +31,14 @@ struct DropoutCall {
 };
 
 template <class T>
-BasicAddNormOptions<T> options_of(const NormCall& call) {
-  return {norm_kind_from(call.norm), optional_view_of<const T>("weight", call.gamma),
-          optional_view_of<const T>("bias", call.beta), call.zero_centered_gamma,
-          eps_as<T>(call.eps)};
+BasicNormOptions<T> options_of(const NormCall& call) {
+  return norm_options_of<T>(norm_kind_from(call.norm), call.gamma, call.beta,
+                            call.zero_centered_gamma, call.eps);
 }
 
 template <class T>
 BasicDropoutOptions<T> dropout_of(const DropoutCall& call) {
   return {dropout_p_as<T>(call.p), call.seed, call.offset};
-}
-
-// mean and rstd when rstd is given (mean may be None: RMSNorm has none).
-template <class T>
-std::optional<BasicNormStats<T>> stats_of(const py::object& mean, const py::object& rstd) {
-  if (rstd.is_none()) return std::nullopt;
-  BasicNormStats<T> stats{};
-  if (!mean.is_none()) stats.mean = view_of<T>("mean", mean);
-  stats.rstd = view_of<T>("rstd", rstd);
-  return stats;
 }
 
 void add(const py::object& x, const py::object& r, const py::object& out) {
@@ -88,7 +77,7 @@ void add_norm_pre(const py::object& x, const py::object& r, const Dims& normaliz
     const TensorView<const T> r_view = view_of<const T>("r", r);
     const TensorView<T> h_view = view_of<T>("h", h);
     const TensorView<T> y_view = view_of<T>("y", y);
-    const BasicAddNormOptions<T> options = options_of<T>(norm);
+    const BasicNormOptions<T> options = options_of<T>(norm);
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -109,7 +98,7 @@ void add_norm_pre_backward(const py::object& dy, const py::object& dh_next, cons
     const BasicAddNormPreGrads<T> grads{view_of<T>("dh", dh),
                                         optional_view_of<T>("dweight", dgamma),
                                         optional_view_of<T>("dbias", dbeta)};
-    const BasicAddNormOptions<T> options = options_of<T>(norm);
+    const BasicNormOptions<T> options = options_of<T>(norm);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::add_norm_pre_backward(dy_view, dh_next_view, h_view, shape, grads, options);
@@ -124,7 +113,7 @@ void add_norm_post(const py::object& x, const py::object& s, const Dims& normali
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<const T> s_view = view_of<const T>("s", s);
     const TensorView<T> y_view = view_of<T>("y", y);
-    const BasicAddNormOptions<T> options = options_of<T>(norm);
+    const BasicNormOptions<T> options = options_of<T>(norm);
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
@@ -144,7 +133,7 @@ void add_norm_post_backward(const py::object& dy, const py::object& x, const py:
     const BasicAddNormPostGrads<T> grads{view_of<T>("dx", dx), view_of<T>("ds", ds),
                                          optional_view_of<T>("dweight", dgamma),
                                          optional_view_of<T>("dbias", dbeta)};
-    const BasicAddNormOptions<T> options = options_of<T>(norm);
+    const BasicNormOptions<T> options = options_of<T>(norm);
     const Shape shape = shape_from(normalized_shape);
     py::gil_scoped_release release;
     library::add_norm_post_backward(dy_view, x_view, s_view, shape, grads, options,

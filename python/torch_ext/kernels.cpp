@@ -106,11 +106,16 @@ void run_library(Call&& call) {
   }
 }
 
-// eps is held in float32 unless input is float64: a value beyond float32's range is refused
-// by the library's rule (narrow_to_float) before anything converts it.
+// eps by the library's one rule (finite, >= 0, and within float32's range unless input is
+// float64, where it is held in float64), checked on the double before any conversion.
 void check_eps(double eps, const at::Tensor& input) {
-  TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, "eps is ", eps, ", expected a finite value >= 0");
-  if (compute_type(input) == at::kFloat) run_library([&] { narrow_to_float("eps", eps); });
+  run_library([&] {
+    if (compute_type(input) == at::kFloat) {
+      static_cast<void>(eps_as<float>(eps));
+    } else {
+      static_cast<void>(eps_as<double>(eps));
+    }
+  });
 }
 
 void check_norm(const at::Tensor& input, const OptionalTensor& weight, const OptionalTensor& bias,
@@ -133,7 +138,7 @@ void check_norm(const at::Tensor& input, const OptionalTensor& weight, const Opt
 }
 
 void check_dropout(const DropoutSpec& spec) {
-  TORCH_CHECK(spec.p >= 0.0 && spec.p < 1.0, "p is ", spec.p, ", expected a probability in [0, 1)");
+  run_library([&] { checked_dropout_p(spec.p); });  // the library's one rule for p
   TORCH_CHECK(spec.seed >= 0, "seed is ", spec.seed, ", expected an integer >= 0");
   TORCH_CHECK(spec.offset >= 0, "offset is ", spec.offset, ", expected an integer >= 0");
 }
@@ -213,7 +218,7 @@ struct NormTensors {
 };
 
 template <class T>
-BasicAddNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) {
+BasicNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_view<T>(t.weight), optional_view<T>(t.bias),
           spec.zero_centered_weight, argument_as<T>("eps", spec.eps)};
 }
@@ -223,7 +228,7 @@ BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
           static_cast<uint64_t>(spec.offset)};
 }
 // 16-bit input: the float32 ops take every tensor in its own storage type (addnorm/ops.hpp).
-AddNormOptions any_norm_options(const NormTensors& t, const NormSpec& spec) {
+NormOptions any_norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_any(t.weight), optional_any(t.bias), spec.zero_centered_weight,
           argument_as<float>("eps", spec.eps)};
 }
@@ -252,32 +257,27 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
                const NormSpec& spec) {
   const Shape shape = shape_of(spec.normalized_shape);
   if (is_16_bit(x.scalar_type())) {
-    const AddNormOptions options = any_norm_options(t, spec);
     return run_library([&] {
+      const NormOptions options = any_norm_options(t, spec);
       switch (spec.kind) {
         case NormKind::rms_norm:
-          return rms_norm(any_view(x), shape, any_mutable(y),
-                          {options.gamma, options.zero_centered_gamma, eps_of(options)},
+          return rms_norm(any_view(x), shape, any_mutable(y), options,
                           optional_mutable<float>(t.rstd));
         case NormKind::layer_norm:
-          return layer_norm(any_view(x), shape, any_mutable(y),
-                            {options.gamma, options.beta, eps_of(options)}, stats_out<float>(t));
+          return layer_norm(any_view(x), shape, any_mutable(y), options, stats_out<float>(t));
       }
     });
   }
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
+      const BasicNormOptions<T> options = norm_options<T>(t, spec);
       switch (spec.kind) {
         case NormKind::rms_norm:
-          return library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y),
-                                   {optional_view<T>(t.weight), spec.zero_centered_weight,
-                                    argument_as<T>("eps", spec.eps)},
+          return library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y), options,
                                    optional_mutable<T>(t.rstd));
         case NormKind::layer_norm:
-          return library::layer_norm(const_view<T>(x), shape, mutable_view<T>(y),
-                                     {optional_view<T>(t.weight), optional_view<T>(t.bias),
-                                      argument_as<T>("eps", spec.eps)},
+          return library::layer_norm(const_view<T>(x), shape, mutable_view<T>(y), options,
                                      stats_out<T>(t));
       }
     });

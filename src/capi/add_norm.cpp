@@ -9,30 +9,17 @@ using namespace addnorm::capi;
 
 namespace {
 
-template <class T>
-BasicAddNormOptions<T> add_norm_options(int32_t norm, const addnorm_tensor* gamma,
-                                        const addnorm_tensor* beta, int32_t zero_centered_gamma,
-                                        double eps) {
-  BasicAddNormOptions<T> options;
-  options.norm = norm_kind(norm);
-  options.gamma = optional_input<T>("gamma", gamma);
-  options.beta = optional_input<T>("beta", beta);
-  options.zero_centered_gamma = zero_centered_gamma != 0;
-  options.eps = optional_eps<T>(eps);
-  return options;
-}
-
 // RMSNorm keeps no mean. The C++ ops ignore one passed with it; here it is refused, since a
 // caller who passes a buffer expects it written.
 void refuse_rms_mean(NormKind norm, const char* name, const addnorm_tensor* mean) {
-  if (norm == NormKind::rms_norm) expect_absent(name, mean, "with ADDNORM_RMS_NORM (no mean)");
+  if (!norm_traits(norm).centres) expect_absent(name, mean, "with ADDNORM_RMS_NORM (no mean)");
 }
 
 template <class T>
 std::optional<BasicNormStats<T>> fused_stats_out(NormKind norm, const addnorm_tensor* mean,
                                                  const addnorm_tensor* rstd) {
   refuse_rms_mean(norm, "mean", mean);
-  if (norm == NormKind::layer_norm) return stats_out<T>(mean, rstd);
+  if (norm_traits(norm).centres) return stats_out<T>(mean, rstd);
   if (rstd == nullptr) return std::nullopt;
   return BasicNormStats<T>{{}, exact<T>("rstd", rstd)};
 }
@@ -41,7 +28,7 @@ template <class T>
 std::optional<BasicSavedStats<T>> fused_stats_in(NormKind norm, const addnorm_tensor* mean,
                                                  const addnorm_tensor* rstd) {
   refuse_rms_mean(norm, "saved_mean", mean);
-  if (norm == NormKind::layer_norm) return stats_in<T>(mean, rstd);
+  if (norm_traits(norm).centres) return stats_in<T>(mean, rstd);
   if (rstd == nullptr) return std::nullopt;
   return BasicSavedStats<T>{{}, exact<const T>("saved_rstd", rstd)};
 }
@@ -67,10 +54,10 @@ addnorm_status addnorm_add_norm_pre(const addnorm_tensor* x, const addnorm_tenso
       const NormConst<T> x_view = input<T>("x", x);
       const NormConst<T> r_view = input<T>("r", r);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      const auto options = add_norm_options<T>(norm, gamma, beta, zero_centered_gamma, eps);
+      const auto options = norm_options<T>(norm_kind(norm), gamma, beta, zero_centered_gamma, eps);
       const NormMutable<T> h_view = output<T>("h", h);
       const NormMutable<T> y_view = output<T>("y", y);
-      const auto stats = fused_stats_out<T>(options.norm, mean, rstd);
+      const auto stats = fused_stats_out<T>(*options.norm, mean, rstd);
       library::add_norm_pre(x_view, r_view, normalized_shape, h_view, y_view, options, stats);
     });
   });
@@ -89,8 +76,8 @@ addnorm_status addnorm_add_norm_pre_backward(
       const auto dh_next_view = optional_input<T>("dh_next", dh_next);
       const NormConst<T> h_view = input<T>("h", h);
       const Shape normalized_shape = trailing_dims("h", h_view.shape, normalized_ndim);
-      const auto options = add_norm_options<T>(norm, gamma, beta, zero_centered_gamma, eps);
-      const auto saved = fused_stats_in<T>(options.norm, saved_mean, saved_rstd);
+      const auto options = norm_options<T>(norm_kind(norm), gamma, beta, zero_centered_gamma, eps);
+      const auto saved = fused_stats_in<T>(*options.norm, saved_mean, saved_rstd);
       const BasicAddNormPreGrads<T> grads{output<T>("dh", dh), optional_exact<T>("dgamma", dgamma),
                                           optional_exact<T>("dbeta", dbeta)};
       library::add_norm_pre_backward(dy_view, dh_next_view, h_view, normalized_shape, grads,
@@ -111,9 +98,9 @@ addnorm_status addnorm_add_norm_post(const addnorm_tensor* x, const addnorm_tens
       const NormConst<T> x_view = input<T>("x", x);
       const NormConst<T> s_view = input<T>("s", s);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      const auto options = add_norm_options<T>(norm, gamma, beta, zero_centered_gamma, eps);
+      const auto options = norm_options<T>(norm_kind(norm), gamma, beta, zero_centered_gamma, eps);
       const NormMutable<T> y_view = output<T>("y", y);
-      const auto stats = fused_stats_out<T>(options.norm, mean, rstd);
+      const auto stats = fused_stats_out<T>(*options.norm, mean, rstd);
       library::add_norm_post(x_view, s_view, normalized_shape, y_view, options,
                              dropout_options<T>(p, seed, offset), stats);
     });
@@ -133,8 +120,8 @@ addnorm_status addnorm_add_norm_post_backward(
       const NormConst<T> x_view = input<T>("x", x);
       const NormConst<T> s_view = input<T>("s", s);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      const auto options = add_norm_options<T>(norm, gamma, beta, zero_centered_gamma, eps);
-      const auto saved = fused_stats_in<T>(options.norm, saved_mean, saved_rstd);
+      const auto options = norm_options<T>(norm_kind(norm), gamma, beta, zero_centered_gamma, eps);
+      const auto saved = fused_stats_in<T>(*options.norm, saved_mean, saved_rstd);
       const BasicAddNormPostGrads<T> grads{output<T>("dx", dx), output<T>("ds", ds),
                                            optional_exact<T>("dgamma", dgamma),
                                            optional_exact<T>("dbeta", dbeta)};

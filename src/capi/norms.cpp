@@ -19,10 +19,7 @@ addnorm_status addnorm_layer_norm(const addnorm_tensor* x, int32_t normalized_nd
       using T = decltype(zero);
       const NormConst<T> x_view = input<T>("x", x);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      BasicLayerNormOptions<T> options;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.beta = optional_input<T>("beta", beta);
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options = norm_options<T>(NormKind::layer_norm, gamma, beta, 0, eps);
       const NormMutable<T> y_view = output<T>("y", y);
       const auto stats = stats_out<T>(mean, rstd);
       library::layer_norm(x_view, normalized_shape, y_view, options, stats);
@@ -43,10 +40,7 @@ addnorm_status addnorm_layer_norm_backward(const addnorm_tensor* dy, const addno
       const NormConst<T> dy_view = input<T>("dy", dy);
       const NormConst<T> x_view = input<T>("x", x);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      BasicLayerNormOptions<T> options;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.beta = optional_input<T>("beta", beta);
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options = norm_options<T>(NormKind::layer_norm, gamma, beta, 0, eps);
       const auto saved = stats_in<T>(saved_mean, saved_rstd);
       const BasicLayerNormGrads<T> grads{output<T>("dx", dx), optional_exact<T>("dgamma", dgamma),
                                          optional_exact<T>("dbeta", dbeta)};
@@ -63,10 +57,8 @@ addnorm_status addnorm_rms_norm(const addnorm_tensor* x, int32_t normalized_ndim
       using T = decltype(zero);
       const NormConst<T> x_view = input<T>("x", x);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      BasicRmsNormOptions<T> options;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.zero_centered_gamma = zero_centered_gamma != 0;
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options =
+          norm_options<T>(NormKind::rms_norm, gamma, nullptr, zero_centered_gamma, eps);
       const NormMutable<T> y_view = output<T>("y", y);
       const auto rstd_view = optional_exact<T>("rstd", rstd);
       library::rms_norm(x_view, normalized_shape, y_view, options, rstd_view);
@@ -85,10 +77,8 @@ addnorm_status addnorm_rms_norm_backward(const addnorm_tensor* dy, const addnorm
       const NormConst<T> dy_view = input<T>("dy", dy);
       const NormConst<T> x_view = input<T>("x", x);
       const Shape normalized_shape = trailing_dims("x", x_view.shape, normalized_ndim);
-      BasicRmsNormOptions<T> options;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.zero_centered_gamma = zero_centered_gamma != 0;
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options =
+          norm_options<T>(NormKind::rms_norm, gamma, nullptr, zero_centered_gamma, eps);
       const auto saved = optional_exact<const T>("saved_rstd", saved_rstd);
       const BasicRmsNormGrads<T> grads{output<T>("dx", dx), optional_exact<T>("dgamma", dgamma)};
       library::rms_norm_backward(dy_view, x_view, normalized_shape, grads, options, saved);

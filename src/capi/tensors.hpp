@@ -132,6 +132,21 @@ std::optional<T> optional_eps(double eps) {
 }
 
 NormKind norm_kind(int32_t norm);
+
+// The one description every norm entry point builds, in the C ABI's argument order: gamma and
+// beta (null: absent), zero_centered_gamma (non-zero: set), eps (negative: the kind's default).
+template <class T>
+BasicNormOptions<T> norm_options(NormKind norm, const addnorm_tensor* gamma,
+                                 const addnorm_tensor* beta, int32_t zero_centered_gamma,
+                                 double eps) {
+  BasicNormOptions<T> options;
+  options.norm = norm;
+  options.gamma = optional_input<T>("gamma", gamma);
+  options.beta = optional_input<T>("beta", beta);
+  options.zero_centered_gamma = zero_centered_gamma != 0;
+  options.eps = optional_eps<T>(eps);
+  return options;
+}
 MomentumConvention momentum_convention(int32_t convention);
 
 }  // namespace addnorm::capi

@@ -95,8 +95,8 @@ class OpCommand {
     return *this;
   }
 
-  OpCommand& eps(float default_eps) {
-    state_->settings.eps = default_eps;
+  OpCommand& eps(double default_eps) {
+    state_->settings.eps = static_cast<float>(default_eps);
     state_->eps = app_->add_option("--eps", state_->settings.eps,
                                    "Added to the variance inside the square root")
                       ->check(exact_float32())
@@ -204,7 +204,7 @@ void add_norm_ops(CLI::App& run) {
       .input(kBias, &RunSettings::bias, "Shift, shape normalized_shape (default 0)")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .normalized_shape()
-      .eps(LayerNormOptions{}.eps)
+      .eps(norm_traits(NormKind::layer_norm).default_eps)
       .writes(
           "Writes y.npy, mean.npy and rstd.npy (one per row); with --backward dx.npy, and "
           "dweight.npy / dbias.npy when --weight / --bias are given.\n"
@@ -217,7 +217,7 @@ void add_norm_ops(CLI::App& run) {
       .input(kWeight, &RunSettings::weight, "Scale, shape normalized_shape (default 1)")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .normalized_shape()
-      .eps(RmsNormOptions{}.eps)
+      .eps(norm_traits(NormKind::rms_norm).default_eps)
       .zero_centered_gamma("Scale by (1 + weight), so that weight 0 is the identity")
       .writes(
           "Writes y.npy and rstd.npy (one per row); with --backward dx.npy, and dweight.npy "

@@ -7,15 +7,23 @@
 
 namespace addnorm::cli {
 
+NormOptions norm_options(const RunSettings& settings, NormKind kind,
+                         const std::optional<Tensor>& weight, const std::optional<Tensor>& bias) {
+  NormOptions options;
+  options.norm = kind;
+  options.gamma = optional_view(weight);
+  options.beta = optional_view(bias);
+  options.zero_centered_gamma = settings.zero_centered_gamma;
+  if (settings.eps_given) options.eps = settings.eps;
+  return options;
+}
+
 void run_layer_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs) {
   const Tensor x = inputs.load("x", settings.x);
   const std::optional<Tensor> weight = inputs.load_optional("weight", settings.weight);
   const std::optional<Tensor> bias = inputs.load_optional("bias", settings.bias);
   const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  LayerNormOptions options;
-  options.gamma = optional_view(weight);
-  options.beta = optional_view(bias);
-  options.eps = settings.eps;
+  const NormOptions options = norm_options(settings, NormKind::layer_norm, weight, bias);
 
   if (!settings.backward) {
     Tensor& y = outputs.add("y", x.shape());
@@ -35,10 +43,7 @@ void run_rms_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outp
   const Tensor x = inputs.load("x", settings.x);
   const std::optional<Tensor> weight = inputs.load_optional("weight", settings.weight);
   const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  RmsNormOptions options;
-  options.gamma = optional_view(weight);
-  options.zero_centered_gamma = settings.zero_centered_gamma;
-  options.eps = settings.eps;
+  const NormOptions options = norm_options(settings, NormKind::rms_norm, weight, std::nullopt);
 
   if (!settings.backward) {
     Tensor& y = outputs.add("y", x.shape());

@@ -52,6 +52,11 @@ Shape parse_normalized_shape(const std::string& text);
 // A normalized_shape longer than x yields an empty shape; the op then refuses the mismatch.
 Shape row_stats_shape(const Shape& x_shape, const Shape& normalized_shape);
 
+// The norm's description (addnorm's NormOptions) from the command line, for the plain ops (their
+// own kind) and the fused ones (--norm) alike: --eps when given, else the kind's default.
+NormOptions norm_options(const RunSettings& settings, NormKind kind,
+                         const std::optional<Tensor>& weight, const std::optional<Tensor>& bias);
+
 void run_add(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_dropout(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
 void run_layer_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);

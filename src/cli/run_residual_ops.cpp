@@ -15,21 +15,10 @@ DropoutOptions dropout_options(const RunSettings& settings) {
   return options;
 }
 
-AddNormOptions add_norm_options(const RunSettings& settings, const std::optional<Tensor>& weight,
-                                const std::optional<Tensor>& bias) {
-  AddNormOptions options;
-  options.norm = norm_kind_named(settings.norm).value_or(NormKind::layer_norm);
-  options.gamma = optional_view(weight);
-  options.beta = optional_view(bias);
-  options.zero_centered_gamma = settings.zero_centered_gamma;
-  if (settings.eps_given) options.eps = settings.eps;
-  return options;
-}
-
 // The per-row statistics a fused forward saves: RMSNorm has no mean.
-NormStats add_norm_stats(const AddNormOptions& options, const Shape& rows, OutputSet& outputs) {
+NormStats add_norm_stats(const NormOptions& options, const Shape& rows, OutputSet& outputs) {
   NormStats stats;
-  if (norm_traits(options.norm).centres) stats.mean = outputs.add("mean", rows).view();
+  if (norm_traits(*options.norm).centres) stats.mean = outputs.add("mean", rows).view();
   stats.rstd = outputs.add("rstd", rows).view();
   return stats;
 }
@@ -79,7 +68,7 @@ void run_add_norm_pre(const RunSettings& settings, InputSet& inputs, OutputSet& 
   const std::optional<Tensor> weight = inputs.load_optional("weight", settings.weight);
   const std::optional<Tensor> bias = inputs.load_optional("bias", settings.bias);
   const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  const AddNormOptions options = add_norm_options(settings, weight, bias);
+  const NormOptions options = norm_options(settings, norm_kind_from(settings.norm), weight, bias);
 
   if (!settings.backward) {
     Tensor& h = outputs.add("h", x.shape());
@@ -107,7 +96,7 @@ void run_add_norm_post(const RunSettings& settings, InputSet& inputs, OutputSet&
   const std::optional<Tensor> weight = inputs.load_optional("weight", settings.weight);
   const std::optional<Tensor> bias = inputs.load_optional("bias", settings.bias);
   const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  const AddNormOptions options = add_norm_options(settings, weight, bias);
+  const NormOptions options = norm_options(settings, norm_kind_from(settings.norm), weight, bias);
   const DropoutOptions dropout = dropout_options(settings);
 
   if (!settings.backward) {

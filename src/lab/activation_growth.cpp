@@ -92,12 +92,9 @@ std::vector<GrowthCurve> grow(const ActivationGrowthParams& params, uint64_t see
   const double weight_std = params.gain / std::sqrt(static_cast<double>(params.width));
   const auto eps = static_cast<float>(params.eps);
 
-  LayerNormOptions layer_options;
-  layer_options.eps = eps;
-  RmsNormOptions rms_options;
-  rms_options.eps = eps;
-  AddNormOptions add_norm_options;
-  add_norm_options.eps = eps;
+  // The one LayerNorm description serves the plain and the fused ops.
+  const NormOptions layer_options{.norm = NormKind::layer_norm, .eps = eps};
+  const NormOptions rms_options{.norm = NormKind::rms_norm, .eps = eps};
 
   std::vector<Stream> streams;
   for (GrowthMode mode : params.modes) {
@@ -132,14 +129,14 @@ std::vector<GrowthCurve> grow(const ActivationGrowthParams& params, uint64_t see
           // x <- x + F(LN(x)); the fused op also returns LN(x) for the next layer.
           const Tensor sublayer = times_matrix(stream.normed, weight, params.width);
           add_norm_pre(stream.x.view(), sublayer.view(), row_shape, stream.x.view(),
-                       stream.normed.view(), add_norm_options);
+                       stream.normed.view(), layer_options);
           break;
         }
         case GrowthMode::post_norm: {
           // x <- LN(x + F(x)), no dropout: this is the forward at inference.
           const Tensor sublayer = times_matrix(stream.x, weight, params.width);
           Tensor out(shape);
-          add_norm_post(stream.x.view(), sublayer.view(), row_shape, out.view(), add_norm_options);
+          add_norm_post(stream.x.view(), sublayer.view(), row_shape, out.view(), layer_options);
           stream.x = std::move(out);
           break;
         }

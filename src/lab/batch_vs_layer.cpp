@@ -91,7 +91,7 @@ class SentenceBatcher {
     for (int64_t b = 0; b < n; ++b) {
       std::copy(batch[b]->tokens.begin(), batch[b]->tokens.end(), x.data() + b * padded * width_);
     }
-    LayerNormOptions options;
+    NormOptions options;
     options.eps = eps_;
     layer_norm(x.view(), Shape{width_}, y.view(), options);
     return {y.values().begin(), y.values().begin() + batch[0]->length * width_};
@@ -146,7 +146,7 @@ TableNorms normalise_table(const BatchVsLayerParams& params) {
   BatchNormOptions batch_options;
   batch_options.eps = 0.0f;  // the page's (H - mean) / std
   batch_norm(x.view(), bn.view(), batch_options);
-  LayerNormOptions layer_options;
+  NormOptions layer_options;
   layer_options.eps = 0.0f;
   layer_norm(x.view(), Shape{table.columns}, ln.view(), layer_options);
   table.batch_norm = as_doubles(bn);

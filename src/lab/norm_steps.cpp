@@ -88,14 +88,14 @@ NormStepsResult run_norm_steps(const NormStepsParams& params) {
   const auto eps = static_cast<float>(params.eps);
   Tensor normalised(shape), output(shape), mean({1}), rstd({1});
   if (layer) {
-    LayerNormOptions plain{.gamma = {}, .beta = {}, .eps = eps};
+    NormOptions plain{.gamma = {}, .beta = {}, .eps = eps};
     layer_norm(x.view(), shape, normalised.view(), plain, NormStats{mean.view(), rstd.view()});
-    LayerNormOptions affine{.gamma = gamma.cview(), .beta = beta.cview(), .eps = eps};
+    NormOptions affine{.gamma = gamma.cview(), .beta = beta.cview(), .eps = eps};
     layer_norm(x.view(), shape, output.view(), affine);
   } else {
-    RmsNormOptions plain{.gamma = {}, .zero_centered_gamma = false, .eps = eps};
+    NormOptions plain{.gamma = {}, .zero_centered_gamma = false, .eps = eps};
     rms_norm(x.view(), shape, normalised.view(), plain, rstd.view());
-    RmsNormOptions affine{.gamma = gamma.cview(), .zero_centered_gamma = false, .eps = eps};
+    NormOptions affine{.gamma = gamma.cview(), .zero_centered_gamma = false, .eps = eps};
     rms_norm(x.view(), shape, output.view(), affine);
   }
   result.op_mean = layer ? mean[0] : 0.0;
@@ -113,7 +113,7 @@ NormStepsResult run_norm_steps(const NormStepsParams& params) {
     Tensor undo_gamma(shape, std::vector<float>(dim, static_cast<float>(result.op_divisor)));
     Tensor undo_beta(shape, std::vector<float>(dim, mean[0]));
     Tensor undone(shape);
-    LayerNormOptions undo{.gamma = undo_gamma.cview(), .beta = undo_beta.cview(), .eps = eps};
+    NormOptions undo{.gamma = undo_gamma.cview(), .beta = undo_beta.cview(), .eps = eps};
     layer_norm(x.view(), shape, undone.view(), undo);
     result.undone = to_doubles(undone);
   }

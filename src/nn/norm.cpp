@@ -29,9 +29,21 @@ NormType parse_norm_type(const std::string& name) {
   throw Error("norm is \"" + name + "\", expected one of layer_norm, rms_norm, batch_norm");
 }
 
+bool Norm::has_beta(NormType type) {
+  switch (type) {
+    case NormType::layer_norm:
+      return norm_traits(NormKind::layer_norm).has_shift;
+    case NormType::rms_norm:
+      return norm_traits(NormKind::rms_norm).has_shift;
+    case NormType::batch_norm:
+      return true;
+  }
+  return true;
+}
+
 Norm::Norm(const std::string& name, NormType type, int64_t dim, float eps)
     : gamma(name + ".gamma", Shape{dim}),
-      beta(type == NormType::rms_norm ? Parameter() : Parameter(name + ".beta", Shape{dim})),
+      beta(has_beta(type) ? Parameter(name + ".beta", Shape{dim}) : Parameter()),
       type_(type),
       dim_(dim),
       eps_(eps),
@@ -58,8 +70,8 @@ void add_into(Tensor& target, const Tensor& source) {
 
 }  // namespace
 
-AddNormOptions Norm::add_norm_options() const {
-  AddNormOptions options;
+NormOptions Norm::norm_options() const {
+  NormOptions options;
   switch (type_) {
     case NormType::layer_norm:
       options.norm = NormKind::layer_norm;
@@ -68,11 +80,10 @@ AddNormOptions Norm::add_norm_options() const {
       options.norm = NormKind::rms_norm;
       break;
     case NormType::batch_norm:
-      throw Error(
-          "a batch_norm layer has no fused Add & Norm options (it normalises over the batch)");
+      throw Error("a batch_norm layer has no row-norm description (it normalises over the batch)");
   }
   options.gamma = gamma.value.view();
-  if (norm_traits(options.norm).has_shift) options.beta = beta.value.view();
+  if (has_beta()) options.beta = beta.value.view();
   options.eps = eps_;
   return options;
 }
@@ -89,7 +100,7 @@ std::optional<SavedStats> Norm::saved_stats() const {
 
 void Norm::accumulate_param_grads(const Tensor& dgamma, const Tensor& dbeta) {
   add_into(gamma.grad, dgamma);
-  if (type_ != NormType::rms_norm) add_into(beta.grad, dbeta);
+  if (has_beta()) add_into(beta.grad, dbeta);
 }
 
 void Norm::forward(const Tensor& x, Tensor& y, bool training) {
@@ -102,14 +113,12 @@ void Norm::forward(const Tensor& x, Tensor& y, bool training) {
   const Shape feature{dim_};
   switch (type_) {
     case NormType::layer_norm: {
-      LayerNormOptions options{gamma.value.view(), beta.value.view(), eps_};
-      layer_norm(x.view(), feature, y.view(), options, stats_for(rows));
+      layer_norm(x.view(), feature, y.view(), norm_options(), stats_for(rows));
       break;
     }
     case NormType::rms_norm: {
-      RmsNormOptions options{gamma.value.view(), false, eps_};
       stats_for(rows);
-      rms_norm(x.view(), feature, y.view(), options, rstd_.view());
+      rms_norm(x.view(), feature, y.view(), norm_options(), rstd_.view());
       break;
     }
     case NormType::batch_norm: {
@@ -131,16 +140,14 @@ void Norm::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool training
   const Shape feature{dim_};
   switch (type_) {
     case NormType::layer_norm: {
-      LayerNormOptions options{gamma.value.view(), beta.value.view(), eps_};
       layer_norm_backward(dy.view(), x.view(), feature,
-                          {dx.view(), dgamma_scratch_.view(), dbeta_scratch_.view()}, options,
-                          saved_stats());
+                          {dx.view(), dgamma_scratch_.view(), dbeta_scratch_.view()},
+                          norm_options(), saved_stats());
       break;
     }
     case NormType::rms_norm: {
-      RmsNormOptions options{gamma.value.view(), false, eps_};
-      rms_norm_backward(dy.view(), x.view(), feature, {dx.view(), dgamma_scratch_.view()}, options,
-                        rstd_.cview());
+      rms_norm_backward(dy.view(), x.view(), feature, {dx.view(), dgamma_scratch_.view()},
+                        norm_options(), rstd_.cview());
       break;
     }
     case NormType::batch_norm: {
@@ -162,7 +169,7 @@ void Norm::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool training
 
 ParameterList Norm::parameters() {
   ParameterList list{&gamma};
-  if (type_ != NormType::rms_norm) list.push_back(&beta);
+  if (has_beta()) list.push_back(&beta);
   return list;
 }
 

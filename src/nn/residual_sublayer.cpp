@@ -137,7 +137,7 @@ void ResidualSublayer::output(const Tensor& x, const Tensor& s, Tensor& out, boo
       }
       if (fused_) {
         const DropoutOptions options = dropout_.next_options(s.numel(), training);
-        add_norm_post(residual->view(), s.view(), feature, out.view(), norm_.add_norm_options(),
+        add_norm_post(residual->view(), s.view(), feature, out.view(), norm_.norm_options(),
                       options, norm_.stats_for(rows));
       } else {
         dropout_.forward(s, dropped_, training);
@@ -190,9 +190,8 @@ void ResidualSublayer::output_backward(const Tensor& x, const Tensor& s, const T
         add_norm_post_backward(
             dout.view(), residual.view(), s.view(), feature,
             {dx.view(), ds.view(), norm_.dgamma_scratch().view(),
-             norm_.type() == NormType::layer_norm ? OptionalMutable(norm_.dbeta_scratch().view())
-                                                  : OptionalMutable()},
-            norm_.add_norm_options(), dropout_.last_options(), norm_.saved_stats());
+             norm_.has_beta() ? OptionalMutable(norm_.dbeta_scratch().view()) : OptionalMutable()},
+            norm_.norm_options(), dropout_.last_options(), norm_.saved_stats());
         norm_.accumulate_param_grads(norm_.dgamma_scratch(), norm_.dbeta_scratch());
       } else {
         norm_.backward(pre_norm_sum_, dout, dx, training);

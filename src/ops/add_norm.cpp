@@ -31,25 +31,26 @@ int64_t block_rows(int64_t dim) {
 }  // namespace
 
 void add_norm_pre(AnyConstView x, AnyConstView r, const Shape& normalized_shape, AnyMutableView h,
-                  AnyMutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+                  AnyMutableView y, const NormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
   // One pass: each row's h = x + r is written, then normalised while it is still in cache.
-  detail::run_norm_forward(x, r, h, y, detail::norm_settings(options), stats, layout);
+  detail::run_norm_forward(x, r, h, y, detail::norm_settings(options, detail::fused_kind(options)),
+                           stats, layout);
 }
 
 void add_norm_pre_backward(AnyConstView dy, std::optional<AnyConstView> dh_next, AnyConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
-                           const AddNormOptions& options, std::optional<SavedStats> saved) {
+                           const NormOptions& options, std::optional<SavedStats> saved) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
   detail::run_norm_backward(dy, h, dh_next, grads.dh, grads.dgamma, grads.dbeta,
-                            detail::norm_settings(options),
+                            detail::norm_settings(options, detail::fused_kind(options)),
                             saved ? OptionalConst(saved->rstd) : std::nullopt, layout);
 }
 
 void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape, AnyMutableView y,
-                   const AddNormOptions& options, const DropoutOptions& dropout,
+                   const NormOptions& options, const DropoutOptions& dropout,
                    std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
@@ -57,8 +58,8 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
   // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
   // and written to y in y's type, with streaming stores when y is too large to stay in cache.
   cpu::Scratch scratch;
-  cpu::NormForward args =
-      detail::forward_args(x, y, detail::norm_settings(options), stats, layout, scratch);
+  cpu::NormForward args = detail::forward_args(
+      x, y, detail::norm_settings(options, detail::fused_kind(options)), stats, layout, scratch);
   cpu::DropoutInput stage;
   stage.s = s.data;
   stage.s_storage = s.dtype;
@@ -71,7 +72,7 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
 
 void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
-                            const AddNormOptions& options, const DropoutOptions& dropout,
+                            const NormOptions& options, const DropoutOptions& dropout,
                             std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_post_backward(
       dy, x, s, normalized_shape, grads, options, dropout, saved);
@@ -85,8 +86,9 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
   // been read by then. dgamma/dbeta partials per fixed chunk of rows, as cpu::norm_backward does.
   cpu::Scratch scratch;
   // The norm's settings; each block below sets its own rows (x and dx: the block of h).
-  const cpu::NormBackward args =
-      detail::backward_args(dy, x, grads.dx, detail::norm_settings(options), layout, scratch);
+  const cpu::NormBackward args = detail::backward_args(
+      dy, x, grads.dx, detail::norm_settings(options, detail::fused_kind(options)), layout,
+      scratch);
   const bool stream = cpu::streams_output(count * dtype_size(grads.dx.dtype));
   const bool with_keep = dropout.p != 0.0f;
   const int64_t rows_per_block = block_rows(layout.dim);

@@ -4,19 +4,17 @@
 #include <vector>
 
 #include "addnorm/float64.hpp"
+#include "ops/float64_norm_rows.hpp"
 #include "ops/op_checks.hpp"
-#include "ops/reference/layer_norm.hpp"
 #include "ops/reference/philox.hpp"
-#include "ops/reference/rms_norm.hpp"
 
 namespace addnorm::float64 {
 
-namespace {
+using detail_rows::data_or_null;
+using detail_rows::norm_backward;
+using detail_rows::norm_forward;
 
-template <class View>
-auto data_or_null(const std::optional<View>& view) {
-  return view ? view->data : nullptr;
-}
+namespace {
 
 // output = Dropout(input) for `count` elements from stream element options.offset; output may
 // be input. Element i is kept iff its bits reach the threshold of p rounded to float32, as the
@@ -34,39 +32,6 @@ void drop_elements(const double* input, double* output, int64_t count,
     const bool kept = reference::dropout_keeps(
         options.seed, options.offset + static_cast<uint64_t>(i), threshold);
     output[i] = kept ? input[i] / keep : 0.0;
-  }
-}
-
-// y = Norm(h) for the fused ops, with the optional statistics.
-void norm_forward(const double* h, double* y, const AddNormOptions& options,
-                  const std::optional<NormStats>& stats, const detail::RowLayout& layout) {
-  double* rstd = stats ? stats->rstd.data : nullptr;
-  switch (options.norm) {
-    case NormKind::layer_norm:
-      return reference::layer_norm_forward<double>(
-          h, data_or_null(options.gamma), data_or_null(options.beta), y,
-          stats ? stats->mean.data : nullptr, rstd, layout.rows, layout.dim, eps_of(options));
-    case NormKind::rms_norm:
-      return reference::rms_norm_forward<double>(h, data_or_null(options.gamma),
-                                                 options.zero_centered_gamma, y, rstd, layout.rows,
-                                                 layout.dim, eps_of(options));
-  }
-}
-
-// dh = dh_next + Norm'(dy) at h; dh may be dy, h or dh_next.
-void norm_backward(const double* dy, const double* h, const double* dh_next, double* dh,
-                   double* dgamma, double* dbeta, const AddNormOptions& options,
-                   const std::optional<SavedStats>& saved, const detail::RowLayout& layout) {
-  const double* saved_rstd = saved ? saved->rstd.data : nullptr;
-  switch (options.norm) {
-    case NormKind::layer_norm:
-      return reference::layer_norm_backward<double>(dy, h, data_or_null(options.gamma), saved_rstd,
-                                                    dh_next, dh, dgamma, dbeta, layout.rows,
-                                                    layout.dim, eps_of(options));
-    case NormKind::rms_norm:
-      return reference::rms_norm_backward<double>(
-          dy, h, data_or_null(options.gamma), options.zero_centered_gamma, saved_rstd, dh_next, dh,
-          dgamma, layout.rows, layout.dim, eps_of(options));
   }
 }
 
@@ -96,35 +61,36 @@ void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& option
 }
 
 void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,
-                  MutableView y, const AddNormOptions& options, std::optional<NormStats> stats) {
+                  MutableView y, const NormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre(x, r, normalized_shape, h, y, options, stats);
   for (int64_t i = 0; i < layout.rows * layout.dim; ++i) h.data[i] = x.data[i] + r.data[i];
-  norm_forward(h.data, y.data, options, stats, layout);
+  norm_forward(h.data, y.data, options, detail::fused_kind(options), stats, layout);
 }
 
 void add_norm_pre_backward(ConstView dy, OptionalConst dh_next, ConstView h,
                            const Shape& normalized_shape, const AddNormPreGrads& grads,
-                           const AddNormOptions& options, std::optional<SavedStats> saved) {
+                           const NormOptions& options, std::optional<SavedStats> saved) {
   const detail::RowLayout layout =
       detail::check_add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
   norm_backward(dy.data, h.data, data_or_null(dh_next), grads.dh.data, data_or_null(grads.dgamma),
-                data_or_null(grads.dbeta), options, saved, layout);
+                data_or_null(grads.dbeta), options, detail::fused_kind(options),
+                saved ? saved->rstd.data : nullptr, layout);
 }
 
 void add_norm_post(ConstView x, ConstView s, const Shape& normalized_shape, MutableView y,
-                   const AddNormOptions& options, const DropoutOptions& dropout,
+                   const NormOptions& options, const DropoutOptions& dropout,
                    std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
   // h is built apart from y, which may be x or s.
   const std::vector<double> h = post_norm_sum(x, s, layout.rows * layout.dim, dropout);
-  norm_forward(h.data(), y.data, options, stats, layout);
+  norm_forward(h.data(), y.data, options, detail::fused_kind(options), stats, layout);
 }
 
 // dx = Norm'(dy) at h, and ds = Dropout'(dx) with the forward's mask, regenerated.
 void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape& normalized_shape,
-                            const AddNormPostGrads& grads, const AddNormOptions& options,
+                            const AddNormPostGrads& grads, const NormOptions& options,
                             const DropoutOptions& dropout, std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_post_backward(
       dy, x, s, normalized_shape, grads, options, dropout, saved);
@@ -132,7 +98,8 @@ void add_norm_post_backward(ConstView dy, ConstView x, ConstView s, const Shape&
   // h first: dx may be x, and ds may be s.
   const std::vector<double> h = post_norm_sum(x, s, count, dropout);
   norm_backward(dy.data, h.data(), nullptr, grads.dx.data, data_or_null(grads.dgamma),
-                data_or_null(grads.dbeta), options, saved, layout);
+                data_or_null(grads.dbeta), options, detail::fused_kind(options),
+                saved ? saved->rstd.data : nullptr, layout);
   drop_elements(grads.dx.data, grads.ds.data, count, dropout);
 }
 

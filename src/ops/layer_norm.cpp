@@ -18,19 +18,19 @@ Shape normalized_shape_from_axis(const Shape& x_shape, int64_t axis) {
 }
 
 void layer_norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
-                const LayerNormOptions& options, std::optional<NormStats> stats) {
+                const NormOptions& options, std::optional<NormStats> stats) {
   const detail::RowLayout layout = detail::check_layer_norm(x, normalized_shape, y, options, stats);
-  detail::run_norm_forward(x, std::nullopt, std::nullopt, y, detail::norm_settings(options), stats,
-                           layout);
+  detail::run_norm_forward(x, std::nullopt, std::nullopt, y,
+                           detail::norm_settings(options, NormKind::layer_norm), stats, layout);
 }
 
 void layer_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
-                         const LayerNormGrads& grads, const LayerNormOptions& options,
+                         const LayerNormGrads& grads, const NormOptions& options,
                          std::optional<SavedStats> saved) {
   const detail::RowLayout layout =
       detail::check_layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
   detail::run_norm_backward(dy, x, std::nullopt, grads.dx, grads.dgamma, grads.dbeta,
-                            detail::norm_settings(options),
+                            detail::norm_settings(options, NormKind::layer_norm),
                             saved ? OptionalConst(saved->rstd) : std::nullopt, layout);
 }
 

@@ -59,39 +59,81 @@ int64_t check_dropout_op(const char* input_name, const Const<T>& input, const ch
   return count;
 }
 
+// ---- the norm's description ----------------------------------------------------------------
+
+// The kind a plain op runs: its own, which options.norm may repeat but not contradict.
+template <class T>
+NormKind plain_kind(const BasicNormOptions<T>& options, NormKind op_kind) {
+  if (options.norm && *options.norm != op_kind) {
+    throw Error(ErrorKind::value, "norm",
+                std::string("is ") + norm_traits(*options.norm).name + ", expected " +
+                    norm_traits(op_kind).name + " (the op's own) or none");
+  }
+  return op_kind;
+}
+// The kind a fused op runs: options.norm, LayerNorm when absent.
+template <class T>
+NormKind fused_kind(const BasicNormOptions<T>& options) {
+  return kind_of(options, NormKind::layer_norm);
+}
+
+// The description against the kind it runs: gamma and beta of the normalised shape, no field
+// the kind has no use for, eps.
+template <class T>
+void check_norm_options(const BasicNormOptions<T>& options, NormKind kind,
+                        const Shape& normalized_shape) {
+  check_affine(options.gamma, options.beta, normalized_shape);
+  const NormTraits traits = norm_traits(kind);
+  if (!traits.has_shift && options.beta) {
+    throw Error(ErrorKind::value, "beta",
+                std::string("was given for ") + traits.name + ", expected none (it has no shift)");
+  }
+  if (traits.centres && options.zero_centered_gamma) {
+    throw Error(ErrorKind::value, "zero_centered_gamma",
+                std::string("was set for ") + traits.name + ", expected it only with rms_norm");
+  }
+  check_eps(eps_of(options, kind));
+}
+
+// The mean a call reads or writes: only a centring norm's.
+template <class Stats>
+auto norm_mean(const std::optional<Stats>& stats, NormKind kind) {
+  return stats && norm_traits(kind).centres ? &stats->mean : nullptr;
+}
+
 // ---- LayerNorm and RMSNorm -----------------------------------------------------------------
 
-// What every norm forward checks, in this order (RMSNorm has no beta and no mean; an absent
-// argument is a null pointer): x and its rows, y, gamma and beta, eps, the per-row statistics
-// asked for, and that no output overlaps an input, y over x excepted.
+// What every plain norm forward checks, in this order (an absent argument is a null pointer):
+// the kind, x and its rows, y, the description, the per-row statistics asked for, and that no
+// output overlaps an input, y over x excepted.
 template <class T>
-RowLayout check_norm_forward(const NormConst<T>& x, const Shape& normalized_shape,
-                             const NormMutable<T>& y, const std::optional<NormConst<T>>& gamma,
-                             const std::optional<NormConst<T>>& beta, T eps, const Mutable<T>* mean,
-                             const Mutable<T>* rstd) {
+RowLayout check_norm_forward(NormKind op_kind, const NormConst<T>& x, const Shape& normalized_shape,
+                             const NormMutable<T>& y, const BasicNormOptions<T>& options,
+                             const Mutable<T>* mean, const Mutable<T>* rstd) {
+  const NormKind kind = plain_kind(options, op_kind);
   check_tensor("x", x);
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("y", y, x.shape);
-  check_affine(gamma, beta, normalized_shape);
-  check_eps(eps);
+  check_norm_options(options, kind, normalized_shape);
   if (mean) check_count("mean", *mean, layout.rows, "per row");
   if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
   check_disjoint({region("y", y), region("mean", mean), region("rstd", rstd)},
-                 {region("x", x), region("gamma", gamma), region("beta", beta)}, {{"y", "x"}});
+                 {region("x", x), region("gamma", options.gamma), region("beta", options.beta)},
+                 {{"y", "x"}});
   return layout;
 }
 
-// The same for a norm backward: x and its rows, dy, dx, gamma and beta, eps, dgamma and dbeta
-// against their parameters, the saved statistics given, and no output over an input but dx over
-// dy or x.
+// The same for a plain norm backward: the kind, x and its rows, dy, dx, the description, dgamma
+// and dbeta against their parameters, the saved statistics given, and no output over an input
+// but dx over dy or x.
 template <class T>
-RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
+RowLayout check_norm_backward(NormKind op_kind, const NormConst<T>& dy, const NormConst<T>& x,
                               const Shape& normalized_shape, const NormMutable<T>& dx,
                               const std::optional<Mutable<T>>& dgamma,
                               const std::optional<Mutable<T>>& dbeta,
-                              const std::optional<NormConst<T>>& gamma,
-                              const std::optional<NormConst<T>>& beta, T eps, const Const<T>* mean,
+                              const BasicNormOptions<T>& options, const Const<T>* mean,
                               const Const<T>* rstd) {
+  const NormKind kind = plain_kind(options, op_kind);
   check_tensor("x", x);
   const RowLayout layout = row_layout(x.shape, normalized_shape);
   check_shape("dy", dy, x.shape);
@@ -99,24 +141,23 @@ RowLayout check_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
   if constexpr (std::is_same_v<T, float>) {
     check_same_storage("dx", dx, "x", x, "a gradient is stored as its tensor");
   }
-  check_affine(gamma, beta, normalized_shape);
-  check_eps(eps);
-  check_parameter_grad("dgamma", dgamma, "gamma", gamma, normalized_shape);
-  check_parameter_grad("dbeta", dbeta, "beta", beta, normalized_shape);
+  check_norm_options(options, kind, normalized_shape);
+  check_parameter_grad("dgamma", dgamma, "gamma", options.gamma, normalized_shape);
+  check_parameter_grad("dbeta", dbeta, "beta", options.beta, normalized_shape);
   if (mean) check_count("mean", *mean, layout.rows, "per row");
   if (rstd) check_count("rstd", *rstd, layout.rows, "per row");
   check_disjoint({region("dx", dx), region("dgamma", dgamma), region("dbeta", dbeta)},
-                 {region("dy", dy), region("x", x), region("gamma", gamma), region("beta", beta),
-                  region("mean", mean), region("rstd", rstd)},
+                 {region("dy", dy), region("x", x), region("gamma", options.gamma),
+                  region("beta", options.beta), region("mean", mean), region("rstd", rstd)},
                  {{"dx", "dy"}, {"dx", "x"}});
   return layout;
 }
 
 template <class T>
 RowLayout check_layer_norm(const NormConst<T>& x, const Shape& normalized_shape,
-                           const NormMutable<T>& y, const BasicLayerNormOptions<T>& options,
+                           const NormMutable<T>& y, const BasicNormOptions<T>& options,
                            const std::optional<BasicNormStats<T>>& stats) {
-  return check_norm_forward<T>(x, normalized_shape, y, options.gamma, options.beta, options.eps,
+  return check_norm_forward<T>(NormKind::layer_norm, x, normalized_shape, y, options,
                                stats ? &stats->mean : nullptr, stats ? &stats->rstd : nullptr);
 }
 
@@ -124,29 +165,29 @@ template <class T>
 RowLayout check_layer_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                     const Shape& normalized_shape,
                                     const BasicLayerNormGrads<T>& grads,
-                                    const BasicLayerNormOptions<T>& options,
+                                    const BasicNormOptions<T>& options,
                                     const std::optional<BasicSavedStats<T>>& saved) {
-  return check_norm_backward<T>(dy, x, normalized_shape, grads.dx, grads.dgamma, grads.dbeta,
-                                options.gamma, options.beta, options.eps,
-                                saved ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
+  return check_norm_backward<T>(NormKind::layer_norm, dy, x, normalized_shape, grads.dx,
+                                grads.dgamma, grads.dbeta, options, saved ? &saved->mean : nullptr,
+                                saved ? &saved->rstd : nullptr);
 }
 
 template <class T>
 RowLayout check_rms_norm(const NormConst<T>& x, const Shape& normalized_shape,
-                         const NormMutable<T>& y, const BasicRmsNormOptions<T>& options,
+                         const NormMutable<T>& y, const BasicNormOptions<T>& options,
                          const std::optional<Mutable<T>>& rstd) {
-  return check_norm_forward<T>(x, normalized_shape, y, options.gamma, std::optional<NormConst<T>>{},
-                               options.eps, nullptr, rstd ? &*rstd : nullptr);
+  return check_norm_forward<T>(NormKind::rms_norm, x, normalized_shape, y, options, nullptr,
+                               rstd ? &*rstd : nullptr);
 }
 
 template <class T>
 RowLayout check_rms_norm_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                   const Shape& normalized_shape, const BasicRmsNormGrads<T>& grads,
-                                  const BasicRmsNormOptions<T>& options,
+                                  const BasicNormOptions<T>& options,
                                   const MaybeConst<T>& saved_rstd) {
-  return check_norm_backward<T>(
-      dy, x, normalized_shape, grads.dx, grads.dgamma, std::optional<Mutable<T>>{}, options.gamma,
-      std::optional<NormConst<T>>{}, options.eps, nullptr, saved_rstd ? &*saved_rstd : nullptr);
+  return check_norm_backward<T>(NormKind::rms_norm, dy, x, normalized_shape, grads.dx, grads.dgamma,
+                                std::optional<Mutable<T>>{}, options, nullptr,
+                                saved_rstd ? &*saved_rstd : nullptr);
 }
 
 // ---- GroupNorm -----------------------------------------------------------------------------
@@ -313,44 +354,28 @@ reference::BatchLayout check_batch_norm_backward(
 template <class T>
 RowLayout check_add_norm(const char* x_name, const NormConst<T>& x, const char* other_name,
                          const NormConst<T>& other, const Shape& normalized_shape,
-                         const BasicAddNormOptions<T>& options) {
+                         const BasicNormOptions<T>& options) {
   check_tensor(x_name, x);
   const RowLayout layout = row_layout(x.shape, normalized_shape, x_name);
   check_shape(other_name, other, x.shape);
-  check_affine(options.gamma, options.beta, normalized_shape);
-  const NormTraits kind = norm_traits(options.norm);
-  if (!kind.has_shift && options.beta) {
-    throw Error(ErrorKind::value, "beta",
-                std::string("was given for ") + kind.name + ", expected none (it has no shift)");
-  }
-  if (kind.centres && options.zero_centered_gamma) {
-    throw Error(ErrorKind::value, "zero_centered_gamma",
-                std::string("was set for ") + kind.name + ", expected it only with rms_norm");
-  }
-  check_eps(eps_of(options));
+  check_norm_options(options, fused_kind(options), normalized_shape);
   return layout;
 }
 
 // Statistics of a fused forward (written) or backward (read): rstd always, a mean when the
 // norm centres.
 template <class Stats, class T>
-void check_add_norm_stats(const std::optional<Stats>& stats, const BasicAddNormOptions<T>& options,
+void check_add_norm_stats(const std::optional<Stats>& stats, const BasicNormOptions<T>& options,
                           int64_t rows) {
   if (!stats) return;
-  if (norm_traits(options.norm).centres) check_count("mean", stats->mean, rows, "per row");
+  if (norm_traits(fused_kind(options)).centres) check_count("mean", stats->mean, rows, "per row");
   check_count("rstd", stats->rstd, rows, "per row");
-}
-
-// The mean a fused op reads or writes: only a centring norm's.
-template <class Stats, class T>
-auto norm_mean(const std::optional<Stats>& stats, const BasicAddNormOptions<T>& options) {
-  return stats && norm_traits(options.norm).centres ? &stats->mean : nullptr;
 }
 
 template <class T>
 void check_add_norm_grads(const std::optional<Mutable<T>>& dgamma,
                           const std::optional<Mutable<T>>& dbeta,
-                          const BasicAddNormOptions<T>& options, const Shape& normalized_shape) {
+                          const BasicNormOptions<T>& options, const Shape& normalized_shape) {
   check_parameter_grad("dgamma", dgamma, "gamma", options.gamma, normalized_shape);
   check_parameter_grad("dbeta", dbeta, "beta", options.beta, normalized_shape);
 }
@@ -358,7 +383,7 @@ void check_add_norm_grads(const std::optional<Mutable<T>>& dgamma,
 template <class T>
 RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r,
                              const Shape& normalized_shape, const NormMutable<T>& h,
-                             const NormMutable<T>& y, const BasicAddNormOptions<T>& options,
+                             const NormMutable<T>& y, const BasicNormOptions<T>& options,
                              const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "r", r, normalized_shape, options);
   check_shape("h", h, x.shape);
@@ -368,11 +393,12 @@ RowLayout check_add_norm_pre(const NormConst<T>& x, const NormConst<T>& r,
     check_same_storage("y", y, "r", r, "r and y are the branch: one storage type");
   }
   check_add_norm_stats(stats, options, layout.rows);
-  check_disjoint({region("h", h), region("y", y), region("mean", norm_mean(stats, options)),
-                  region("rstd", stats ? &stats->rstd : nullptr)},
-                 {region("x", x), region("r", r), region("gamma", options.gamma),
-                  region("beta", options.beta)},
-                 {{"h", "x"}, {"h", "r"}});
+  check_disjoint(
+      {region("h", h), region("y", y), region("mean", norm_mean(stats, fused_kind(options))),
+       region("rstd", stats ? &stats->rstd : nullptr)},
+      {region("x", x), region("r", r), region("gamma", options.gamma),
+       region("beta", options.beta)},
+      {{"h", "x"}, {"h", "r"}});
   return layout;
 }
 
@@ -381,7 +407,7 @@ RowLayout check_add_norm_pre_backward(const NormConst<T>& dy,
                                       const std::optional<NormConst<T>>& dh_next,
                                       const NormConst<T>& h, const Shape& normalized_shape,
                                       const BasicAddNormPreGrads<T>& grads,
-                                      const BasicAddNormOptions<T>& options,
+                                      const BasicNormOptions<T>& options,
                                       const std::optional<BasicSavedStats<T>>& saved) {
   const RowLayout layout = check_add_norm("h", h, "dy", dy, normalized_shape, options);
   if (dh_next) check_shape("dh_next", *dh_next, h.shape);
@@ -396,7 +422,7 @@ RowLayout check_add_norm_pre_backward(const NormConst<T>& dy,
   check_disjoint(
       {region("dh", grads.dh), region("dgamma", grads.dgamma), region("dbeta", grads.dbeta)},
       {region("dy", dy), region("dh_next", dh_next), region("h", h), region("gamma", options.gamma),
-       region("beta", options.beta), region("mean", norm_mean(saved, options)),
+       region("beta", options.beta), region("mean", norm_mean(saved, fused_kind(options))),
        region("rstd", saved ? &saved->rstd : nullptr)},
       {{"dh", "dy"}, {"dh", "dh_next"}, {"dh", "h"}});
   return layout;
@@ -405,14 +431,14 @@ RowLayout check_add_norm_pre_backward(const NormConst<T>& dy,
 template <class T>
 RowLayout check_add_norm_post(const NormConst<T>& x, const NormConst<T>& s,
                               const Shape& normalized_shape, const NormMutable<T>& y,
-                              const BasicAddNormOptions<T>& options,
+                              const BasicNormOptions<T>& options,
                               const BasicDropoutOptions<T>& dropout,
                               const std::optional<BasicNormStats<T>>& stats) {
   const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
   check_shape("y", y, x.shape);
   check_dropout(dropout, layout.rows * layout.dim);
   check_add_norm_stats(stats, options, layout.rows);
-  check_disjoint({region("y", y), region("mean", norm_mean(stats, options)),
+  check_disjoint({region("y", y), region("mean", norm_mean(stats, fused_kind(options))),
                   region("rstd", stats ? &stats->rstd : nullptr)},
                  {region("x", x), region("s", s), region("gamma", options.gamma),
                   region("beta", options.beta)},
@@ -424,7 +450,7 @@ template <class T>
 RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T>& x,
                                        const NormConst<T>& s, const Shape& normalized_shape,
                                        const BasicAddNormPostGrads<T>& grads,
-                                       const BasicAddNormOptions<T>& options,
+                                       const BasicNormOptions<T>& options,
                                        const BasicDropoutOptions<T>& dropout,
                                        const std::optional<BasicSavedStats<T>>& saved) {
   const RowLayout layout = check_add_norm("x", x, "s", s, normalized_shape, options);
@@ -434,12 +460,13 @@ RowLayout check_add_norm_post_backward(const NormConst<T>& dy, const NormConst<T
   check_dropout(dropout, layout.rows * layout.dim);
   check_add_norm_grads(grads.dgamma, grads.dbeta, options, normalized_shape);
   check_add_norm_stats(saved, options, layout.rows);
-  check_disjoint({region("dx", grads.dx), region("ds", grads.ds), region("dgamma", grads.dgamma),
-                  region("dbeta", grads.dbeta)},
-                 {region("dy", dy), region("x", x), region("s", s), region("gamma", options.gamma),
-                  region("beta", options.beta), region("mean", norm_mean(saved, options)),
-                  region("rstd", saved ? &saved->rstd : nullptr)},
-                 {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
+  check_disjoint(
+      {region("dx", grads.dx), region("ds", grads.ds), region("dgamma", grads.dgamma),
+       region("dbeta", grads.dbeta)},
+      {region("dy", dy), region("x", x), region("s", s), region("gamma", options.gamma),
+       region("beta", options.beta), region("mean", norm_mean(saved, fused_kind(options))),
+       region("rstd", saved ? &saved->rstd : nullptr)},
+      {{"dx", "dy"}, {"dx", "x"}, {"ds", "s"}});
   return layout;
 }
 

@@ -4,15 +4,8 @@
 
 namespace addnorm::detail {
 
-NormSettings norm_settings(const LayerNormOptions& options) {
-  return {NormKind::layer_norm, options.gamma, options.beta, false, options.eps};
-}
-NormSettings norm_settings(const RmsNormOptions& options) {
-  return {NormKind::rms_norm, options.gamma, std::nullopt, options.zero_centered_gamma,
-          options.eps};
-}
-NormSettings norm_settings(const AddNormOptions& options) {
-  return {options.norm, options.gamma, options.beta, options.zero_centered_gamma, eps_of(options)};
+NormSettings norm_settings(const NormOptions& options, NormKind kind) {
+  return {kind, options.gamma, options.beta, options.zero_centered_gamma, eps_of(options, kind)};
 }
 
 const float* parameter_as_float32(const std::optional<AnyConstView>& view, cpu::Scratch& scratch) {

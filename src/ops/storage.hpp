@@ -17,17 +17,16 @@
 
 namespace addnorm::detail {
 
-// The norm's settings, whichever public option set they came in.
+// The description (ops.hpp's NormOptions) resolved for the engine: the kind the call runs and
+// the eps it runs with, no longer optional.
 struct NormSettings {
   NormKind norm = NormKind::layer_norm;
   std::optional<AnyConstView> gamma;
-  std::optional<AnyConstView> beta;  // LayerNorm only
-  bool zero_centered_gamma = false;  // RMSNorm only
+  std::optional<AnyConstView> beta;
+  bool zero_centered_gamma = false;
   float eps = 1e-5f;
 };
-NormSettings norm_settings(const LayerNormOptions& options);
-NormSettings norm_settings(const RmsNormOptions& options);
-NormSettings norm_settings(const AddNormOptions& options);
+NormSettings norm_settings(const NormOptions& options, NormKind kind);
 
 // The engine's arguments for y = Norm(x) over the rows of `layout`, gamma and beta as float32
 // (widened into `scratch` when stored narrower): for the callers that add an input stage.

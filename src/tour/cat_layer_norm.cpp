@@ -20,7 +20,7 @@ CatLayerNorm cat_layer_norm() {
   const float eps = static_cast<float>(cat.eps);
 
   Tensor x_hat(shape), mean({1}), rstd({1});
-  LayerNormOptions plain;
+  NormOptions plain;
   plain.eps = eps;
   layer_norm(x.view(), shape, x_hat.view(), plain, NormStats{mean.view(), rstd.view()});
   cat.mean = mean[0];
@@ -35,7 +35,7 @@ CatLayerNorm cat_layer_norm() {
   const Tensor ones(shape, {1.0f, 1.0f, 1.0f, 1.0f});
   const Tensor zeros(shape);
   Tensor y(shape);
-  layer_norm(x.view(), shape, y.view(), {ones.view(), zeros.view(), eps});
+  layer_norm(x.view(), shape, y.view(), {.gamma = ones.view(), .beta = zeros.view(), .eps = eps});
   cat.y = to_doubles(y);
   cat.mean_of_y = mean_of(cat.y);
   cat.variance_of_y = variance_of(cat.y);
@@ -47,7 +47,8 @@ CatLayerNorm cat_layer_norm() {
   const Tensor gamma(shape, std::vector<float>(4, undo_scale));
   const Tensor beta(shape, std::vector<float>(4, undo_shift));
   Tensor back(shape);
-  layer_norm(x.view(), shape, back.view(), {gamma.view(), beta.view(), eps});
+  layer_norm(x.view(), shape, back.view(),
+             {.gamma = gamma.view(), .beta = beta.view(), .eps = eps});
   cat.round_trip = to_doubles(back);
   return cat;
 }

@@ -32,7 +32,7 @@ HouseTable house_table() {
   }
 
   Tensor ln(shape);
-  LayerNormOptions layer_options;
+  NormOptions layer_options;
   layer_options.eps = 0.0f;
   layer_norm(x.view(), Shape{cols}, ln.view(), layer_options);
   house.layer_norm = to_doubles(ln);

@@ -14,7 +14,7 @@ std::vector<double> run_layer_norm(const Tensor& x, float eps, const Tensor* gam
                                    Tensor* rstd = nullptr) {
   const Shape shape = x.shape();
   Tensor y(shape);
-  LayerNormOptions options;
+  NormOptions options;
   options.eps = eps;
   if (gamma != nullptr) options.gamma = gamma->cview();
   if (beta != nullptr) options.beta = beta->cview();

@@ -44,14 +44,13 @@ ResidualBlocks residual_blocks() {
   const Shape shape{tokens, dim};
   const Shape row_shape{dim};
   const Tensor x = to_tensor(blocks.x, shape);
-  AddNormOptions norm;
+  // One LayerNorm description for the plain norm and the fused ops.
+  NormOptions norm;
   norm.eps = static_cast<float>(blocks.eps);
-  LayerNormOptions layer_options;
-  layer_options.eps = eps_of(norm);
 
   // Pre-norm: the sub-layer reads LN(x); the skip path carries x itself.
   Tensor normed_input(shape);
-  layer_norm(x.view(), row_shape, normed_input.view(), layer_options);
+  layer_norm(x.view(), row_shape, normed_input.view(), norm);
   const Tensor pre_sublayer = times_matrix(normed_input, blocks.weight, dim);
   Tensor pre_out(shape), pre_next(shape);
   add_norm_pre(x.view(), pre_sublayer.view(), row_shape, pre_out.view(), pre_next.view(), norm);

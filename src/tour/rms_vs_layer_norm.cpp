@@ -19,7 +19,7 @@ RmsVsLayerNormToken compare(const std::string& name, std::vector<double> values,
   const Tensor x = to_tensor(result.token, shape);
 
   Tensor rms_y(shape), rstd({1});
-  RmsNormOptions rms_options;
+  NormOptions rms_options;
   rms_options.eps = eps;
   rms_norm(x.view(), shape, rms_y.view(), rms_options, rstd.view());
   result.rms = 1.0 / rstd[0];
@@ -30,7 +30,7 @@ RmsVsLayerNormToken compare(const std::string& name, std::vector<double> values,
   result.rms_norm_rms = std::sqrt(squares / static_cast<double>(result.rms_norm.size()));
 
   Tensor layer_y(shape);
-  LayerNormOptions layer_options;
+  NormOptions layer_options;
   layer_options.eps = eps;
   layer_norm(x.view(), shape, layer_y.view(), layer_options);
   result.layer_norm = to_doubles(layer_y);

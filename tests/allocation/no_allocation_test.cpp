@@ -117,10 +117,11 @@ struct Tensors {
 
 // Every op on one shape, by name (the options copied into each call, the tensors shared).
 std::vector<std::pair<std::string, std::function<void()>>> ops(Tensors& t) {
-  const LayerNormOptions ln{AnyConstView(t.cparam(t.gamma)), AnyConstView(t.cparam(t.beta))};
-  const RmsNormOptions rms{AnyConstView(t.cparam(t.gamma))};
-  const AddNormOptions an{NormKind::layer_norm, AnyConstView(t.cparam(t.gamma)),
-                          AnyConstView(t.cparam(t.beta))};
+  const NormOptions ln{.gamma = AnyConstView(t.cparam(t.gamma)),
+                       .beta = AnyConstView(t.cparam(t.beta))};
+  const NormOptions rms{.gamma = AnyConstView(t.cparam(t.gamma))};
+  const NormOptions an{NormKind::layer_norm, AnyConstView(t.cparam(t.gamma)),
+                       AnyConstView(t.cparam(t.beta))};
   const DropoutOptions drop{0.1f, 42, 0};
   BatchNormOptions bn{t.cparam(t.gamma), t.cparam(t.beta)};
   BatchNormOptions bn_eval = bn;

@@ -25,9 +25,9 @@ const Case kCases[] = {{NormKind::layer_norm, true, true},
                        {NormKind::rms_norm, true, false},
                        {NormKind::rms_norm, false, false}};
 
-AddNormOptions options_for(const Case& c, const std::vector<float>& gamma,
-                           const std::vector<float>& beta, const Shape& normalized) {
-  AddNormOptions options;
+NormOptions options_for(const Case& c, const std::vector<float>& gamma,
+                        const std::vector<float>& beta, const Shape& normalized) {
+  NormOptions options;
   options.norm = c.norm;
   if (c.with_gamma) options.gamma = ConstView{gamma.data(), normalized};
   if (c.with_beta) options.beta = ConstView{beta.data(), normalized};
@@ -36,13 +36,13 @@ AddNormOptions options_for(const Case& c, const std::vector<float>& gamma,
 
 // Norm(h) through the unfused public ops.
 void unfused_norm(const std::vector<float>& h, std::vector<float>& y, const Shape& shape,
-                  const Shape& normalized, const AddNormOptions& options) {
-  if (options.norm == NormKind::layer_norm) {
-    layer_norm({h.data(), shape}, normalized, {y.data(), shape},
-               {options.gamma, options.beta, eps_of(options)});
-  } else {
-    rms_norm({h.data(), shape}, normalized, {y.data(), shape},
-             {options.gamma, options.zero_centered_gamma, eps_of(options)});
+                  const Shape& normalized, const NormOptions& options) {
+  // The same description the fused op took: one NormOptions for both.
+  switch (*options.norm) {
+    case NormKind::layer_norm:
+      return layer_norm({h.data(), shape}, normalized, {y.data(), shape}, options);
+    case NormKind::rms_norm:
+      return rms_norm({h.data(), shape}, normalized, {y.data(), shape}, options);
   }
 }
 
@@ -51,7 +51,7 @@ TEST(AddNormPre, EqualsAddThenNormBitForBit) {
   const auto x = random_floats(720, 1), r = random_floats(720, 2);
   const auto gamma = random_floats(48, 3, 0.5f, 1.5f), beta = random_floats(48, 4);
   for (const Case& c : kCases) {
-    const AddNormOptions options = options_for(c, gamma, beta, normalized);
+    const NormOptions options = options_for(c, gamma, beta, normalized);
     std::vector<float> h(720), y(720), h_ref(720), y_ref(720);
     add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h.data(), shape},
                  {y.data(), shape}, options);
@@ -67,7 +67,7 @@ TEST(AddNormPost, WithoutDropoutEqualsNormOfSum) {
   const auto x = random_floats(132, 5), s = random_floats(132, 6);
   const auto gamma = random_floats(33, 7, 0.5f, 1.5f), beta = random_floats(33, 8);
   for (const Case& c : kCases) {
-    const AddNormOptions options = options_for(c, gamma, beta, normalized);
+    const NormOptions options = options_for(c, gamma, beta, normalized);
     std::vector<float> y(132), h(132), y_ref(132);
     add_norm_post({x.data(), shape}, {s.data(), shape}, normalized, {y.data(), shape}, options);
     add({x.data(), shape}, {s.data(), shape}, {h.data(), shape});
@@ -119,9 +119,8 @@ TEST(AddNormPreBackward, MatchesFiniteDifferencesOfTheComposedBlock) {
   const auto gamma = random_floats(dim, 15, 0.5f, 1.5f), beta = random_floats(dim, 16);
   for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     const bool layer = norm == NormKind::layer_norm;
-    AddNormOptions options{
-        norm, ConstView{gamma.data(), normalized},
-        layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
+    NormOptions options{norm, ConstView{gamma.data(), normalized},
+                        layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
     std::vector<float> h(rows * dim), y(rows * dim), dh(rows * dim), dgamma(dim), dbeta(dim);
     add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h.data(), shape},
                  {y.data(), shape}, options);
@@ -162,8 +161,8 @@ TEST(AddNormPostBackward, MatchesFiniteDifferencesThroughTheDropoutMask) {
   const DropoutOptions dropout_options{0.3f, 77, 0};
   std::vector<uint8_t> mask(rows * dim);
   dropout_mask({mask.data(), shape}, dropout_options);
-  AddNormOptions options{NormKind::layer_norm, ConstView{gamma.data(), normalized},
-                         ConstView{beta.data(), normalized}};
+  NormOptions options{NormKind::layer_norm, ConstView{gamma.data(), normalized},
+                      ConstView{beta.data(), normalized}};
   std::vector<float> dx(rows * dim), ds(rows * dim), dgamma(dim), dbeta(dim);
   add_norm_post_backward({dy.data(), shape}, {x.data(), shape}, {s.data(), shape}, normalized,
                          {{dx.data(), shape},

@@ -35,7 +35,7 @@ struct Rows {
 
 TEST(ErrorKinds, AShapeMismatchNamesTheTensor) {
   Rows rows;
-  LayerNormOptions options;
+  NormOptions options;
   options.gamma = ConstView{rows.gamma.data(), Shape{2, 2}};
   const Error error =
       error_of([&] { layer_norm(rows.x_view(), Shape{4}, rows.y_view(), options); });
@@ -94,7 +94,7 @@ TEST(ErrorKinds, TheNormNameIsReadByOneRule) {
 TEST(ErrorKinds, OptionsOneNormOnlyAcceptsAreRefusedWithTheFacesNames) {
   Rows rows;
   std::vector<float> h(12);
-  AddNormOptions options;
+  NormOptions options;
   options.norm = NormKind::rms_norm;
   options.beta = ConstView{rows.gamma.data(), Shape{4}};
   const Error beta = error_of([&] {

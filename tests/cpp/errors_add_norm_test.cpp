@@ -60,8 +60,8 @@ void add_parameter_grad_rejections(std::vector<Rejection<Call>>& rejections) {
        {"dbeta was requested but beta is absent, expected no dbeta without beta"}});
 }
 
-AddNormOptions layer_norm_options(Arena& arena) {
-  AddNormOptions options;
+NormOptions layer_norm_options(Arena& arena) {
+  NormOptions options;
   options.gamma = arena.input(kDim);
   options.beta = arena.input(kDim);
   return options;
@@ -74,7 +74,7 @@ struct AddNormPreCall {
   Shape normalized_shape;
   MutableView h;
   MutableView y;
-  AddNormOptions options;
+  NormOptions options;
   std::optional<NormStats> stats;
   void operator()() const { add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
 };
@@ -147,7 +147,7 @@ struct AddNormPreBackwardCall {
   ConstView h;
   Shape normalized_shape;
   AddNormPreGrads grads;
-  AddNormOptions options;
+  NormOptions options;
   std::optional<SavedStats> saved;
   void operator()() const {
     add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
@@ -219,7 +219,7 @@ struct AddNormPostCall {
   ConstView s;
   Shape normalized_shape;
   MutableView y;
-  AddNormOptions options;
+  NormOptions options;
   DropoutOptions dropout;
   std::optional<NormStats> stats;
   void operator()() const { add_norm_post(x, s, normalized_shape, y, options, dropout, stats); }
@@ -277,7 +277,7 @@ struct AddNormPostBackwardCall {
   ConstView s;
   Shape normalized_shape;
   AddNormPostGrads grads;
-  AddNormOptions options;
+  NormOptions options;
   DropoutOptions dropout;
   std::optional<SavedStats> saved;
   void operator()() const {

@@ -66,7 +66,7 @@ TEST(ExactAliases, LayerNormYMayBeX) {
   enum { X, Y, GAMMA, BETA, MEAN, RSTD };
   expect_alias_matches(seeded({24, 24, 8, 8, 3, 3}), X, Y, [](const Memory& m) {
     layer_norm({m(X), kX}, kDim, {m(Y), kX},
-               LayerNormOptions{ConstView{m(GAMMA), kDim}, ConstView{m(BETA), kDim}},
+               NormOptions{.gamma = ConstView{m(GAMMA), kDim}, .beta = ConstView{m(BETA), kDim}},
                NormStats{{m(MEAN), kRows}, {m(RSTD), kRows}});
   });
 }
@@ -77,7 +77,7 @@ TEST(ExactAliases, LayerNormBackwardDxMayBeDyOrX) {
     layer_norm_backward(
         {m(DY), kX}, {m(X), kX}, kDim,
         LayerNormGrads{{m(DX), kX}, MutableView{m(DGAMMA), kDim}, MutableView{m(DBETA), kDim}},
-        LayerNormOptions{ConstView{m(GAMMA), kDim}, ConstView{m(BETA), kDim}});
+        NormOptions{.gamma = ConstView{m(GAMMA), kDim}, .beta = ConstView{m(BETA), kDim}});
   };
   expect_alias_matches(seeded({24, 24, 24, 8, 8, 8, 8}), DY, DX, op);
   expect_alias_matches(seeded({24, 24, 24, 8, 8, 8, 8}), X, DX, op);
@@ -86,7 +86,8 @@ TEST(ExactAliases, LayerNormBackwardDxMayBeDyOrX) {
 TEST(ExactAliases, RmsNormYMayBeX) {
   enum { X, Y, GAMMA, RSTD };
   expect_alias_matches(seeded({24, 24, 8, 3}), X, Y, [](const Memory& m) {
-    rms_norm({m(X), kX}, kDim, {m(Y), kX}, RmsNormOptions{ConstView{m(GAMMA), kDim}, true},
+    rms_norm({m(X), kX}, kDim, {m(Y), kX},
+             NormOptions{.gamma = ConstView{m(GAMMA), kDim}, .zero_centered_gamma = true},
              MutableView{m(RSTD), kRows});
   });
 }
@@ -94,9 +95,9 @@ TEST(ExactAliases, RmsNormYMayBeX) {
 TEST(ExactAliases, RmsNormBackwardDxMayBeDyOrX) {
   enum { DY, X, DX, GAMMA, DGAMMA, SAVED_RSTD };
   const auto op = [](const Memory& m) {
-    rms_norm_backward({m(DY), kX}, {m(X), kX}, kDim,
-                      RmsNormGrads{{m(DX), kX}, MutableView{m(DGAMMA), kDim}},
-                      RmsNormOptions{ConstView{m(GAMMA), kDim}}, ConstView{m(SAVED_RSTD), kRows});
+    rms_norm_backward(
+        {m(DY), kX}, {m(X), kX}, kDim, RmsNormGrads{{m(DX), kX}, MutableView{m(DGAMMA), kDim}},
+        NormOptions{.gamma = ConstView{m(GAMMA), kDim}}, ConstView{m(SAVED_RSTD), kRows});
   };
   expect_alias_matches(seeded({24, 24, 24, 8, 8, 3}), DY, DX, op);
   expect_alias_matches(seeded({24, 24, 24, 8, 8, 3}), X, DX, op);
@@ -157,7 +158,7 @@ TEST(ExactAliases, AddNormPreHMayBeXOrR) {
   for (NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     SCOPED_TRACE(norm == NormKind::layer_norm ? "layer_norm" : "rms_norm");
     const auto op = [norm](const Memory& m) {
-      AddNormOptions options;
+      NormOptions options;
       options.norm = norm;
       options.gamma = ConstView{m(GAMMA), kDim};
       if (norm == NormKind::layer_norm) options.beta = ConstView{m(BETA), kDim};
@@ -174,7 +175,7 @@ TEST(ExactAliases, AddNormPreBackwardDhMayBeDyDhNextOrH) {
   for (NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     SCOPED_TRACE(norm == NormKind::layer_norm ? "layer_norm" : "rms_norm");
     const auto op = [norm](const Memory& m) {
-      AddNormOptions options;
+      NormOptions options;
       options.norm = norm;
       options.gamma = ConstView{m(GAMMA), kDim};
       OptionalMutable dbeta;
@@ -196,7 +197,7 @@ TEST(ExactAliases, AddNormPreBackwardDhMayBeDyDhNextOrH) {
 TEST(ExactAliases, AddNormPostYMayBeXOrS) {
   enum { X, S, Y, GAMMA, BETA, MEAN, RSTD };
   const auto op = [](const Memory& m) {
-    AddNormOptions options;
+    NormOptions options;
     options.gamma = ConstView{m(GAMMA), kDim};
     options.beta = ConstView{m(BETA), kDim};
     add_norm_post({m(X), kX}, {m(S), kX}, kDim, {m(Y), kX}, options, DropoutOptions{0.25f, 9, 0},
@@ -209,7 +210,7 @@ TEST(ExactAliases, AddNormPostYMayBeXOrS) {
 TEST(ExactAliases, AddNormPostBackwardDxMayBeDyOrXAndDsMayBeS) {
   enum { DY, X, S, DX, DS, GAMMA, DGAMMA };
   const auto op = [](const Memory& m) {
-    AddNormOptions options;
+    NormOptions options;
     options.gamma = ConstView{m(GAMMA), kDim};
     add_norm_post_backward(
         {m(DY), kX}, {m(X), kX}, {m(S), kX}, kDim,

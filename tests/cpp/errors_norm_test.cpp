@@ -30,14 +30,14 @@ struct LayerNormCall {
   ConstView x;
   Shape normalized_shape;
   MutableView y;
-  LayerNormOptions options;
+  NormOptions options;
   std::optional<NormStats> stats;
   void operator()() const { layer_norm(x, normalized_shape, y, options, stats); }
 };
 
 LayerNormCall valid_layer_norm(Arena& arena) {
   return {arena.input(kX), kDim, arena.output(kX),
-          LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5f},
+          NormOptions{.gamma = arena.input(kDim), .beta = arena.input(kDim), .eps = 1e-5f},
           NormStats{arena.output(kRows), arena.output(kRows)}};
 }
 
@@ -54,7 +54,7 @@ TEST(LayerNormErrors, RejectsEveryBadArgumentWithoutWriting) {
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
   add_tensor_rejections<Call>(
       rejections, "beta", [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {1, 8});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "mean",
                                [](Call& c) -> MutableView& { return c.stats->mean; });
   add_per_row_rejections<Call>(rejections, "rstd",
@@ -91,7 +91,7 @@ TEST(LayerNormErrors, GammaOneShortNamesBothShapes) {
   LayerNormCall call{arena.input(x_shape),
                      {512},
                      arena.output(x_shape),
-                     LayerNormOptions{arena.input({511}), {}, 1e-5f},
+                     NormOptions{.gamma = arena.input({511}), .eps = 1e-5f},
                      {}};
   expect_rejected(call, arena, {"gamma has shape [511], expected [512]"});
 }
@@ -102,7 +102,7 @@ struct LayerNormBackwardCall {
   ConstView x;
   Shape normalized_shape;
   LayerNormGrads grads;
-  LayerNormOptions options;
+  NormOptions options;
   std::optional<SavedStats> saved;
   void operator()() const { layer_norm_backward(dy, x, normalized_shape, grads, options, saved); }
 };
@@ -112,7 +112,7 @@ LayerNormBackwardCall valid_layer_norm_backward(Arena& arena) {
           arena.input(kX),
           kDim,
           LayerNormGrads{arena.output(kX), arena.output(kDim), arena.output(kDim)},
-          LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5f},
+          NormOptions{.gamma = arena.input(kDim), .beta = arena.input(kDim), .eps = 1e-5f},
           SavedStats{arena.input(kRows), arena.input(kRows)}};
 }
 
@@ -133,7 +133,7 @@ TEST(LayerNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {7});
   add_tensor_rejections<Call>(rejections, "dbeta",
                               [](Call& c) -> MutableView& { return *c.grads.dbeta; }, kDim, {3, 8});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "mean",
                                [](Call& c) -> ConstView& { return c.saved->mean; });
   add_per_row_rejections<Call>(rejections, "rstd",
@@ -181,13 +181,14 @@ struct RmsNormCall {
   ConstView x;
   Shape normalized_shape;
   MutableView y;
-  RmsNormOptions options;
+  NormOptions options;
   OptionalMutable rstd;
   void operator()() const { rms_norm(x, normalized_shape, y, options, rstd); }
 };
 
 RmsNormCall valid_rms_norm(Arena& arena) {
-  return {arena.input(kX), kDim, arena.output(kX), RmsNormOptions{arena.input(kDim), true, 1e-6f},
+  return {arena.input(kX), kDim, arena.output(kX),
+          NormOptions{.gamma = arena.input(kDim), .zero_centered_gamma = true, .eps = 1e-6f},
           arena.output(kRows)};
 }
 
@@ -200,7 +201,7 @@ TEST(RmsNormErrors, RejectsEveryBadArgumentWithoutWriting) {
                               {3, 9});
   add_tensor_rejections<Call>(
       rejections, "gamma", [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {3, 8});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> MutableView& { return *c.rstd; });
   rejections.insert(
       rejections.end(),
@@ -223,11 +224,12 @@ TEST(RmsNormErrors, RejectsEveryBadArgumentWithoutWriting) {
 TEST(RmsNormErrors, GammaOneShortNamesBothShapes) {
   Arena arena;
   const Shape x_shape{2, 512};
-  RmsNormCall call{arena.input(x_shape),
-                   {512},
-                   arena.output(x_shape),
-                   RmsNormOptions{arena.input({511}), false, 1e-6f},
-                   {}};
+  RmsNormCall call{
+      arena.input(x_shape),
+      {512},
+      arena.output(x_shape),
+      NormOptions{.gamma = arena.input({511}), .zero_centered_gamma = false, .eps = 1e-6f},
+      {}};
   expect_rejected(call, arena, {"gamma has shape [511], expected [512]"});
 }
 
@@ -237,7 +239,7 @@ struct RmsNormBackwardCall {
   ConstView x;
   Shape normalized_shape;
   RmsNormGrads grads;
-  RmsNormOptions options;
+  NormOptions options;
   OptionalConst saved_rstd;
   void operator()() const {
     rms_norm_backward(dy, x, normalized_shape, grads, options, saved_rstd);
@@ -249,7 +251,7 @@ RmsNormBackwardCall valid_rms_norm_backward(Arena& arena) {
           arena.input(kX),
           kDim,
           RmsNormGrads{arena.output(kX), arena.output(kDim)},
-          RmsNormOptions{arena.input(kDim), false, 1e-6f},
+          NormOptions{.gamma = arena.input(kDim), .zero_centered_gamma = false, .eps = 1e-6f},
           arena.input(kRows)};
 }
 
@@ -266,7 +268,7 @@ TEST(RmsNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
                               [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {9});
   add_tensor_rejections<Call>(rejections, "dgamma",
                               [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {4});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "rstd",
                                [](Call& c) -> ConstView& { return *c.saved_rstd; });
   rejections.insert(

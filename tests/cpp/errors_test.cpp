@@ -233,8 +233,8 @@ TEST(BoundaryArguments, EdgesOfEveryRangeAreAccepted) {
   Arena arena;
   const ConstView x = arena.input(kX);
   const MutableView y = arena.output(kX);
-  EXPECT_NO_THROW(layer_norm(x, {8}, y, LayerNormOptions{{}, {}, 0.0f}));
-  EXPECT_NO_THROW(rms_norm(x, {8}, y, RmsNormOptions{{}, false, 0.0f}));
+  EXPECT_NO_THROW(layer_norm(x, {8}, y, NormOptions{.eps = 0.0f}));
+  EXPECT_NO_THROW(rms_norm(x, {8}, y, NormOptions{.zero_centered_gamma = false, .eps = 0.0f}));
   for (float momentum : {0.0f, 1.0f}) {
     BatchNormOptions options;
     options.momentum = momentum;
@@ -265,11 +265,7 @@ TEST(ErrorMessages, SmallBadValuesAreNotPrintedAsInRange) {
   Arena arena;
   const ConstView x = arena.input(kX);
   const MutableView y = arena.output(kX);
-  expect_rejected(
-      [&] {
-        layer_norm(x, {8}, y, LayerNormOptions{{}, {}, -1e-7f});
-      },
-      arena, {"eps is -1"});
+  expect_rejected([&] { layer_norm(x, {8}, y, NormOptions{.eps = -1e-7f}); }, arena, {"eps is -1"});
   BatchNormOptions momentum_above_one;
   momentum_above_one.momentum = std::nextafter(1.0f, 2.0f);
   expect_rejected([&] { batch_norm(x, y, momentum_above_one); }, arena, {"momentum is 1.0000001"});

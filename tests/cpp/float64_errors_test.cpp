@@ -41,14 +41,14 @@ struct LayerNormCall {
   ConstView x;
   Shape normalized_shape;
   MutableView y;
-  float64::LayerNormOptions options;
+  float64::NormOptions options;
   std::optional<float64::NormStats> stats;
   void operator()() const { float64::layer_norm(x, normalized_shape, y, options, stats); }
 };
 
 LayerNormCall valid_layer_norm(Arena64& arena) {
   return {arena.input(kX), kDim, arena.output(kX),
-          float64::LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5},
+          float64::NormOptions{.gamma = arena.input(kDim), .beta = arena.input(kDim), .eps = 1e-5},
           float64::NormStats{arena.output(kRows), arena.output(kRows)}};
 }
 
@@ -63,7 +63,7 @@ TEST(Float64Errors, LayerNorm) {
                               [](Call& c) -> ConstView& { return *c.options.gamma; }, kDim, {7});
   add_tensor_rejections<Call>(rejections, "beta",
                               [](Call& c) -> ConstView& { return *c.options.beta; }, kDim, {1, 8});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "mean",
                                [](Call& c) -> MutableView& { return c.stats->mean; });
   add_per_row_rejections<Call>(rejections, "rstd",
@@ -90,7 +90,7 @@ struct LayerNormBackwardCall {
   ConstView x;
   Shape normalized_shape;
   float64::LayerNormGrads grads;
-  float64::LayerNormOptions options;
+  float64::NormOptions options;
   std::optional<float64::SavedStats> saved;
   void operator()() const {
     float64::layer_norm_backward(dy, x, normalized_shape, grads, options, saved);
@@ -102,7 +102,7 @@ LayerNormBackwardCall valid_layer_norm_backward(Arena64& arena) {
           arena.input(kX),
           kDim,
           float64::LayerNormGrads{arena.output(kX), arena.output(kDim), arena.output(kDim)},
-          float64::LayerNormOptions{arena.input(kDim), arena.input(kDim), 1e-5},
+          float64::NormOptions{.gamma = arena.input(kDim), .beta = arena.input(kDim), .eps = 1e-5},
           float64::SavedStats{arena.input(kRows), arena.input(kRows)}};
 }
 
@@ -116,7 +116,7 @@ TEST(Float64Errors, LayerNormBackward) {
                               kX, {4, 8});
   add_tensor_rejections<Call>(rejections, "dgamma",
                               [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {7});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "rstd",
                                [](Call& c) -> ConstView& { return c.saved->rstd; });
   rejections.insert(
@@ -143,14 +143,16 @@ struct RmsNormCall {
   ConstView x;
   Shape normalized_shape;
   MutableView y;
-  float64::RmsNormOptions options;
+  float64::NormOptions options;
   float64::OptionalMutable rstd;
   void operator()() const { float64::rms_norm(x, normalized_shape, y, options, rstd); }
 };
 
 RmsNormCall valid_rms_norm(Arena64& arena) {
-  return {arena.input(kX), kDim, arena.output(kX),
-          float64::RmsNormOptions{arena.input(kDim), true, 1e-6}, arena.output(kRows)};
+  return {
+      arena.input(kX), kDim, arena.output(kX),
+      float64::NormOptions{.gamma = arena.input(kDim), .zero_centered_gamma = true, .eps = 1e-6},
+      arena.output(kRows)};
 }
 
 TEST(Float64Errors, RmsNorm) {
@@ -160,7 +162,7 @@ TEST(Float64Errors, RmsNorm) {
   add_normalized_shape_rejections(rejections, "x");
   add_tensor_rejections<Call>(rejections, "gamma",
                               [](Call& c) -> ConstView& { return *c.options.gamma; }, kDim, {9});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> MutableView& { return *c.rstd; });
   rejections.push_back({"rstd inside gamma",
                         [](Call& c, Arena64&) { c.rstd = inside(*c.options.gamma, 1, kRows); },
@@ -174,7 +176,7 @@ struct RmsNormBackwardCall {
   ConstView x;
   Shape normalized_shape;
   float64::RmsNormGrads grads;
-  float64::RmsNormOptions options;
+  float64::NormOptions options;
   float64::OptionalConst saved_rstd;
   void operator()() const {
     float64::rms_norm_backward(dy, x, normalized_shape, grads, options, saved_rstd);
@@ -182,12 +184,13 @@ struct RmsNormBackwardCall {
 };
 
 RmsNormBackwardCall valid_rms_norm_backward(Arena64& arena) {
-  return {arena.input(kX),
-          arena.input(kX),
-          kDim,
-          float64::RmsNormGrads{arena.output(kX), arena.output(kDim)},
-          float64::RmsNormOptions{arena.input(kDim), false, 1e-6},
-          arena.input(kRows)};
+  return {
+      arena.input(kX),
+      arena.input(kX),
+      kDim,
+      float64::RmsNormGrads{arena.output(kX), arena.output(kDim)},
+      float64::NormOptions{.gamma = arena.input(kDim), .zero_centered_gamma = false, .eps = 1e-6},
+      arena.input(kRows)};
 }
 
 TEST(Float64Errors, RmsNormBackward) {
@@ -195,7 +198,7 @@ TEST(Float64Errors, RmsNormBackward) {
   std::vector<testing::Rejection<Call>> rejections;
   add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
                               {8, 3});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
   add_per_row_rejections<Call>(rejections, "rstd",
                                [](Call& c) -> ConstView& { return *c.saved_rstd; });
   rejections.insert(rejections.end(),
@@ -381,13 +384,13 @@ struct AddNormPreCall {
   Shape normalized_shape;
   MutableView h;
   MutableView y;
-  float64::AddNormOptions options;
+  float64::NormOptions options;
   std::optional<float64::NormStats> stats;
   void operator()() const { float64::add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
 };
 
 AddNormPreCall valid_add_norm_pre(Arena64& arena) {
-  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
   return {arena.input(kX),
           arena.input(kX),
           kDim,
@@ -427,14 +430,14 @@ struct AddNormPreBackwardCall {
   ConstView h;
   Shape normalized_shape;
   float64::AddNormPreGrads grads;
-  float64::AddNormOptions options;
+  float64::NormOptions options;
   void operator()() const {
     float64::add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options);
   }
 };
 
 AddNormPreBackwardCall valid_add_norm_pre_backward(Arena64& arena) {
-  float64::AddNormOptions options{NormKind::rms_norm, arena.input(kDim), std::nullopt};
+  float64::NormOptions options{NormKind::rms_norm, arena.input(kDim), std::nullopt};
   return {arena.input(kX),
           arena.input(kX),
           arena.input(kX),
@@ -467,7 +470,7 @@ struct AddNormPostCall {
   ConstView s;
   Shape normalized_shape;
   MutableView y;
-  float64::AddNormOptions options;
+  float64::NormOptions options;
   float64::DropoutOptions dropout;
   std::optional<float64::NormStats> stats;
   void operator()() const {
@@ -476,7 +479,7 @@ struct AddNormPostCall {
 };
 
 AddNormPostCall valid_add_norm_post(Arena64& arena) {
-  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
   return {arena.input(kX),
           arena.input(kX),
           kDim,
@@ -506,7 +509,7 @@ struct AddNormPostBackwardCall {
   ConstView s;
   Shape normalized_shape;
   float64::AddNormPostGrads grads;
-  float64::AddNormOptions options;
+  float64::NormOptions options;
   float64::DropoutOptions dropout;
   void operator()() const {
     float64::add_norm_post_backward(dy, x, s, normalized_shape, grads, options, dropout);
@@ -514,7 +517,7 @@ struct AddNormPostBackwardCall {
 };
 
 AddNormPostBackwardCall valid_add_norm_post_backward(Arena64& arena) {
-  float64::AddNormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
+  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
   return {arena.input(kX),
           arena.input(kX),
           arena.input(kX),

@@ -26,8 +26,8 @@ TEST(Float64Ops, LayerNormAgreesWithTheFloat32Op) {
   const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma), b64 = widen(beta);
 
   std::vector<float> y(x.size()), dx(x.size()), dg(dim), db(dim), mean(rows), rstd(rows);
-  const LayerNormOptions options{ConstView{gamma.data(), normalized},
-                                 ConstView{beta.data(), normalized}};
+  const NormOptions options{.gamma = ConstView{gamma.data(), normalized},
+                            .beta = ConstView{beta.data(), normalized}};
   layer_norm({x.data(), shape}, normalized, {y.data(), shape}, options,
              NormStats{{mean.data(), {rows}}, {rstd.data(), {rows}}});
   layer_norm_backward(
@@ -37,8 +37,8 @@ TEST(Float64Ops, LayerNormAgreesWithTheFloat32Op) {
 
   std::vector<double> y64(x.size()), dx64(x.size()), dg64(dim), db64(dim), mean64(rows),
       rstd64(rows);
-  const float64::LayerNormOptions options64{float64::ConstView{g64.data(), normalized},
-                                            float64::ConstView{b64.data(), normalized}};
+  const float64::NormOptions options64{.gamma = float64::ConstView{g64.data(), normalized},
+                                       .beta = float64::ConstView{b64.data(), normalized}};
   float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64,
                       float64::NormStats{{mean64.data(), {rows}}, {rstd64.data(), {rows}}});
   float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,

@@ -52,7 +52,7 @@ Result run_layer_norm(const std::vector<float>& x, const Shape& shape, const Sha
                       float eps = 1e-5f) {
   const int64_t rows = shape.numel() / normalized.numel();
   Result out{std::vector<float>(x.size()), std::vector<float>(rows), std::vector<float>(rows)};
-  LayerNormOptions options;
+  NormOptions options;
   if (gamma) options.gamma = ConstView{gamma->data(), normalized};
   if (beta) options.beta = ConstView{beta->data(), normalized};
   options.eps = eps;
@@ -237,8 +237,8 @@ TEST(LayerNormBackward, MatchesFloat64) {
     const Result stats = run_layer_norm(x, shape, normalized, &gamma, &beta);
     for (const bool use_saved : {false, true}) {
       std::vector<float> dx(x.size()), dgamma(dim), dbeta(dim);
-      LayerNormOptions options{ConstView{gamma.data(), normalized},
-                               ConstView{beta.data(), normalized}};
+      NormOptions options{.gamma = ConstView{gamma.data(), normalized},
+                          .beta = ConstView{beta.data(), normalized}};
       std::optional<SavedStats> saved;
       if (use_saved) {
         saved = SavedStats{{stats.mean.data(), Shape{rows}}, {stats.rstd.data(), Shape{rows}}};

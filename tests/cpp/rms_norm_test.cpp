@@ -36,7 +36,7 @@ std::vector<float> run_rms_norm(const std::vector<float>& x, const Shape& shape,
                                 const Shape& normalized, const std::vector<float>* gamma,
                                 bool zero_centred, float eps = 1e-6f) {
   std::vector<float> y(x.size());
-  RmsNormOptions options;
+  NormOptions options;
   if (gamma) options.gamma = ConstView{gamma->data(), normalized};
   options.zero_centered_gamma = zero_centred;
   options.eps = eps;
@@ -127,7 +127,7 @@ TEST(RmsNormBackward, MatchesFloat64WithAndWithoutSavedRstd) {
     reference::rms_norm_backward<double>(dy64.data(), x64.data(), gamma64.data(), false, nullptr,
                                          nullptr, want_dx.data(), want_dgamma.data(), rows, dim,
                                          1e-6);
-    RmsNormOptions options;
+    NormOptions options;
     options.gamma = ConstView{gamma.data(), normalized};
     std::vector<float> y(x.size()), rstd(rows);
     rms_norm({x.data(), shape}, normalized, {y.data(), shape}, options,

@@ -361,7 +361,7 @@ def test_strided_input_is_made_contiguous():
     (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4).bfloat16(), [4]),
      r"s has dtype torch.bfloat16, expected torch.float32 like input"),
     (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4), [4], p=1.0),
-     r"p is 1, expected a probability in \[0, 1\)"),
+     r"p is 1, expected a dropout probability in \[0, 1\)"),
     (lambda: ops.batch_norm(torch.ones(2, 3, 4, 5, 1, 2), None, None, None, None, True),
      r"input has shape \[2, 3, 4, 5, 1, 2\], expected rank 2 to 5: \(N, C, \*\)"),
     (lambda: ops.batch_norm(torch.ones(2, 3), None, None, None, None, False),

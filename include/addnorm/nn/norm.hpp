@@ -24,6 +24,9 @@ class Norm {
   Norm(const std::string& name, NormType type, int64_t dim, float eps);
 
   NormType type() const { return type_; }
+  // Whether a layer of `type` has beta: the one switch over NormType for it.
+  static bool has_beta(NormType type);
+  bool has_beta() const { return has_beta(type_); }
   int64_t dim() const { return dim_; }
   float eps() const { return eps_; }
 
@@ -34,8 +37,9 @@ class Norm {
   // dx from dy (x is the forward's input); accumulates dgamma, dbeta.
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool training);
 
-  // The fused-op options (layer_norm or rms_norm only) with this layer's gamma and beta.
-  AddNormOptions add_norm_options() const;
+  // The norm's description (layer_norm or rms_norm only) with this layer's gamma, beta and
+  // eps, for the plain and the fused ops alike.
+  NormOptions norm_options() const;
   // The fused ops write dgamma/dbeta into scratch; this adds them to the parameters' grads.
   void accumulate_param_grads(const Tensor& dgamma, const Tensor& dbeta);
   // Scratch the fused backward can write dgamma/dbeta into (shape [dim]).

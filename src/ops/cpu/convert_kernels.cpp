@@ -22,29 +22,32 @@ using narrow::widen_one;
 using FloatTag = hn::ScalableTag<float>;
 using U16Tag = hn::Rebind<uint16_t, FloatTag>;
 
+// Float lanes in one vector: the step of every whole-vector loop below.
+int64_t float_lanes() {
+  return static_cast<int64_t>(hn::Lanes(FloatTag()));
+}
+
 template <Half kType>
 void widen_row(const uint16_t* HWY_RESTRICT source, float* HWY_RESTRICT target, int64_t count) {
-  const FloatTag df;
-  const U16Tag du16;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t n = float_lanes();
   int64_t i = 0;
   for (; i + n <= count; i += n) {
     // Widening is usually the first touch of a block read from memory: prefetch 4 KiB ahead
     // (the hardware prefetcher alone leaves this short loop waiting on memory).
     hwy::Prefetch(source + i + 2048);
-    hn::StoreU(narrow::widen<kType>(df, hn::LoadU(du16, source + i)), df, target + i);
+    hn::StoreU(narrow::widen<kType>(FloatTag(), hn::LoadU(U16Tag(), source + i)), FloatTag(),
+               target + i);
   }
   for (; i < count; ++i) target[i] = widen_one(kType, source[i]);
 }
 
 template <Half kType>
 void narrow_row(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRICT target, int64_t count) {
-  const FloatTag df;
-  const U16Tag du16;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t n = float_lanes();
   int64_t i = 0;
   for (; i + n <= count; i += n) {
-    hn::StoreU(narrow::narrow<kType>(df, hn::LoadU(df, source + i)), du16, target + i);
+    hn::StoreU(narrow::narrow<kType>(FloatTag(), hn::LoadU(FloatTag(), source + i)), U16Tag(),
+               target + i);
   }
 #if HWY_TARGET != HWY_SCALAR
   // Half a register of what is left, then one at a time.
@@ -67,7 +70,7 @@ void narrow_row_streaming(const float* HWY_RESTRICT source, uint16_t* HWY_RESTRI
 #if HWY_TARGET != HWY_SCALAR
   const FloatTag df;
   const hn::Repartition<uint16_t, FloatTag> du16;  // full width: twice the float lanes
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t n = float_lanes();
   const auto bytes = static_cast<uintptr_t>(hn::Lanes(du16) * sizeof(uint16_t));
   const auto misalignment = reinterpret_cast<uintptr_t>(target) % bytes;
   if (misalignment % sizeof(uint16_t) == 0) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "addnorm/dtype.hpp"
-#include "addnorm/ops.hpp"
+#include "addnorm/norm_kind.hpp"
 #include "ops/cpu/norm_numerics.hpp"
 
 namespace addnorm::cpu {

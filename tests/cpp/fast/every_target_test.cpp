@@ -84,8 +84,8 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
         reference::layer_norm_backward<double>(dy64.data(), x64.data(), g64.data(), nullptr,
                                                nullptr, want_dx.data(), want_dg.data(),
                                                want_db.data(), c.rows, c.dim, 1e-5);
-        const LayerNormOptions options{ConstView{gamma.data(), normalized},
-                                       ConstView{beta.data(), normalized}};
+        const NormOptions options{.gamma = ConstView{gamma.data(), normalized},
+                                  .beta = ConstView{beta.data(), normalized}};
         layer_norm({x.data(), shape}, normalized, {y.data(), shape}, options);
         layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
                             {{dx.data(), shape}, MutableView{dg.data(), normalized}, dbeta},
@@ -96,7 +96,9 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
         reference::rms_norm_backward<double>(dy64.data(), x64.data(), g64.data(), false, nullptr,
                                              nullptr, want_dx.data(), want_dg.data(), c.rows, c.dim,
                                              1e-5);
-        const RmsNormOptions options{ConstView{gamma.data(), normalized}, false, 1e-5f};
+        const NormOptions options{.gamma = ConstView{gamma.data(), normalized},
+                                  .zero_centered_gamma = false,
+                                  .eps = 1e-5f};
         rms_norm({x.data(), shape}, normalized, {y.data(), shape}, options);
         rms_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
                           {{dx.data(), shape}, MutableView{dg.data(), normalized}}, options);
@@ -113,18 +115,16 @@ TEST_P(EveryTarget, NormsMatchTheFloat64Reference) {
 
       // The fused pre-norm op equals add followed by the norm, bit for bit.
       std::vector<float> h(x.size()), y_fused(x.size()), h_ref(x.size()), y_ref(x.size());
-      AddNormOptions fused{
-          layer ? NormKind::layer_norm : NormKind::rms_norm, ConstView{gamma.data(), normalized},
-          layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
+      NormOptions fused{layer ? NormKind::layer_norm : NormKind::rms_norm,
+                        ConstView{gamma.data(), normalized},
+                        layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
       add_norm_pre({x.data(), shape}, {r.data(), shape}, normalized, {h.data(), shape},
                    {y_fused.data(), shape}, fused);
       add({x.data(), shape}, {r.data(), shape}, {h_ref.data(), shape});
       if (layer) {
-        layer_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape},
-                   {fused.gamma, fused.beta, eps_of(fused)});
+        layer_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape}, fused);
       } else {
-        rms_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape},
-                 {fused.gamma, false, eps_of(fused)});
+        rms_norm({h_ref.data(), shape}, normalized, {y_ref.data(), shape}, fused);
       }
       EXPECT_EQ(h, h_ref);
       EXPECT_EQ(y_fused, y_ref);
@@ -177,7 +177,8 @@ TEST(FastKernels, BackwardIsBitwiseIdenticalForAnyThreadCount) {
       layer_norm_backward(
           dy_view, x_view, normalized,
           {dx_view, MutableView{dg.data(), normalized}, MutableView{db.data(), normalized}},
-          {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}});
+          {.gamma = ConstView{gamma.data(), normalized},
+           .beta = ConstView{beta.data(), normalized}});
       dx.insert(dx.end(), dg.begin(), dg.end());
       dx.insert(dx.end(), db.begin(), db.end());
       std::vector<uint32_t> bits(dx.size());

@@ -76,14 +76,14 @@ void forward(bool layer, bool residual, bool bf16_branch, const std::vector<floa
                                       : AnyConstView{r.data() + at, shape};
   const ConstView g{gamma.data(), normalized}, b{beta.data(), normalized};
   if (residual) {
-    const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
-                                 layer ? OptionalConst(b) : std::nullopt};
+    const NormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
+                              layer ? OptionalConst(b) : std::nullopt};
     add_norm_pre({x.data() + at, shape}, rv, normalized, {out.h.data() + at, shape}, y, options,
                  stats);
   } else if (layer) {
-    layer_norm({x.data() + at, shape}, normalized, y, {g, b}, stats);
+    layer_norm({x.data() + at, shape}, normalized, y, {.gamma = g, .beta = b}, stats);
   } else {
-    rms_norm({x.data() + at, shape}, normalized, y, {g}, stats.rstd);
+    rms_norm({x.data() + at, shape}, normalized, y, {.gamma = g}, stats.rstd);
   }
 }
 
@@ -150,14 +150,15 @@ void backward(bool layer, bool with_dh_next, bool bf16_dy, const std::vector<flo
   const MutableView dg{dgamma.data(), normalized}, db{dbeta.data(), normalized};
   const MutableView dxv{dx.data() + at, shape};
   if (with_dh_next) {
-    const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
-                                 layer ? OptionalConst(b) : std::nullopt};
+    const NormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
+                              layer ? OptionalConst(b) : std::nullopt};
     add_norm_pre_backward(dyv, AnyConstView{dh_next.data() + at, shape}, {x.data() + at, shape},
                           normalized, {dxv, dg, layer ? std::optional(db) : std::nullopt}, options);
   } else if (layer) {
-    layer_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg, db}, {g, b});
+    layer_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg, db},
+                        {.gamma = g, .beta = b});
   } else {
-    rms_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg}, {g});
+    rms_norm_backward(dyv, {x.data() + at, shape}, normalized, {dxv, dg}, {.gamma = g});
   }
 }
 
@@ -239,7 +240,7 @@ TEST_P(InterleavedRows, SixteenBitPreNormWholeCallsEqualRowByRowCallsBitForBit) 
       auto forward = [&](int64_t first, int64_t count, SixteenBitOutputs& out) {
         const int64_t at = first * dim;
         const Shape shape{count, dim};
-        const AddNormOptions options{
+        const NormOptions options{
             layer ? NormKind::layer_norm : NormKind::rms_norm, ConstView{gamma.data(), normalized},
             layer ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
         add_norm_pre(AnyConstView{x.data() + at, shape, DType::bfloat16},
@@ -299,15 +300,15 @@ TEST_P(InterleavedRows, SixteenBitBackwardWholeCallsEqualRowByRowCallsBitForBit)
           std::vector<float> dgamma(static_cast<size_t>(dim)), dbeta(static_cast<size_t>(dim));
           const MutableView dg{dgamma.data(), normalized}, db{dbeta.data(), normalized};
           if (with_dh_next) {
-            const AddNormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
-                                         layer ? OptionalConst(b) : std::nullopt};
+            const NormOptions options{layer ? NormKind::layer_norm : NormKind::rms_norm, g,
+                                      layer ? OptionalConst(b) : std::nullopt};
             add_norm_pre_backward(dyv, AnyConstView{dh_next.data() + at, shape, DType::bfloat16},
                                   xv, normalized,
                                   {dxv, dg, layer ? std::optional(db) : std::nullopt}, options);
           } else if (layer) {
-            layer_norm_backward(dyv, xv, normalized, {dxv, dg, db}, {g, b});
+            layer_norm_backward(dyv, xv, normalized, {dxv, dg, db}, {.gamma = g, .beta = b});
           } else {
-            rms_norm_backward(dyv, xv, normalized, {dxv, dg}, {g});
+            rms_norm_backward(dyv, xv, normalized, {dxv, dg}, {.gamma = g});
           }
         };
         std::vector<uint16_t> alone(x.size());

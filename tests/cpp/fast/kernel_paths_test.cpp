@@ -129,7 +129,7 @@ TEST_P(KernelPaths, BackwardDxIsWithinAFewUlpOfItsTerms) {
       layer_norm_backward(
           {dy.data(), shape}, {x.data(), shape}, normalized,
           {{dx.data(), shape}, MutableView{dg.data(), normalized}, std::nullopt},
-          {ConstView{gamma.data(), normalized}, std::nullopt, static_cast<float>(eps)});
+          {.gamma = ConstView{gamma.data(), normalized}, .eps = static_cast<float>(eps)});
       const testing::WantDx want = testing::norm_dx(x, dy, gamma, rows, dim, eps, true);
       double worst = 0;
       for (size_t i = 0; i < x.size(); ++i) {
@@ -193,7 +193,7 @@ TEST_P(KernelPaths, HugeGradientsDoNotOverflow) {
     std::vector<float> dx(c.x.size());
     layer_norm_backward({c.dy.data(), shape}, {c.x.data(), shape}, normalized,
                         {{dx.data(), shape}, std::nullopt, std::nullopt},
-                        {ConstView{c.gamma.data(), normalized}, std::nullopt});
+                        {.gamma = ConstView{c.gamma.data(), normalized}});
     const testing::WantDx want = testing::norm_dx(c.x, c.dy, c.gamma, 1, dim, 1e-5, true);
     for (size_t i = 0; i < dx.size(); ++i) {
       ASSERT_TRUE(std::isfinite(dx[i])) << i << ": " << dx[i];
@@ -221,8 +221,8 @@ TEST(KernelPaths, LargeCallsEqualSmallOnes) {
   const auto gamma = random_floats(static_cast<size_t>(dim), 53, 0.5f, 1.5f);
   const auto beta = random_floats(static_cast<size_t>(dim), 54);
   const Shape normalized{dim};
-  const LayerNormOptions options{ConstView{gamma.data(), normalized},
-                                 ConstView{beta.data(), normalized}};
+  const NormOptions options{.gamma = ConstView{gamma.data(), normalized},
+                            .beta = ConstView{beta.data(), normalized}};
   std::vector<float> y_large(x.size()), y_small(x.size());
   layer_norm({x.data(), {rows, dim}}, normalized, {y_large.data(), {rows, dim}}, options);
   for (int64_t first = 0; first < rows; first += part) {

@@ -23,30 +23,23 @@ namespace {
 using testing::random_floats;
 using testing::widen;
 
-// The norm's settings (the library's own record of them) for the calls below, which pick the
-// public op for the norm.
-using detail::NormSettings;
-
-// y = Norm(x) through layer_norm or rms_norm.
+// y = Norm(x) through layer_norm or rms_norm, with the description the fused ops take too.
 void norm_forward(AnyConstView x, const Shape& normalized, AnyMutableView y,
-                  const NormSettings& settings = {}, std::optional<NormStats> stats = {}) {
-  if (settings.norm == NormKind::layer_norm) {
-    layer_norm(x, normalized, y, {settings.gamma, settings.beta, settings.eps}, stats);
-  } else {
-    rms_norm(x, normalized, y, {settings.gamma, settings.zero_centered_gamma, settings.eps},
-             stats ? OptionalMutable(stats->rstd) : std::nullopt);
+                  const NormOptions& options = {}, std::optional<NormStats> stats = {}) {
+  switch (kind_of(options, NormKind::layer_norm)) {
+    case NormKind::layer_norm:
+      return layer_norm(x, normalized, y, options, stats);
+    case NormKind::rms_norm:
+      return rms_norm(x, normalized, y, options,
+                      stats ? OptionalMutable(stats->rstd) : std::nullopt);
   }
-}
-
-AddNormOptions add_norm_options(const NormSettings& settings) {
-  return {settings.norm, settings.gamma, settings.beta, settings.zero_centered_gamma, settings.eps};
 }
 
 // h = x + r and y = Norm(h) through add_norm_pre.
 void pre_norm_forward(AnyConstView x, AnyConstView r, const Shape& normalized, AnyMutableView h,
-                      AnyMutableView y, const NormSettings& settings = {},
+                      AnyMutableView y, const NormOptions& options = {},
                       std::optional<NormStats> stats = {}) {
-  add_norm_pre(x, r, normalized, h, y, add_norm_options(settings), stats);
+  add_norm_pre(x, r, normalized, h, y, options, stats);
 }
 
 // dx = Norm'(dy) at x (+ dh_next): layer_norm_backward or rms_norm_backward, or with dh_next
@@ -57,16 +50,16 @@ struct NormGrads {
   OptionalMutable dbeta;
 };
 void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized, const NormGrads& grads,
-                   const NormSettings& settings, std::optional<AnyConstView> dh_next = {}) {
+                   const NormOptions& options, std::optional<AnyConstView> dh_next = {}) {
   if (dh_next) {
-    add_norm_pre_backward(dy, dh_next, x, normalized, {grads.dx, grads.dgamma, grads.dbeta},
-                          add_norm_options(settings));
-  } else if (settings.norm == NormKind::layer_norm) {
-    layer_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma, grads.dbeta},
-                        {settings.gamma, settings.beta, settings.eps});
-  } else {
-    rms_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma},
-                      {settings.gamma, settings.zero_centered_gamma, settings.eps});
+    return add_norm_pre_backward(dy, dh_next, x, normalized, {grads.dx, grads.dgamma, grads.dbeta},
+                                 options);
+  }
+  switch (kind_of(options, NormKind::layer_norm)) {
+    case NormKind::layer_norm:
+      return layer_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma, grads.dbeta}, options);
+    case NormKind::rms_norm:
+      return rms_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma}, options);
   }
 }
 
@@ -134,9 +127,13 @@ void reference_backward(bool layer, const std::vector<double>& dy, const std::ve
   }
 }
 
-// The storage path's options: the norm, float32 gamma, the default eps.
-NormSettings gamma_options(bool layer, const std::vector<float>& gamma, const Shape& normalized) {
-  NormSettings options;
+// The eps of every call and reference below, for both kinds.
+constexpr float kEps = 1e-5f;
+
+// The storage path's options: the norm, float32 gamma, eps.
+NormOptions gamma_options(bool layer, const std::vector<float>& gamma, const Shape& normalized) {
+  NormOptions options;
+  options.eps = kEps;
   options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
   options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
   return options;
@@ -360,7 +357,9 @@ TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
                                              nullptr, want_dx.data(), want_dgamma.data(), rows, dim,
                                              1e-5);
       }
-      NormSettings options;
+      NormOptions options;
+      options.eps = kEps;
+      options.eps = kEps;
       options.norm = norm;
       options.gamma = AnyConstView(gamma_bits.data(), normalized, dtype);
       if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
@@ -517,7 +516,10 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
               reference::rms_norm_forward<double>(x.data(), scale.data(), false, want_y.data(),
                                                   want_rstd.data(), rows, dim, 1e-5);
             }
-            NormSettings options;
+            NormOptions options;
+            options.eps = kEps;
+            options.eps = kEps;
+            options.eps = kEps;
             options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
             if (affine != 1) options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
             if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
@@ -587,7 +589,7 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
     const auto g64 = widen(gamma);
     std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
     reference_backward(layer, dy, x, g64, rows, dim, with_dh ? &dh : nullptr, want_dx, want_dgamma);
-    const NormSettings options = gamma_options(layer, gamma, normalized);
+    const NormOptions options = gamma_options(layer, gamma, normalized);
     std::vector<float> dgamma(static_cast<size_t>(dim));
     // dx written over dy (an allowed alias) in the variants with dh_next.
     std::vector<uint16_t> separate(count);
@@ -657,7 +659,10 @@ TEST_P(NarrowNormOnEveryTarget, PreNormMatchesFloat64) {
               reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false, want_y.data(),
                                                   want_rstd.data(), rows, dim, 1e-5);
             }
-            NormSettings options;
+            NormOptions options;
+            options.eps = kEps;
+            options.eps = kEps;
+            options.eps = kEps;
             options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
             options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
             std::vector<uint16_t> separate_h(x_bits.size()), y_bits(x_bits.size());
@@ -699,7 +704,7 @@ TEST_P(NarrowNormOnEveryTarget, BackwardWithFloat32StreamMatchesFloat64) {
     std::vector<double> want_dx(count), want_dgamma(static_cast<size_t>(dim));
     reference_backward(layer, dy64, x64, g64, rows, dim, with_dh ? &dh : nullptr, want_dx,
                        want_dgamma);
-    const NormSettings options = gamma_options(layer, gamma, normalized);
+    const NormOptions options = gamma_options(layer, gamma, normalized);
     std::vector<float> dgamma(static_cast<size_t>(dim));
     // dx written over dh_next (an allowed alias: the same type) in the variants with it.
     std::vector<float> separate(count);
@@ -751,7 +756,10 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
               reference::rms_norm_forward<double>(h64.data(), gamma64.data(), false, want_y.data(),
                                                   nullptr, rows, dim, 1e-5);
             }
-            NormSettings options;
+            NormOptions options;
+            options.eps = kEps;
+            options.eps = kEps;
+            options.eps = kEps;
             options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
             options.gamma = AnyConstView(ConstView{gamma.data(), normalized});
             if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});

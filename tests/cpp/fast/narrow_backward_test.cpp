@@ -92,11 +92,15 @@ struct NarrowCall {
       layer_norm_backward(
           dy_view, x_view, normalized,
           {dx_view, MutableView{dgamma.data(), normalized}, MutableView{dbeta.data(), normalized}},
-          {ConstView{gamma.data(), normalized}, ConstView{beta.data(), normalized}, 1e-5f});
+          {.gamma = ConstView{gamma.data(), normalized},
+           .beta = ConstView{beta.data(), normalized},
+           .eps = 1e-5f});
     } else {
       rms_norm_backward(dy_view, x_view, normalized,
                         {dx_view, MutableView{dgamma.data(), normalized}},
-                        {ConstView{gamma.data(), normalized}, one_plus, 1e-5f});
+                        {.gamma = ConstView{gamma.data(), normalized},
+                         .zero_centered_gamma = one_plus,
+                         .eps = 1e-5f});
     }
   }
 

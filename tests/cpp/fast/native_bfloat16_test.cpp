@@ -117,10 +117,11 @@ TEST_P(NativeBfloat16OnEveryTarget, KernelsGiveTheSameBitsEitherWay) {
                 std::vector<uint16_t>(count), std::vector<uint16_t>(count),
                 std::vector<float>(static_cast<size_t>(dim))};
       const AnyConstView xv(x.data(), shape, DType::bfloat16), rv(r.data(), shape, DType::bfloat16);
-      const LayerNormOptions ln{ConstView{gamma.data(), normalized},
-                                ConstView{beta_tiny.data(), normalized}, 1e-5f};
+      const NormOptions ln{.gamma = ConstView{gamma.data(), normalized},
+                           .beta = ConstView{beta_tiny.data(), normalized},
+                           .eps = 1e-5f};
       layer_norm(xv, normalized, AnyMutableView(o.y.data(), shape, DType::bfloat16), ln);
-      AddNormOptions pre;
+      NormOptions pre;
       pre.gamma = ConstView{gamma.data(), normalized};
       pre.beta = ConstView{beta.data(), normalized};
       add_norm_pre(xv, rv, normalized, AnyMutableView(o.h.data(), shape, DType::bfloat16),

@@ -47,7 +47,7 @@ void check_bounds(int64_t rows, int64_t dim, float p, bool layer) {
   const auto gamma = random_floats(static_cast<size_t>(dim), 64, 0.5f, 1.5f);
   const auto beta = random_floats(static_cast<size_t>(dim), 65);
   const DropoutOptions dropout{p, 99, 5};
-  AddNormOptions options;
+  NormOptions options;
   options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
   options.gamma = ConstView{gamma.data(), normalized};
   if (layer) options.beta = ConstView{beta.data(), normalized};
@@ -70,14 +70,15 @@ void check_bounds(int64_t rows, int64_t dim, float p, bool layer) {
   if (layer) {
     reference::layer_norm_backward<double>(dy64.data(), h.data(), g64.data(), nullptr, nullptr,
                                            want_dx.data(), nullptr, nullptr, rows, dim,
-                                           eps_of(options));
+                                           eps_of(options, *options.norm));
     reference::layer_norm_forward<double>(h.data(), nullptr, nullptr, x_hat.data(), mean.data(),
-                                          rstd.data(), rows, dim, eps_of(options));
+                                          rstd.data(), rows, dim, eps_of(options, *options.norm));
   } else {
     reference::rms_norm_backward<double>(dy64.data(), h.data(), g64.data(), false, nullptr, nullptr,
-                                         want_dx.data(), nullptr, rows, dim, eps_of(options));
+                                         want_dx.data(), nullptr, rows, dim,
+                                         eps_of(options, *options.norm));
     reference::rms_norm_forward<double>(h.data(), nullptr, false, x_hat.data(), rstd.data(), rows,
-                                        dim, eps_of(options));
+                                        dim, eps_of(options, *options.norm));
   }
   // Each dx's terms: rstd * (|g| + |mean(g)| + |x_hat| * |mean(g x_hat)|).
   std::vector<double> dx_scale(n), want_ds(n), ds_scale(n);

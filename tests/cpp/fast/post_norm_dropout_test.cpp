@@ -176,7 +176,7 @@ void check_post_norm(const PostCase& c, bool layer) {
   const auto beta = random_floats(static_cast<size_t>(c.dim), 35);
   const DropoutOptions dropout{c.p, 2017, c.offset};
   const ConstView g{gamma.data(), normalized}, b{beta.data(), normalized};
-  AddNormOptions options;
+  NormOptions options;
   options.norm = layer ? NormKind::layer_norm : NormKind::rms_norm;
   options.gamma = g;
   if (layer) options.beta = b;
@@ -189,19 +189,16 @@ void check_post_norm(const PostCase& c, bool layer) {
   std::vector<float> want_dg(c.dim), want_db(c.dim);
   const NormStats want_stats{{want_mean.data(), {c.rows}}, {want_rstd.data(), {c.rows}}};
   if (layer) {
-    layer_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, b, eps_of(options)},
-               want_stats);
+    layer_norm({h.data(), shape}, normalized, {want_y.data(), shape}, options, want_stats);
     layer_norm_backward({dy.data(), shape}, {h.data(), shape}, normalized,
                         {{want_dx.data(), shape},
                          MutableView{want_dg.data(), normalized},
                          MutableView{want_db.data(), normalized}},
-                        {g, b, eps_of(options)});
+                        options);
   } else {
-    rms_norm({h.data(), shape}, normalized, {want_y.data(), shape}, {g, false, eps_of(options)},
-             want_stats.rstd);
+    rms_norm({h.data(), shape}, normalized, {want_y.data(), shape}, options, want_stats.rstd);
     rms_norm_backward({dy.data(), shape}, {h.data(), shape}, normalized,
-                      {{want_dx.data(), shape}, MutableView{want_dg.data(), normalized}},
-                      {g, false, eps_of(options)});
+                      {{want_dx.data(), shape}, MutableView{want_dg.data(), normalized}}, options);
   }
   for (size_t i = 0; i < n; ++i) {
     want_ds[i] = c.p == 0.0f ? want_dx[i]
@@ -287,8 +284,8 @@ TEST(PostNormDropout, ThreadCountDoesNotChangeTheResult) {
   const auto n = static_cast<size_t>(rows * dim);
   const auto x = random_floats(n, 41), s = random_floats(n, 42), dy = random_floats(n, 43);
   const auto gamma = random_floats(dim, 44, 0.5f, 1.5f), beta = random_floats(dim, 45);
-  const AddNormOptions options{NormKind::layer_norm, ConstView{gamma.data(), normalized},
-                               ConstView{beta.data(), normalized}};
+  const NormOptions options{NormKind::layer_norm, ConstView{gamma.data(), normalized},
+                            ConstView{beta.data(), normalized}};
   const DropoutOptions dropout{0.1f, 9, 3};
   auto run = [&](int threads) {
     const int before = omp_get_max_threads();

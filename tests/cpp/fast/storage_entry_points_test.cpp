@@ -95,7 +95,7 @@ TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
     const Stored beta(random_floats(dim, 14), dtype);
     std::vector<uint16_t> y(rows * dim), dx(rows * dim);
     std::vector<float> mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
-    const LayerNormOptions options{gamma.view({dim}), beta.view({dim}), 1e-5f};
+    const NormOptions options{.gamma = gamma.view({dim}), .beta = beta.view({dim}), .eps = 1e-5f};
     layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, dtype), options,
                NormStats{{mean.data(), row_shape}, {rstd.data(), row_shape}});
     layer_norm_backward(dy.view(shape), x.view(shape), normalized,
@@ -107,8 +107,9 @@ TEST_P(SixteenBitStorage, LayerNormForwardAndBackwardMatchFloat64) {
     const auto g64 = as_double(gamma.wide), b64 = as_double(beta.wide);
     std::vector<double> y64(rows * dim), mean64(rows), rstd64(rows), dx64(rows * dim),
         dgamma64(dim), dbeta64(dim);
-    const float64::LayerNormOptions options64{float64::ConstView{g64.data(), {dim}},
-                                              float64::ConstView{b64.data(), {dim}}, 1e-5};
+    const float64::NormOptions options64{.gamma = float64::ConstView{g64.data(), {dim}},
+                                         .beta = float64::ConstView{b64.data(), {dim}},
+                                         .eps = 1e-5};
     float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64,
                         float64::NormStats{{mean64.data(), row_shape}, {rstd64.data(), row_shape}});
     float64::layer_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
@@ -140,7 +141,7 @@ TEST_P(SixteenBitStorage, RmsNormWithZeroCenteredGammaMatchesFloat64) {
   const Stored gamma(random_floats(dim, 23, -0.2f, 0.2f), dtype);
   std::vector<uint16_t> y(rows * dim), dx(rows * dim);
   std::vector<float> rstd(rows), dgamma(dim);
-  const RmsNormOptions options{gamma.view({dim}), true, 1e-6f};
+  const NormOptions options{.gamma = gamma.view({dim}), .zero_centered_gamma = true, .eps = 1e-6f};
   rms_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, dtype), options,
            MutableView{rstd.data(), row_shape});
   rms_norm_backward(dy.view(shape), x.view(shape), normalized,
@@ -148,7 +149,8 @@ TEST_P(SixteenBitStorage, RmsNormWithZeroCenteredGammaMatchesFloat64) {
                     options, ConstView{rstd.data(), row_shape});
   const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide), g64 = as_double(gamma.wide);
   std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim);
-  const float64::RmsNormOptions options64{float64::ConstView{g64.data(), {dim}}, true, 1e-6};
+  const float64::NormOptions options64{
+      .gamma = float64::ConstView{g64.data(), {dim}}, .zero_centered_gamma = true, .eps = 1e-6};
   float64::rms_norm({x64.data(), shape}, normalized, {y64.data(), shape}, options64);
   float64::rms_norm_backward({dy64.data(), shape}, {x64.data(), shape}, normalized,
                              {{dx64.data(), shape}, float64::MutableView{dgamma64.data(), {dim}}},
@@ -171,15 +173,17 @@ TEST_P(SixteenBitStorage, PreNormWithFloat32StreamAndSixteenBitActivations) {
   const std::vector<float> gamma = random_floats(dim, 33, 0.5f, 1.5f);
   std::vector<float> h(rows * dim);
   std::vector<uint16_t> y(rows * dim);
-  add_norm_pre(ConstView{x.data(), shape}, r.view(shape), normalized, MutableView{h.data(), shape},
-               AnyMutableView(y.data(), shape, dtype),
-               AddNormOptions{NormKind::rms_norm, ConstView{gamma.data(), {dim}}, std::nullopt,
-                              false, 1e-6f});
+  add_norm_pre(
+      ConstView{x.data(), shape}, r.view(shape), normalized, MutableView{h.data(), shape},
+      AnyMutableView(y.data(), shape, dtype),
+      NormOptions{NormKind::rms_norm, ConstView{gamma.data(), {dim}}, std::nullopt, false, 1e-6f});
   for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(h[i], x[i] + r.wide[i]) << i;
   const auto h64 = as_double(h), g64 = as_double(gamma);
   std::vector<double> y64(rows * dim);
   float64::rms_norm({h64.data(), shape}, normalized, {y64.data(), shape},
-                    float64::RmsNormOptions{float64::ConstView{g64.data(), {dim}}, false, 1e-6});
+                    float64::NormOptions{.gamma = float64::ConstView{g64.data(), {dim}},
+                                         .zero_centered_gamma = false,
+                                         .eps = 1e-6});
   expect_within_unit(widen_bits(y, dtype), y64, dtype);
 }
 
@@ -200,7 +204,7 @@ TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
     const std::vector<float> dy = random_floats(rows * dim, 54);
     const std::vector<float> gamma = random_floats(dim, 55, 0.5f, 1.5f);
     const std::vector<float> beta = random_floats(dim, 56);
-    const AddNormOptions options{
+    const NormOptions options{
         norm, ConstView{gamma.data(), {dim}},
         layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}}) : std::nullopt, false,
         1e-5f};
@@ -226,7 +230,7 @@ TEST_P(SixteenBitStorage, PreNormWithSixteenBitStreamAndFloat32Activations) {
     std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim), dbeta64(dim),
         rstd64(rows), mean64(rows);
     const Shape param{dim};
-    const float64::AddNormOptions options64{
+    const float64::NormOptions options64{
         norm, float64::ConstView{g64.data(), param},
         layer ? float64::OptionalConst(float64::ConstView{b64.data(), param}) : std::nullopt, false,
         1e-5};
@@ -305,7 +309,7 @@ TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {
     for (const bool float32_branch : {false, true}) {
       for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
         const bool layer = norm == NormKind::layer_norm;
-        const AddNormOptions options{
+        const NormOptions options{
             norm, ConstView{gamma.data(), {dim}},
             layer ? std::optional<AnyConstView>(ConstView{beta.data(), {dim}}) : std::nullopt,
             false, 1e-5f};
@@ -324,11 +328,15 @@ TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {
         const AnyConstView h_view(want_h.data(), shape, dtype);
         if (layer) {
           layer_norm(h_view, normalized, want_y,
-                     {ConstView{gamma.data(), {dim}}, ConstView{beta.data(), {dim}}, 1e-5f},
+                     {.gamma = ConstView{gamma.data(), {dim}},
+                      .beta = ConstView{beta.data(), {dim}},
+                      .eps = 1e-5f},
                      want_stats);
         } else {
-          rms_norm(h_view, normalized, want_y, {ConstView{gamma.data(), {dim}}, false, 1e-5f},
-                   MutableView{want_rstd.data(), row_shape});
+          rms_norm(
+              h_view, normalized, want_y,
+              {.gamma = ConstView{gamma.data(), {dim}}, .zero_centered_gamma = false, .eps = 1e-5f},
+              MutableView{want_rstd.data(), row_shape});
         }
         for (const int threads : {1, 2}) {
           for (const std::string where : {"apart", "over x", "over r"}) {
@@ -395,11 +403,10 @@ TEST_P(SixteenBitStorage, StreamOfOneSixteenBitTypeWithBranchOfTheOther) {
       const Stored dy(random_floats(rows * dim, 83), branch);
       const Stored dh_next(random_floats(rows * dim, 84), stream);
       const std::vector<float> gamma = random_floats(dim, 85, 0.5f, 1.5f);
-      const AddNormOptions options{norm, ConstView{gamma.data(), param}, std::nullopt, false,
-                                   1e-5f};
+      const NormOptions options{norm, ConstView{gamma.data(), param}, std::nullopt, false, 1e-5f};
       const auto x64 = as_double(x.wide), dy64 = as_double(dy.wide), g64 = as_double(gamma);
-      const float64::AddNormOptions options64{norm, float64::ConstView{g64.data(), param},
-                                              std::nullopt, false, 1e-5};
+      const float64::NormOptions options64{norm, float64::ConstView{g64.data(), param},
+                                           std::nullopt, false, 1e-5};
       std::vector<double> zero(rows * dim, 0.0), scratch64(rows * dim);
 
       // The plain norm: x of the stream's type into y of the branch's, and its backward.
@@ -407,18 +414,18 @@ TEST_P(SixteenBitStorage, StreamOfOneSixteenBitTypeWithBranchOfTheOther) {
       std::vector<float> dgamma(dim);
       if (layer) {
         layer_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, branch),
-                   {ConstView{gamma.data(), param}, std::nullopt, 1e-5f});
+                   {.gamma = ConstView{gamma.data(), param}, .eps = 1e-5f});
         layer_norm_backward(dy.view(shape), x.view(shape), normalized,
                             {AnyMutableView(dx.data(), shape, stream),
                              MutableView{dgamma.data(), param}, std::nullopt},
-                            {ConstView{gamma.data(), param}, std::nullopt, 1e-5f});
+                            {.gamma = ConstView{gamma.data(), param}, .eps = 1e-5f});
       } else {
         rms_norm(x.view(shape), normalized, AnyMutableView(y.data(), shape, branch),
-                 {ConstView{gamma.data(), param}, false, 1e-5f});
+                 {.gamma = ConstView{gamma.data(), param}, .eps = 1e-5f});
         rms_norm_backward(
             dy.view(shape), x.view(shape), normalized,
             {AnyMutableView(dx.data(), shape, stream), MutableView{dgamma.data(), param}},
-            {ConstView{gamma.data(), param}, false, 1e-5f});
+            {.gamma = ConstView{gamma.data(), param}, .eps = 1e-5f});
       }
       std::vector<double> y64(rows * dim), dx64(rows * dim), dgamma64(dim);
       float64::add_norm_pre({x64.data(), shape}, {zero.data(), shape}, normalized,
@@ -547,8 +554,8 @@ TEST_P(SixteenBitStorage, PostNormIsTheFloat32OpRoundedOnce) {
   const Stored dy(random_floats(rows * dim, 43), dtype);
   const Stored gamma(random_floats(dim, 44, 0.5f, 1.5f), dtype);
   const Stored beta(random_floats(dim, 45), dtype);
-  const AddNormOptions options{NormKind::layer_norm, gamma.view({dim}), beta.view({dim}), false,
-                               1e-5f};
+  const NormOptions options{NormKind::layer_norm, gamma.view({dim}), beta.view({dim}), false,
+                            1e-5f};
   const DropoutOptions dropout{0.1f, 1234, 77};
   std::vector<uint16_t> y(rows * dim), dx(rows * dim), ds(rows * dim);
   std::vector<float> mean(rows), rstd(rows), dgamma(dim), dbeta(dim);
@@ -561,8 +568,8 @@ TEST_P(SixteenBitStorage, PostNormIsTheFloat32OpRoundedOnce) {
       options, dropout);
 
   const Shape param{dim};
-  const AddNormOptions options32{NormKind::layer_norm, ConstView{gamma.wide.data(), param},
-                                 ConstView{beta.wide.data(), param}, false, 1e-5f};
+  const NormOptions options32{NormKind::layer_norm, ConstView{gamma.wide.data(), param},
+                              ConstView{beta.wide.data(), param}, false, 1e-5f};
   std::vector<float> y32(rows * dim), dx32(rows * dim), ds32(rows * dim), mean32(rows),
       rstd32(rows), dgamma32(dim), dbeta32(dim);
   add_norm_post(ConstView{x.wide.data(), shape}, ConstView{s.wide.data(), shape}, normalized,

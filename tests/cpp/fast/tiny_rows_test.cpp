@@ -81,22 +81,23 @@ void check_tiny_rows(const TinyCase& c, bool layer) {
   std::vector<float> y(x.size()), dx(x.size()), dg(c.dim), db(c.dim), mean(rows), rstd(rows);
   const ConstView g{gamma.data(), normalized};
   if (layer) {
-    const LayerNormOptions options{g, std::nullopt, static_cast<float>(eps)};
+    const NormOptions options{.gamma = g, .eps = static_cast<float>(eps)};
     layer_norm({x.data(), shape}, normalized, {y.data(), shape}, options,
                NormStats{{mean.data(), {rows}}, {rstd.data(), {rows}}});
     std::optional<SavedStats> saved;
     if (c.saved) saved = SavedStats{{mean.data(), {rows}}, {rstd.data(), {rows}}};
     // dbeta is asked for with a beta of zeros: the gradient does not depend on beta's value.
     const std::vector<float> zeros(static_cast<size_t>(c.dim), 0.0f);
-    const LayerNormOptions with_beta{g, ConstView{zeros.data(), normalized},
-                                     static_cast<float>(eps)};
+    const NormOptions with_beta{
+        .gamma = g, .beta = ConstView{zeros.data(), normalized}, .eps = static_cast<float>(eps)};
     layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
                         {{dx.data(), shape},
                          MutableView{dg.data(), normalized},
                          MutableView{db.data(), normalized}},
                         with_beta, saved);
   } else {
-    const RmsNormOptions options{g, false, static_cast<float>(eps)};
+    const NormOptions options{
+        .gamma = g, .zero_centered_gamma = false, .eps = static_cast<float>(eps)};
     rms_norm({x.data(), shape}, normalized, {y.data(), shape}, options,
              MutableView{rstd.data(), {rows}});
     rms_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,

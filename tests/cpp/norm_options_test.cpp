@@ -1,0 +1,150 @@
+// The one norm description (NormOptions) as every C++ entry point reads it: with defaults, the
+// plain op and both fused ops run the same norm with the same eps (PyTorch's 1e-5 for LayerNorm,
+// the seed page's 1e-6 for RMSNorm), and a field the kind has no use for is refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "addnorm/float64.hpp"
+#include "addnorm/ops.hpp"
+#include "ops/reference/layer_norm.hpp"
+#include "ops/reference/rms_norm.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using testing::widen;
+using testing::within_ulps;
+
+constexpr int64_t kRows = 4, kDim = 64;
+
+// Rows of multiples of 2^-10 up to 3 * 2^-10, whose variance and mean square (about 4e-6) are
+// of eps's size, so eps changes every element: a default eps of the wrong size (1e-5 where
+// 1e-6 is due, or the reverse) moves y by far more than a few ulp.
+std::vector<float> tiny_spread_rows() {
+  std::vector<float> x(static_cast<size_t>(kRows * kDim));
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 0.0009765625f * static_cast<float>(static_cast<int>(i % 7) - 3);
+  }
+  return x;
+}
+
+// y of the plain op for `kind` with default options.
+std::vector<float> plain_default(NormKind kind, const std::vector<float>& x) {
+  const Shape shape{kRows, kDim}, normalized{kDim};
+  std::vector<float> y(x.size());
+  switch (kind) {
+    case NormKind::layer_norm:
+      layer_norm(ConstView{x.data(), shape}, normalized, MutableView{y.data(), shape});
+      break;
+    case NormKind::rms_norm:
+      rms_norm(ConstView{x.data(), shape}, normalized, MutableView{y.data(), shape});
+      break;
+  }
+  return y;
+}
+
+// The float64 definition at the kind's documented default eps.
+std::vector<double> reference_at_documented_eps(NormKind kind, const std::vector<float>& x) {
+  const std::vector<double> x64 = widen(x);
+  std::vector<double> y(x.size());
+  switch (kind) {
+    case NormKind::layer_norm:
+      reference::layer_norm_forward<double>(x64.data(), nullptr, nullptr, y.data(), nullptr,
+                                            nullptr, kRows, kDim, 1e-5);
+      break;
+    case NormKind::rms_norm:
+      reference::rms_norm_forward<double>(x64.data(), nullptr, false, y.data(), nullptr, kRows,
+                                          kDim, 1e-6);
+      break;
+  }
+  return y;
+}
+
+class NormDefaults : public ::testing::TestWithParam<NormKind> {};
+
+TEST_P(NormDefaults, EveryEntryPointRunsTheSameNormWithTheDocumentedEps) {
+  const NormKind kind = GetParam();
+  const Shape shape{kRows, kDim}, normalized{kDim};
+  const std::vector<float> x = tiny_spread_rows();
+  const std::vector<float> zeros(x.size(), 0.0f);
+  const std::vector<float> plain = plain_default(kind, x);
+
+  // The default eps is the documented one: y is within a few ulp of the definition at it.
+  const std::vector<double> want = reference_at_documented_eps(kind, x);
+  EXPECT_TRUE(within_ulps(plain, want, 4, 1.0));
+
+  // The fused ops with only the kind named: x + 0 is x, so y must be the plain op's, bit for bit.
+  const NormOptions fused{.norm = kind};
+  std::vector<float> h(x.size()), y_pre(x.size()), y_post(x.size());
+  add_norm_pre(ConstView{x.data(), shape}, ConstView{zeros.data(), shape}, normalized,
+               MutableView{h.data(), shape}, MutableView{y_pre.data(), shape}, fused);
+  add_norm_post(ConstView{x.data(), shape}, ConstView{zeros.data(), shape}, normalized,
+                MutableView{y_post.data(), shape}, fused);
+  EXPECT_EQ(y_pre, plain);
+  EXPECT_EQ(y_post, plain);
+
+  // The plain op takes the same description, naming its own kind or not.
+  std::vector<float> y_named(x.size());
+  switch (kind) {
+    case NormKind::layer_norm:
+      layer_norm(ConstView{x.data(), shape}, normalized, MutableView{y_named.data(), shape}, fused);
+      break;
+    case NormKind::rms_norm:
+      rms_norm(ConstView{x.data(), shape}, normalized, MutableView{y_named.data(), shape}, fused);
+      break;
+  }
+  EXPECT_EQ(y_named, plain);
+
+  // float64 views: the same defaults.
+  const std::vector<double> x64 = widen(x);
+  std::vector<double> y64(x.size());
+  const float64::ConstView x64_view{x64.data(), shape};
+  const float64::MutableView y64_view{y64.data(), shape};
+  switch (kind) {
+    case NormKind::layer_norm:
+      float64::layer_norm(x64_view, normalized, y64_view);
+      break;
+    case NormKind::rms_norm:
+      float64::rms_norm(x64_view, normalized, y64_view);
+      break;
+  }
+  for (size_t i = 0; i < y64.size(); ++i) {
+    ASSERT_NEAR(y64[i], want[i], 1e-9 * (1.0 + std::abs(want[i]))) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, NormDefaults,
+                         ::testing::Values(NormKind::layer_norm, NormKind::rms_norm));
+
+// An Error naming `argument`, and y left as it was.
+template <class Call>
+void expect_refused(const char* argument, const Call& call) {
+  try {
+    call();
+    ADD_FAILURE() << "expected an Error naming " << argument;
+  } catch (const Error& error) {
+    EXPECT_EQ(error.argument(), argument) << error.what();
+    EXPECT_EQ(error.kind(), ErrorKind::value) << error.what();
+  }
+}
+
+TEST(NormOptions, APlainOpRefusesAnotherKindAndFieldsItsKindHasNoUseFor) {
+  const Shape shape{kRows, kDim}, normalized{kDim};
+  const std::vector<float> x = tiny_spread_rows(), beta(kDim, 0.5f);
+  std::vector<float> y(x.size(), -7.0f);
+  const ConstView xv{x.data(), shape}, bv{beta.data(), normalized};
+  const MutableView yv{y.data(), shape};
+  expect_refused("norm", [&] { rms_norm(xv, normalized, yv, {.norm = NormKind::layer_norm}); });
+  expect_refused("norm", [&] { layer_norm(xv, normalized, yv, {.norm = NormKind::rms_norm}); });
+  expect_refused("beta", [&] { rms_norm(xv, normalized, yv, {.beta = bv}); });
+  expect_refused("zero_centered_gamma",
+                 [&] { layer_norm(xv, normalized, yv, {.zero_centered_gamma = true}); });
+  const std::vector<float> untouched(x.size(), -7.0f);
+  EXPECT_EQ(y, untouched);
+}
+
+}  // namespace
+}  // namespace addnorm
