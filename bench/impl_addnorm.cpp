@@ -121,12 +121,10 @@ void prepare_bf16_saved_stats(const Case& c, Workspace& ws) {
   const NormStats stats{{ws.mean, {c.rows}}, {ws.rstd, {c.rows}}};
   switch (c.op) {
     case Op::layer_norm_bwd:
-      layer_norm(x, normalized, y, layer_norm_options(bf16_options(NormKind::layer_norm, c, ws)),
-                 stats);
+      layer_norm(x, normalized, y, bf16_options(NormKind::layer_norm, c, ws), stats);
       break;
     case Op::rms_norm_bwd:
-      rms_norm(x, normalized, y, rms_norm_options(bf16_options(NormKind::rms_norm, c, ws)),
-               stats.rstd);
+      rms_norm(x, normalized, y, bf16_options(NormKind::rms_norm, c, ws), stats.rstd);
       break;
     case Op::add_norm_pre_bwd:
       add_norm_pre(x, r, normalized, h, y, bf16_options(NormKind::layer_norm, c, ws), stats);
