@@ -1,8 +1,13 @@
-// Bad arguments to the fused pre-norm and post-norm Add & Norm, forward and backward: each is
-// rejected with a message naming it, before anything is written.
+// Bad arguments to the fused pre-norm and post-norm Add & Norm, forward and backward, for both
+// element types in one typed test (the float32 ops of addnorm/ops.hpp and the float64 ops of
+// addnorm/float64.hpp share their checks, src/ops/op_checks.hpp): each is rejected with a
+// message naming it, before anything is written.
 #include <gtest/gtest.h>
 
-#include "addnorm/ops.hpp"
+#include <string>
+#include <type_traits>
+
+#include "addnorm/overloads.hpp"
 #include "errors_test_support.hpp"
 
 namespace addnorm {
@@ -14,9 +19,10 @@ using testing::add_leading_tensor_rejections;
 using testing::add_normalized_shape_rejections;
 using testing::add_per_row_rejections;
 using testing::add_tensor_rejections;
-using testing::Arena;
 using testing::expect_all_rejected;
+using testing::In;
 using testing::inside;
+using testing::Out;
 using testing::overlap_message;
 using testing::partial_alias_message;
 using testing::Rejection;
@@ -29,11 +35,13 @@ const Shape kRows{3};
 // The rejections of gamma, beta, the norm-specific options and eps, shared by all four calls.
 template <class Call>
 void add_option_rejections(std::vector<Rejection<Call>>& rejections) {
+  using T = testing::ElementOf<Call>;
+  using Arena = testing::ArenaOf<Call>;
   add_tensor_rejections<Call>(rejections, "gamma",
-                              [](Call& c) -> AnyConstView& { return *c.options.gamma; }, kDim, {7});
+                              [](Call& c) -> NormConst<T>& { return *c.options.gamma; }, kDim, {7});
   add_tensor_rejections<Call>(
-      rejections, "beta", [](Call& c) -> AnyConstView& { return *c.options.beta; }, kDim, {2, 4});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps.emplace(); });
+      rejections, "beta", [](Call& c) -> NormConst<T>& { return *c.options.beta; }, kDim, {2, 4});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps.emplace(); });
   rejections.push_back({"beta with rms_norm",
                         [](Call& c, Arena&) { c.options.norm = NormKind::rms_norm; },
                         {"beta was given for rms_norm, expected none (it has no shift)"}});
@@ -46,10 +54,12 @@ void add_option_rejections(std::vector<Rejection<Call>>& rejections) {
 // The rejections of a requested parameter gradient: without its parameter, or misshapen.
 template <class Call>
 void add_parameter_grad_rejections(std::vector<Rejection<Call>>& rejections) {
+  using T = testing::ElementOf<Call>;
+  using Arena = testing::ArenaOf<Call>;
   add_tensor_rejections<Call>(rejections, "dgamma",
-                              [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kDim, {9});
+                              [](Call& c) -> Out<T>& { return *c.grads.dgamma; }, kDim, {9});
   add_tensor_rejections<Call>(rejections, "dbeta",
-                              [](Call& c) -> MutableView& { return *c.grads.dbeta; }, kDim, {1});
+                              [](Call& c) -> Out<T>& { return *c.grads.dbeta; }, kDim, {1});
   rejections.push_back(
       {"dgamma without gamma",
        [](Call& c, Arena&) { c.options.gamma.reset(); },
@@ -60,51 +70,57 @@ void add_parameter_grad_rejections(std::vector<Rejection<Call>>& rejections) {
        {"dbeta was requested but beta is absent, expected no dbeta without beta"}});
 }
 
-NormOptions layer_norm_options(Arena& arena) {
-  NormOptions options;
-  options.gamma = arena.input(kDim);
-  options.beta = arena.input(kDim);
-  return options;
+template <class T>
+BasicNormOptions<T> layer_norm_options(testing::BasicArena<T>& arena) {
+  return {.norm = NormKind::layer_norm, .gamma = arena.input(kDim), .beta = arena.input(kDim)};
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct AddNormPreCall {
-  ConstView x;
-  ConstView r;
+  using Element = T;
+  In<T> x;
+  In<T> r;
   Shape normalized_shape;
-  MutableView h;
-  MutableView y;
-  NormOptions options;
-  std::optional<NormStats> stats;
-  void operator()() const { add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
+  Out<T> h;
+  Out<T> y;
+  BasicNormOptions<T> options;
+  std::optional<BasicNormStats<T>> stats;
+  void operator()() const { overloads::add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
 };
 
-AddNormPreCall valid_add_norm_pre(Arena& arena) {
+template <class T>
+AddNormPreCall<T> valid_add_norm_pre(testing::BasicArena<T>& arena) {
   return {arena.input(kX),
           arena.input(kX),
           kDim,
           arena.output(kX),
           arena.output(kX),
           layer_norm_options(arena),
-          NormStats{arena.output(kRows), arena.output(kRows)}};
+          BasicNormStats<T>{arena.output(kRows), arena.output(kRows)}};
 }
 
-TEST(AddNormPreErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = AddNormPreCall;
+// ---------------------------------------------------------------------------------------------
+template <class T>
+class FusedErrors : public ::testing::Test {};
+
+TYPED_TEST_SUITE(FusedErrors, testing::ElementTypes, testing::ElementName);
+
+TYPED_TEST(FusedErrors, PreNormRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = AddNormPreCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
   add_normalized_shape_rejections(rejections, "x");
-  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
-                              {3, 7});
-  add_tensor_rejections<Call>(rejections, "h", [](Call& c) -> MutableView& { return c.h; }, kX,
-                              {3, 9});
-  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
-                              {24});
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> In<T>& { return c.r; }, kX, {3, 7});
+  add_tensor_rejections<Call>(rejections, "h", [](Call& c) -> Out<T>& { return c.h; }, kX, {3, 9});
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> Out<T>& { return c.y; }, kX, {24});
   add_option_rejections(rejections);
   add_per_row_rejections<Call>(rejections, "mean",
-                               [](Call& c) -> MutableView& { return c.stats->mean; });
+                               [](Call& c) -> Out<T>& { return c.stats->mean; });
   add_per_row_rejections<Call>(rejections, "rstd",
-                               [](Call& c) -> MutableView& { return c.stats->rstd; });
+                               [](Call& c) -> Out<T>& { return c.stats->rstd; });
   rejections.insert(
       rejections.end(),
       {
@@ -127,13 +143,14 @@ TEST(AddNormPreErrors, RejectsEveryBadArgumentWithoutWriting) {
            [](Call& c, Arena&) { c.stats->rstd = inside(c.stats->mean, 2); },
            overlap_message("mean", "rstd")},
       });
-  expect_all_rejected(&valid_add_norm_pre, rejections);
+  expect_all_rejected(&valid_add_norm_pre<T>, rejections);
 }
 
 // RMSNorm keeps no mean, so the header lets NormStats::mean be empty there.
-TEST(AddNormPreErrors, RmsNormAcceptsStatsWithoutMean) {
-  Arena arena;
-  AddNormPreCall call = valid_add_norm_pre(arena);
+TYPED_TEST(FusedErrors, PreNormRmsNormAcceptsStatsWithoutMean) {
+  using T = TypeParam;
+  testing::BasicArena<T> arena;
+  AddNormPreCall<T> call = valid_add_norm_pre(arena);
   call.options.norm = NormKind::rms_norm;
   call.options.beta.reset();
   call.stats->mean = {};
@@ -141,43 +158,46 @@ TEST(AddNormPreErrors, RmsNormAcceptsStatsWithoutMean) {
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct AddNormPreBackwardCall {
-  ConstView dy;
-  OptionalConst dh_next;
-  ConstView h;
+  using Element = T;
+  In<T> dy;
+  std::optional<In<T>> dh_next;
+  In<T> h;
   Shape normalized_shape;
-  AddNormPreGrads grads;
-  NormOptions options;
-  std::optional<SavedStats> saved;
+  BasicAddNormPreGrads<T> grads;
+  BasicNormOptions<T> options;
+  std::optional<BasicSavedStats<T>> saved;
   void operator()() const {
-    add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
+    overloads::add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options, saved);
   }
 };
 
-AddNormPreBackwardCall valid_add_norm_pre_backward(Arena& arena) {
+template <class T>
+AddNormPreBackwardCall<T> valid_add_norm_pre_backward(testing::BasicArena<T>& arena) {
   return {arena.input(kX),
           arena.input(kX),
           arena.input(kX),
           kDim,
-          AddNormPreGrads{arena.output(kX), arena.output(kDim), arena.output(kDim)},
+          BasicAddNormPreGrads<T>{arena.output(kX), arena.output(kDim), arena.output(kDim)},
           layer_norm_options(arena),
-          SavedStats{arena.input(kRows), arena.input(kRows)}};
+          BasicSavedStats<T>{arena.input(kRows), arena.input(kRows)}};
 }
 
-TEST(AddNormPreBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = AddNormPreBackwardCall;
+TYPED_TEST(FusedErrors, PreNormBackwardRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = AddNormPreBackwardCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
   // h's own rejections name it wrongly (as x); they are in NamesHAsH below.
-  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
-                              {3, 7});
-  add_tensor_rejections<Call>(rejections, "dh_next",
-                              [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 8, 1});
+  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> In<T>& { return c.dy; }, kX, {3, 7});
+  add_tensor_rejections<Call>(rejections, "dh_next", [](Call& c) -> In<T>& { return *c.dh_next; },
+                              kX, {3, 8, 1});
   add_tensor_rejections<Call>(rejections, "dh",
-                              [](Call& c) -> AnyMutableView& { return c.grads.dh; }, kX, {2, 8});
+                              [](Call& c) -> NormMutable<T>& { return c.grads.dh; }, kX, {2, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);
-  add_per_row_rejections<Call>(rejections, "rstd",
-                               [](Call& c) -> ConstView& { return c.saved->rstd; });
+  add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> In<T>& { return c.saved->rstd; });
   rejections.insert(
       rejections.end(),
       {
@@ -201,55 +221,68 @@ TEST(AddNormPreBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
           {"dbeta partly over dgamma",
            [](Call& c, Arena&) { c.grads.dbeta = inside(*c.grads.dgamma, 7); },
            overlap_message("dgamma", "dbeta")},
+          {"dh over gamma", [](Call& c, Arena&) { c.grads.dh = inside(*c.options.gamma, 0, kX); },
+           overlap_message("dh", "gamma")},
+          {"dgamma partly over dh_next",
+           [](Call& c, Arena&) { c.grads.dgamma = inside(*c.dh_next, 20, kDim); },
+           overlap_message("dgamma", "dh_next")},
       });
-  expect_all_rejected(&valid_add_norm_pre_backward, rejections);
+  expect_all_rejected(&valid_add_norm_pre_backward<T>, rejections);
 }
 
-TEST(AddNormPreBackwardErrors, NamesHAsH) {
-  using Call = AddNormPreBackwardCall;
+TYPED_TEST(FusedErrors, PreNormBackwardNamesHAsH) {
+  using T = TypeParam;
+  using Call = AddNormPreBackwardCall<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "h", [](Call& c) -> ConstView& { return c.h; });
+  add_leading_tensor_rejections<Call>(rejections, "h", [](Call& c) -> In<T>& { return c.h; });
   add_normalized_shape_rejections(rejections, "h");
-  expect_all_rejected(&valid_add_norm_pre_backward, rejections);
+  expect_all_rejected(&valid_add_norm_pre_backward<T>, rejections);
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct AddNormPostCall {
-  ConstView x;
-  ConstView s;
+  using Element = T;
+  In<T> x;
+  In<T> s;
   Shape normalized_shape;
-  MutableView y;
-  NormOptions options;
-  DropoutOptions dropout;
-  std::optional<NormStats> stats;
-  void operator()() const { add_norm_post(x, s, normalized_shape, y, options, dropout, stats); }
+  Out<T> y;
+  BasicNormOptions<T> options;
+  BasicDropoutOptions<T> dropout;
+  std::optional<BasicNormStats<T>> stats;
+  void operator()() const {
+    overloads::add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
+  }
 };
 
-AddNormPostCall valid_add_norm_post(Arena& arena) {
+template <class T>
+AddNormPostCall<T> valid_add_norm_post(testing::BasicArena<T>& arena) {
   return {arena.input(kX),
           arena.input(kX),
           kDim,
           arena.output(kX),
           layer_norm_options(arena),
-          DropoutOptions{0.1f, 7, 0},
-          NormStats{arena.output(kRows), arena.output(kRows)}};
+          BasicDropoutOptions<T>{T(0.1), 7, 0},
+          BasicNormStats<T>{arena.output(kRows), arena.output(kRows)}};
 }
 
-TEST(AddNormPostErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = AddNormPostCall;
+TYPED_TEST(FusedErrors, PostNormRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = AddNormPostCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
   add_normalized_shape_rejections(rejections, "x");
-  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
-                              {3, 16});
-  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
+  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> In<T>& { return c.s; }, kX, {3, 16});
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> Out<T>& { return c.y; }, kX,
                               {1, 3, 8});
   add_option_rejections(rejections);
-  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.dropout; });
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> BasicDropoutOptions<T>& { return c.dropout; });
   add_per_row_rejections<Call>(rejections, "mean",
-                               [](Call& c) -> MutableView& { return c.stats->mean; });
+                               [](Call& c) -> Out<T>& { return c.stats->mean; });
   add_per_row_rejections<Call>(rejections, "rstd",
-                               [](Call& c) -> MutableView& { return c.stats->rstd; });
+                               [](Call& c) -> Out<T>& { return c.stats->rstd; });
   rejections.insert(
       rejections.end(),
       {
@@ -266,55 +299,60 @@ TEST(AddNormPostErrors, RejectsEveryBadArgumentWithoutWriting) {
            overlap_message("mean", "s")},
           {"gamma inside y", [](Call& c, Arena&) { c.options.gamma = inside(c.y, 16, kDim); },
            overlap_message("y", "gamma")},
+          {"rstd inside y", [](Call& c, Arena&) { c.stats->rstd = inside(c.y, 4, kRows); },
+           overlap_message("y", "rstd")},
       });
-  expect_all_rejected(&valid_add_norm_post, rejections);
+  expect_all_rejected(&valid_add_norm_post<T>, rejections);
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct AddNormPostBackwardCall {
-  ConstView dy;
-  ConstView x;
-  ConstView s;
+  using Element = T;
+  In<T> dy;
+  In<T> x;
+  In<T> s;
   Shape normalized_shape;
-  AddNormPostGrads grads;
-  NormOptions options;
-  DropoutOptions dropout;
-  std::optional<SavedStats> saved;
+  BasicAddNormPostGrads<T> grads;
+  BasicNormOptions<T> options;
+  BasicDropoutOptions<T> dropout;
+  std::optional<BasicSavedStats<T>> saved;
   void operator()() const {
-    add_norm_post_backward(dy, x, s, normalized_shape, grads, options, dropout, saved);
+    overloads::add_norm_post_backward(dy, x, s, normalized_shape, grads, options, dropout, saved);
   }
 };
 
-AddNormPostBackwardCall valid_add_norm_post_backward(Arena& arena) {
-  return {
-      arena.input(kX),
-      arena.input(kX),
-      arena.input(kX),
-      kDim,
-      AddNormPostGrads{arena.output(kX), arena.output(kX), arena.output(kDim), arena.output(kDim)},
-      layer_norm_options(arena),
-      DropoutOptions{0.1f, 7, 0},
-      SavedStats{arena.input(kRows), arena.input(kRows)}};
+template <class T>
+AddNormPostBackwardCall<T> valid_add_norm_post_backward(testing::BasicArena<T>& arena) {
+  return {arena.input(kX),
+          arena.input(kX),
+          arena.input(kX),
+          kDim,
+          BasicAddNormPostGrads<T>{arena.output(kX), arena.output(kX), arena.output(kDim),
+                                   arena.output(kDim)},
+          layer_norm_options(arena),
+          BasicDropoutOptions<T>{T(0.3), 9, 0},
+          BasicSavedStats<T>{arena.input(kRows), arena.input(kRows)}};
 }
 
-TEST(AddNormPostBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = AddNormPostBackwardCall;
+TYPED_TEST(FusedErrors, PostNormBackwardRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = AddNormPostBackwardCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
   add_normalized_shape_rejections(rejections, "x");
-  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
-                              {3, 7});
-  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX,
-                              {8, 3});
+  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> In<T>& { return c.dy; }, kX, {3, 7});
+  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> In<T>& { return c.s; }, kX, {8, 3});
   add_tensor_rejections<Call>(rejections, "dx",
-                              [](Call& c) -> AnyMutableView& { return c.grads.dx; }, kX, {3, 1});
+                              [](Call& c) -> NormMutable<T>& { return c.grads.dx; }, kX, {3, 1});
   add_tensor_rejections<Call>(rejections, "ds",
-                              [](Call& c) -> AnyMutableView& { return c.grads.ds; }, kX, {4, 8});
+                              [](Call& c) -> NormMutable<T>& { return c.grads.ds; }, kX, {4, 8});
   add_option_rejections(rejections);
   add_parameter_grad_rejections(rejections);
-  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.dropout; });
-  add_per_row_rejections<Call>(rejections, "rstd",
-                               [](Call& c) -> ConstView& { return c.saved->rstd; });
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> BasicDropoutOptions<T>& { return c.dropout; });
+  add_per_row_rejections<Call>(rejections, "rstd", [](Call& c) -> In<T>& { return c.saved->rstd; });
   rejections.insert(
       rejections.end(),
       {
@@ -338,22 +376,25 @@ TEST(AddNormPostBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
           {"dbeta inside dy", [](Call& c, Arena&) { c.grads.dbeta = inside(c.dy, 16, kDim); },
            overlap_message("dbeta", "dy")},
       });
-  expect_all_rejected(&valid_add_norm_post_backward, rejections);
+  expect_all_rejected(&valid_add_norm_post_backward<T>, rejections);
 }
 
 // layer_norm_backward rejects a saved mean with the wrong count; the fused backwards do not.
-TEST(AddNormBackwardErrors, SavedMeanWithWrongCountIsRejected) {
+TYPED_TEST(FusedErrors, BackwardSavedMeanWithWrongCountIsRejected) {
+  using T = TypeParam;
   {
-    std::vector<Rejection<AddNormPreBackwardCall>> rejections;
-    add_per_row_rejections<AddNormPreBackwardCall>(
-        rejections, "mean", [](AddNormPreBackwardCall& c) -> ConstView& { return c.saved->mean; });
-    expect_all_rejected(&valid_add_norm_pre_backward, rejections);
+    using Call = AddNormPreBackwardCall<T>;
+    std::vector<Rejection<Call>> rejections;
+    add_per_row_rejections<Call>(rejections, "mean",
+                                 [](Call& c) -> In<T>& { return c.saved->mean; });
+    expect_all_rejected(&valid_add_norm_pre_backward<T>, rejections);
   }
   {
-    std::vector<Rejection<AddNormPostBackwardCall>> rejections;
-    add_per_row_rejections<AddNormPostBackwardCall>(
-        rejections, "mean", [](AddNormPostBackwardCall& c) -> ConstView& { return c.saved->mean; });
-    expect_all_rejected(&valid_add_norm_post_backward, rejections);
+    using Call = AddNormPostBackwardCall<T>;
+    std::vector<Rejection<Call>> rejections;
+    add_per_row_rejections<Call>(rejections, "mean",
+                                 [](Call& c) -> In<T>& { return c.saved->mean; });
+    expect_all_rejected(&valid_add_norm_post_backward<T>, rejections);
   }
 }
 

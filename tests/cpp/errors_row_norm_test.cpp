@@ -22,7 +22,9 @@ using testing::add_per_row_rejections;
 using testing::add_tensor_rejections;
 using testing::expect_all_rejected;
 using testing::expect_rejected;
+using testing::In;
 using testing::inside;
+using testing::Out;
 using testing::overlap_message;
 using testing::partial_alias_message;
 
@@ -30,11 +32,6 @@ using testing::partial_alias_message;
 const Shape kX{3, 8};
 const Shape kDim{8};
 const Shape kRows{3};
-
-template <class T>
-using In = TensorView<const T>;
-template <class T>
-using Out = TensorView<T>;
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
@@ -128,14 +125,7 @@ RmsNormBackwardCall<T> valid_rms_norm_backward(testing::BasicArena<T>& arena) {
 template <class T>
 class RowNormErrors : public ::testing::Test {};
 
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::is_same_v<T, float> ? "float32" : "float64";
-  }
-};
-using ElementTypes = ::testing::Types<float, double>;
-TYPED_TEST_SUITE(RowNormErrors, ElementTypes, ElementName);
+TYPED_TEST_SUITE(RowNormErrors, testing::ElementTypes, testing::ElementName);
 
 TYPED_TEST(RowNormErrors, LayerNormRejectsEveryBadArgumentWithoutWriting) {
   using T = TypeParam;

@@ -101,6 +101,21 @@ using ElementOf = typename ElementOfCall<Call>::type;
 template <class Call>
 using ArenaOf = BasicArena<ElementOf<Call>>;
 
+// The typed error tests' element types, named as the suites' parameters: float32 (the ops of
+// addnorm/ops.hpp) and float64 (addnorm/float64.hpp), which share their checks.
+using ElementTypes = ::testing::Types<float, double>;
+struct ElementName {
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, float> ? "float32" : "float64";
+  }
+};
+// A typed call's input and output tensors.
+template <class T>
+using In = TensorView<const T>;
+template <class T>
+using Out = TensorView<T>;
+
 // A view of `shape` starting `shift` elements into `view`'s memory, for the overlap tests. The
 // memory belongs to an Arena, so writing through it is defined (and would be caught).
 template <class T>

@@ -1,8 +1,9 @@
 // Bad arguments to the float64 ops (addnorm/float64.hpp): every op refuses what its float32 twin
 // refuses (the checks are shared, src/ops/op_checks.hpp), with a message naming the argument, and
 // writes nothing, running statistics included. LayerNorm and RMSNorm are in
-// errors_row_norm_test.cpp, one typed test over both element types; the ops below are still
-// tested here apart from their float32 twins (errors_*_test.cpp). These calls once reached the
+// errors_row_norm_test.cpp and the fused Add & Norm in errors_add_norm_test.cpp, typed tests over
+// both element types; the ops below are still tested here apart from their float32 twins
+// (errors_batch_norm_test.cpp, errors_test.cpp). These calls once reached the
 // reference kernels unchecked through the Python module (issue 14, item 10): eps = -1 gave NaN, p =
 // 1 gave inf, momentum 5, N = 1 in training, running_mean aliasing running_var, outputs overlapping
 // weights and offsets past 2^64 were all accepted.
@@ -21,8 +22,6 @@ namespace {
 using testing::add_dropout_rejections;
 using testing::add_eps_rejections;
 using testing::add_leading_tensor_rejections;
-using testing::add_normalized_shape_rejections;
-using testing::add_per_row_rejections;
 using testing::add_tensor_rejections;
 using testing::expect_all_rejected;
 using testing::inside;
@@ -34,8 +33,6 @@ using float64::ConstView;
 using float64::MutableView;
 
 const Shape kX{3, 8};
-const Shape kDim{8};
-const Shape kRows{3};
 
 // ---------------------------------------------------------------------------------------------
 const Shape kBatch{4, 5, 3};  // (N, C, L)
@@ -202,177 +199,5 @@ TEST(Float64Errors, Add) {
 }
 
 // ---------------------------------------------------------------------------------------------
-struct AddNormPreCall {
-  using Element = double;
-  ConstView x;
-  ConstView r;
-  Shape normalized_shape;
-  MutableView h;
-  MutableView y;
-  float64::NormOptions options;
-  std::optional<float64::NormStats> stats;
-  void operator()() const { float64::add_norm_pre(x, r, normalized_shape, h, y, options, stats); }
-};
-
-AddNormPreCall valid_add_norm_pre(Arena64& arena) {
-  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
-  return {arena.input(kX),
-          arena.input(kX),
-          kDim,
-          arena.output(kX),
-          arena.output(kX),
-          options,
-          float64::NormStats{arena.output(kRows), arena.output(kRows)}};
-}
-
-TEST(Float64Errors, AddNormPre) {
-  using Call = AddNormPreCall;
-  std::vector<testing::Rejection<Call>> rejections;
-  add_normalized_shape_rejections(rejections, "x");
-  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
-                              {3, 7});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
-  rejections.insert(
-      rejections.end(),
-      {
-          {"beta with rms_norm",
-           [](Call& c, Arena64&) { c.options.norm = NormKind::rms_norm; },
-           {"beta was given for rms_norm"}},
-          {"zero-centred gamma with layer_norm",
-           [](Call& c, Arena64&) { c.options.zero_centered_gamma = true; },
-           {"zero_centered_gamma was set for layer_norm"}},
-          {"y the same as h", [](Call& c, Arena64&) { c.y = c.h; }, overlap_message("h", "y")},
-          {"h partly over r", [](Call& c, Arena64&) { c.h = inside(c.r, 1); },
-           partial_alias_message("h", "r")},
-      });
-  expect_all_rejected(&valid_add_norm_pre, rejections);
-}
-
-struct AddNormPreBackwardCall {
-  using Element = double;
-  ConstView dy;
-  float64::OptionalConst dh_next;
-  ConstView h;
-  Shape normalized_shape;
-  float64::AddNormPreGrads grads;
-  float64::NormOptions options;
-  void operator()() const {
-    float64::add_norm_pre_backward(dy, dh_next, h, normalized_shape, grads, options);
-  }
-};
-
-AddNormPreBackwardCall valid_add_norm_pre_backward(Arena64& arena) {
-  float64::NormOptions options{NormKind::rms_norm, arena.input(kDim), std::nullopt};
-  return {arena.input(kX),
-          arena.input(kX),
-          arena.input(kX),
-          kDim,
-          float64::AddNormPreGrads{arena.output(kX), arena.output(kDim), std::nullopt},
-          options};
-}
-
-TEST(Float64Errors, AddNormPreBackward) {
-  using Call = AddNormPreBackwardCall;
-  std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "dh_next",
-                              [](Call& c) -> ConstView& { return *c.dh_next; }, kX, {3, 7});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
-  rejections.insert(
-      rejections.end(),
-      {
-          {"dh over gamma", [](Call& c, Arena64&) { c.grads.dh = inside(*c.options.gamma, 0, kX); },
-           overlap_message("dh", "gamma")},
-          {"dgamma partly over dh_next",
-           [](Call& c, Arena64&) { c.grads.dgamma = inside(*c.dh_next, 20, kDim); },
-           overlap_message("dgamma", "dh_next")},
-      });
-  expect_all_rejected(&valid_add_norm_pre_backward, rejections);
-}
-
-struct AddNormPostCall {
-  using Element = double;
-  ConstView x;
-  ConstView s;
-  Shape normalized_shape;
-  MutableView y;
-  float64::NormOptions options;
-  float64::DropoutOptions dropout;
-  std::optional<float64::NormStats> stats;
-  void operator()() const {
-    float64::add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
-  }
-};
-
-AddNormPostCall valid_add_norm_post(Arena64& arena) {
-  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
-  return {arena.input(kX),
-          arena.input(kX),
-          kDim,
-          arena.output(kX),
-          options,
-          {0.1, 3, 5},
-          float64::NormStats{arena.output(kRows), arena.output(kRows)}};
-}
-
-TEST(Float64Errors, AddNormPost) {
-  using Call = AddNormPostCall;
-  std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "s", [](Call& c) -> ConstView& { return c.s; }, kX, {24});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
-  add_dropout_rejections<Call>(rejections,
-                               [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
-  rejections.push_back({"rstd inside y",
-                        [](Call& c, Arena64&) { c.stats->rstd = inside(c.y, 4, kRows); },
-                        overlap_message("y", "rstd")});
-  expect_all_rejected(&valid_add_norm_post, rejections);
-}
-
-struct AddNormPostBackwardCall {
-  using Element = double;
-  ConstView dy;
-  ConstView x;
-  ConstView s;
-  Shape normalized_shape;
-  float64::AddNormPostGrads grads;
-  float64::NormOptions options;
-  float64::DropoutOptions dropout;
-  void operator()() const {
-    float64::add_norm_post_backward(dy, x, s, normalized_shape, grads, options, dropout);
-  }
-};
-
-AddNormPostBackwardCall valid_add_norm_post_backward(Arena64& arena) {
-  float64::NormOptions options{NormKind::layer_norm, arena.input(kDim), arena.input(kDim)};
-  return {arena.input(kX),
-          arena.input(kX),
-          arena.input(kX),
-          kDim,
-          float64::AddNormPostGrads{arena.output(kX), arena.output(kX), arena.output(kDim),
-                                    arena.output(kDim)},
-          options,
-          {0.3, 9, 0}};
-}
-
-TEST(Float64Errors, AddNormPostBackward) {
-  using Call = AddNormPostBackwardCall;
-  std::vector<testing::Rejection<Call>> rejections;
-  add_tensor_rejections<Call>(rejections, "ds", [](Call& c) -> MutableView& { return c.grads.ds; },
-                              kX, {3, 9});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> double& { return c.options.eps.emplace(); });
-  add_dropout_rejections<Call>(rejections,
-                               [](Call& c) -> float64::DropoutOptions& { return c.dropout; });
-  rejections.insert(rejections.end(),
-                    {
-                        {"ds the same as dx", [](Call& c, Arena64&) { c.grads.ds = c.grads.dx; },
-                         overlap_message("dx", "ds")},
-                        {"ds partly over s", [](Call& c, Arena64&) { c.grads.ds = inside(c.s, 2); },
-                         partial_alias_message("ds", "s")},
-                        {"dbeta without beta",
-                         [](Call& c, Arena64&) { c.options.beta.reset(); },
-                         {"dbeta was requested but beta is absent"}},
-                    });
-  expect_all_rejected(&valid_add_norm_post_backward, rejections);
-}
-
 }  // namespace
 }  // namespace addnorm
