@@ -1,11 +1,13 @@
-// Bad arguments to BatchNorm, forward and backward: each is rejected with a message naming it,
-// before anything (y, the running statistics, the batch statistics, the gradients) is written.
+// Bad arguments to BatchNorm, forward and backward, for both element types in one typed test
+// (the float32 and float64 ops share their checks, src/ops/op_checks.hpp): each is rejected with
+// a message naming it, before anything (y, the running statistics, the batch statistics, the
+// gradients) is written.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "addnorm/ops.hpp"
+#include "addnorm/overloads.hpp"
 #include "errors_test_support.hpp"
 
 namespace addnorm {
@@ -14,9 +16,10 @@ namespace {
 using testing::add_eps_rejections;
 using testing::add_leading_tensor_rejections;
 using testing::add_tensor_rejections;
-using testing::Arena;
 using testing::expect_all_rejected;
+using testing::In;
 using testing::inside;
+using testing::Out;
 using testing::overlap_message;
 using testing::partial_alias_message;
 using testing::Rejection;
@@ -29,7 +32,10 @@ const Shape kChannels{3};
 // `reshape_x` gives x (and every tensor that must match it) a new shape.
 template <class Call>
 void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
-                                      void (*reshape_x)(Call&, Arena&, const Shape&)) {
+                                      void (*reshape_x)(Call&, testing::ArenaOf<Call>&,
+                                                        const Shape&)) {
+  using T = testing::ElementOf<Call>;
+  using Arena = testing::ArenaOf<Call>;
   const auto reshaped = [reshape_x](Shape shape) {
     return [reshape_x, shape](Call& call, Arena& arena) { reshape_x(call, arena, shape); };
   };
@@ -45,71 +51,86 @@ void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
                           {"x has shape [1, 3", "with 1 value per channel",
                            "expected more than 1 in training mode"}});
   }
-  add_tensor_rejections<Call>(
-      rejections, "gamma", [](Call& c) -> ConstView& { return *c.options.gamma; }, kChannels, {2});
-  add_tensor_rejections<Call>(
-      rejections, "beta", [](Call& c) -> ConstView& { return *c.options.beta; }, kChannels, {3, 1});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> float& { return c.options.eps; });
-  for (float bad : {-0.1f, 1.5f, std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  add_tensor_rejections<Call>(rejections, "gamma",
+                              [](Call& c) -> In<T>& { return *c.options.gamma; }, kChannels, {2});
+  add_tensor_rejections<Call>(rejections, "beta", [](Call& c) -> In<T>& { return *c.options.beta; },
+                              kChannels, {3, 1});
+  add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps; });
+  for (T bad : {T(-0.1), T(1.5), T(5), std::numeric_limits<T>::quiet_NaN(),
+                std::numeric_limits<T>::infinity()}) {
     rejections.push_back({"momentum = " + std::to_string(bad),
                           [bad](Call& c, Arena&) { c.options.momentum = bad; },
                           {"momentum is", "expected a value in [0, 1]"}});
   }
-  rejections.push_back({"running_mean shaped [2]",
-                        [](Call& c, Arena& arena) {
-                          c.running = RunningStats{arena.output({2}), arena.output(kChannels)};
-                        },
-                        {"running_mean has shape [2], expected [3]"}});
-  rejections.push_back({"running_var shaped [1, 3]",
-                        [](Call& c, Arena& arena) {
-                          c.running = RunningStats{arena.output(kChannels), arena.output({1, 3})};
-                        },
-                        {"running_var has shape [1, 3], expected [3]"}});
-  rejections.push_back({"running_var without data",
-                        [](Call& c, Arena& arena) {
-                          c.running = RunningStats{arena.output(kChannels), {nullptr, kChannels}};
-                        },
-                        {"^running_var ", "null"}});
+  rejections.push_back(
+      {"running_mean shaped [2]",
+       [](Call& c, Arena& arena) {
+         c.running = BasicRunningStats<T>{arena.output({2}), arena.output(kChannels)};
+       },
+       {"running_mean has shape [2], expected [3]"}});
+  rejections.push_back(
+      {"running_var shaped [1, 3]",
+       [](Call& c, Arena& arena) {
+         c.running = BasicRunningStats<T>{arena.output(kChannels), arena.output({1, 3})};
+       },
+       {"running_var has shape [1, 3], expected [3]"}});
+  rejections.push_back(
+      {"running_var without data",
+       [](Call& c, Arena& arena) {
+         c.running = BasicRunningStats<T>{arena.output(kChannels), {nullptr, kChannels}};
+       },
+       {"^running_var ", "null"}});
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct BatchNormCall {
-  ConstView x;
-  MutableView y;
-  BatchNormOptions options;
-  std::optional<RunningStats> running;
-  std::optional<NormStats> batch_stats;
-  void operator()() const { batch_norm(x, y, options, running, batch_stats); }
+  using Element = T;
+  In<T> x;
+  Out<T> y;
+  BasicBatchNormOptions<T> options;
+  std::optional<BasicRunningStats<T>> running;
+  std::optional<BasicNormStats<T>> batch_stats;
+  void operator()() const { overloads::batch_norm(x, y, options, running, batch_stats); }
 };
 
-BatchNormCall valid_batch_norm(Arena& arena) {
-  BatchNormOptions options;
+template <class T>
+BatchNormCall<T> valid_batch_norm(testing::BasicArena<T>& arena) {
+  BasicBatchNormOptions<T> options;
   options.gamma = arena.input(kChannels);
   options.beta = arena.input(kChannels);
   return {arena.input(kX), arena.output(kX), options,
-          RunningStats{arena.output(kChannels), arena.output(kChannels)},
-          NormStats{arena.output(kChannels), arena.output(kChannels)}};
+          BasicRunningStats<T>{arena.output(kChannels), arena.output(kChannels)},
+          BasicNormStats<T>{arena.output(kChannels), arena.output(kChannels)}};
 }
 
-void reshape_forward_x(BatchNormCall& call, Arena& arena, const Shape& shape) {
+template <class T>
+void reshape_forward_x(BatchNormCall<T>& call, testing::BasicArena<T>& arena, const Shape& shape) {
   call.x = arena.input(shape);
   call.y = arena.output(shape);
 }
 
-TEST(BatchNormErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = BatchNormCall;
+template <class T>
+class BatchNormErrors : public ::testing::Test {};
+TYPED_TEST_SUITE(BatchNormErrors, testing::ElementTypes, testing::ElementName);
+
+TYPED_TEST(BatchNormErrors, ForwardRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = BatchNormCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
-  add_layout_and_option_rejections<Call>(rejections, &reshape_forward_x);
-  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
+  add_layout_and_option_rejections<Call>(rejections, &reshape_forward_x<T>);
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> Out<T>& { return c.y; }, kX,
                               {4, 3, 4});
+  add_tensor_rejections<Call>(rejections, "running_var",
+                              [](Call& c) -> Out<T>& { return c.running->var; }, kChannels, {4});
   add_tensor_rejections<Call>(rejections, "batch mean",
-                              [](Call& c) -> MutableView& { return c.batch_stats->mean; },
-                              kChannels, {2});
+                              [](Call& c) -> Out<T>& { return c.batch_stats->mean; }, kChannels,
+                              {2});
   add_tensor_rejections<Call>(rejections, "batch rstd",
-                              [](Call& c) -> MutableView& { return c.batch_stats->rstd; },
-                              kChannels, {4});
+                              [](Call& c) -> Out<T>& { return c.batch_stats->rstd; }, kChannels,
+                              {4});
   rejections.insert(
       rejections.end(),
       {
@@ -148,54 +169,67 @@ TEST(BatchNormErrors, RejectsEveryBadArgumentWithoutWriting) {
           {"batch rstd inside x",
            [](Call& c, Arena&) { c.batch_stats->rstd = inside(c.x, 10, kChannels); },
            overlap_message("batch rstd", "x")},
+          {"running_var inside x",
+           [](Call& c, Arena&) { c.running->var = inside(c.x, 3, kChannels); },
+           overlap_message("running_var", "x")},
+          {"gamma inside y", [](Call& c, Arena&) { c.options.gamma = inside(c.y, 2, kChannels); },
+           overlap_message("y", "gamma")},
       });
-  expect_all_rejected(&valid_batch_norm, rejections);
+  expect_all_rejected(&valid_batch_norm<T>, rejections);
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct BatchNormBackwardCall {
-  ConstView dy;
-  ConstView x;
-  BatchNormGrads grads;
-  BatchNormOptions options;
-  std::optional<RunningStats> running;
-  void operator()() const { batch_norm_backward(dy, x, grads, options, running); }
+  using Element = T;
+  In<T> dy;
+  In<T> x;
+  BasicBatchNormGrads<T> grads;
+  BasicBatchNormOptions<T> options;
+  std::optional<BasicRunningStats<T>> running;
+  void operator()() const { overloads::batch_norm_backward(dy, x, grads, options, running); }
 };
 
-BatchNormBackwardCall valid_batch_norm_backward(Arena& arena) {
-  BatchNormOptions options;
+template <class T>
+BatchNormBackwardCall<T> valid_batch_norm_backward(testing::BasicArena<T>& arena) {
+  BasicBatchNormOptions<T> options;
   options.gamma = arena.input(kChannels);
   options.beta = arena.input(kChannels);
-  return {arena.input(kX), arena.input(kX),
-          BatchNormGrads{arena.output(kX), arena.output(kChannels), arena.output(kChannels)},
-          options, std::nullopt};
+  return {
+      arena.input(kX), arena.input(kX),
+      BasicBatchNormGrads<T>{arena.output(kX), arena.output(kChannels), arena.output(kChannels)},
+      options, std::nullopt};
 }
 
-void reshape_backward_x(BatchNormBackwardCall& call, Arena& arena, const Shape& shape) {
+template <class T>
+void reshape_backward_x(BatchNormBackwardCall<T>& call, testing::BasicArena<T>& arena,
+                        const Shape& shape) {
   call.x = arena.input(shape);
   call.dy = arena.input(shape);
   call.grads.dx = arena.output(shape);
 }
 
 // In the backward the running statistics are inputs; this gives them to a call.
-void with_running(BatchNormBackwardCall& call, Arena& arena) {
-  call.running = RunningStats{arena.output(kChannels), arena.output(kChannels)};
+template <class T>
+void with_running(BatchNormBackwardCall<T>& call, testing::BasicArena<T>& arena) {
+  call.running = BasicRunningStats<T>{arena.output(kChannels), arena.output(kChannels)};
 }
 
-TEST(BatchNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = BatchNormBackwardCall;
+TYPED_TEST(BatchNormErrors, BackwardRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = BatchNormBackwardCall<T>;
+  using Arena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
-  add_layout_and_option_rejections<Call>(rejections, &reshape_backward_x);
-  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; }, kX,
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
+  add_layout_and_option_rejections<Call>(rejections, &reshape_backward_x<T>);
+  add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> In<T>& { return c.dy; }, kX,
                               {4, 15});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.grads.dx; },
-                              kX, {4, 3});
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> Out<T>& { return c.grads.dx; }, kX,
+                              {4, 3});
   add_tensor_rejections<Call>(rejections, "dgamma",
-                              [](Call& c) -> MutableView& { return *c.grads.dgamma; }, kChannels,
-                              {4});
-  add_tensor_rejections<Call>(
-      rejections, "dbeta", [](Call& c) -> MutableView& { return *c.grads.dbeta; }, kChannels, {1});
+                              [](Call& c) -> Out<T>& { return *c.grads.dgamma; }, kChannels, {4});
+  add_tensor_rejections<Call>(rejections, "dbeta",
+                              [](Call& c) -> Out<T>& { return *c.grads.dbeta; }, kChannels, {1});
   rejections.insert(
       rejections.end(),
       {
@@ -234,7 +268,7 @@ TEST(BatchNormBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
            },
            overlap_message("dx", "running_mean")},
       });
-  expect_all_rejected(&valid_batch_norm_backward, rejections);
+  expect_all_rejected(&valid_batch_norm_backward<T>, rejections);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Bad arguments to Shape, Tensor, normalized_shape_from_axis, the residual add and dropout, the
 // boundary values that must still be accepted, and the wording of the messages themselves.
-// The norms' bad arguments are in errors_norm_test.cpp, errors_batch_norm_test.cpp and
+// The residual add and dropout run for both element types in one typed test (the float32 ops of
+// addnorm/ops.hpp and the float64 ops of addnorm/float64.hpp share their checks). The norms' bad
+// arguments are in errors_row_norm_test.cpp, errors_batch_norm_test.cpp and
 // errors_add_norm_test.cpp; the exact aliases the header allows in errors_alias_test.cpp.
 #include <gtest/gtest.h>
 
@@ -10,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "addnorm/ops.hpp"
+#include "addnorm/overloads.hpp"
 #include "errors_test_support.hpp"
 
 namespace addnorm {
@@ -22,7 +24,9 @@ using testing::add_tensor_rejections;
 using testing::Arena;
 using testing::expect_all_rejected;
 using testing::expect_rejected;
+using testing::In;
 using testing::inside;
+using testing::Out;
 using testing::partial_alias_message;
 using testing::Rejection;
 
@@ -105,79 +109,100 @@ TEST(NormalizedShapeFromAxisErrors, AxisOutOfRangeIsRejected) {
 }
 
 // ---------------------------------------------------------------------------------------------
+template <class T>
 struct AddCall {
-  ConstView x;
-  ConstView r;
-  MutableView out;
-  void operator()() const { add(x, r, out); }
+  using Element = T;
+  In<T> x;
+  In<T> r;
+  Out<T> out;
+  void operator()() const { overloads::add(x, r, out); }
 };
 
-AddCall valid_add(Arena& arena) {
+template <class T>
+AddCall<T> valid_add(testing::BasicArena<T>& arena) {
   return {arena.input(kX), arena.input(kX), arena.output(kX)};
 }
 
-TEST(AddErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = AddCall;
-  std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
-  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
-                              {3, 7});
-  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> ConstView& { return c.r; }, kX,
-                              {8, 3});
-  add_tensor_rejections<Call>(rejections, "out", [](Call& c) -> MutableView& { return c.out; }, kX,
-                              {24});
-  rejections.push_back({"out partly over x", [](Call& c, Arena&) { c.out = inside(c.x, 1); },
-                        partial_alias_message("out", "x")});
-  rejections.push_back({"out partly over r", [](Call& c, Arena&) { c.out = inside(c.r, 8); },
-                        partial_alias_message("out", "r")});
-  expect_all_rejected(&valid_add, rejections);
-}
-
-// ---------------------------------------------------------------------------------------------
+template <class T>
 struct DropoutCall {
-  ConstView x;
-  MutableView y;
-  DropoutOptions options;
-  void operator()() const { dropout(x, y, options); }
+  using Element = T;
+  In<T> x;
+  Out<T> y;
+  BasicDropoutOptions<T> options;
+  void operator()() const { overloads::dropout(x, y, options); }
 };
 
-DropoutCall valid_dropout(Arena& arena) {
-  return {arena.input(kX), arena.output(kX), DropoutOptions{0.1f, 3, 100}};
+template <class T>
+DropoutCall<T> valid_dropout(testing::BasicArena<T>& arena) {
+  return {arena.input(kX), arena.output(kX), BasicDropoutOptions<T>{T(0.1), 3, 100}};
 }
 
-TEST(DropoutErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = DropoutCall;
-  std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> ConstView& { return c.x; });
-  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> MutableView& { return c.y; }, kX,
-                              {3, 7});
-  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.options; });
-  rejections.push_back({"y partly over x", [](Call& c, Arena&) { c.y = inside(c.x, 2); },
-                        partial_alias_message("y", "x")});
-  expect_all_rejected(&valid_dropout, rejections);
-}
-
+template <class T>
 struct DropoutBackwardCall {
-  ConstView dy;
-  MutableView dx;
-  DropoutOptions options;
-  void operator()() const { dropout_backward(dy, dx, options); }
+  using Element = T;
+  In<T> dy;
+  Out<T> dx;
+  BasicDropoutOptions<T> options;
+  void operator()() const { overloads::dropout_backward(dy, dx, options); }
 };
 
-DropoutBackwardCall valid_dropout_backward(Arena& arena) {
-  return {arena.input(kX), arena.output(kX), DropoutOptions{0.5f, 3, 0}};
+template <class T>
+DropoutBackwardCall<T> valid_dropout_backward(testing::BasicArena<T>& arena) {
+  return {arena.input(kX), arena.output(kX), BasicDropoutOptions<T>{T(0.5), 3, 0}};
 }
 
-TEST(DropoutBackwardErrors, RejectsEveryBadArgumentWithoutWriting) {
-  using Call = DropoutBackwardCall;
+template <class T>
+class ResidualErrors : public ::testing::Test {};
+TYPED_TEST_SUITE(ResidualErrors, testing::ElementTypes, testing::ElementName);
+
+TYPED_TEST(ResidualErrors, AddRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = AddCall<T>;
+  using TypedArena = testing::BasicArena<T>;
   std::vector<Rejection<Call>> rejections;
-  add_leading_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> ConstView& { return c.dy; });
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> MutableView& { return c.dx; }, kX,
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> In<T>& { return c.r; }, kX, {3, 7});
+  add_tensor_rejections<Call>(rejections, "r", [](Call& c) -> In<T>& { return c.r; }, kX, {8, 3});
+  add_tensor_rejections<Call>(rejections, "out", [](Call& c) -> Out<T>& { return c.out; }, kX,
+                              {24});
+  rejections.push_back({"out partly over x", [](Call& c, TypedArena&) { c.out = inside(c.x, 1); },
+                        partial_alias_message("out", "x")});
+  rejections.push_back({"out partly over r", [](Call& c, TypedArena&) { c.out = inside(c.r, 8); },
+                        partial_alias_message("out", "r")});
+  expect_all_rejected(&valid_add<T>, rejections);
+}
+
+TYPED_TEST(ResidualErrors, DropoutRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = DropoutCall<T>;
+  using TypedArena = testing::BasicArena<T>;
+  std::vector<Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "x", [](Call& c) -> In<T>& { return c.x; });
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> Out<T>& { return c.y; }, kX, {3, 7});
+  add_tensor_rejections<Call>(rejections, "y", [](Call& c) -> Out<T>& { return c.y; }, kX, {24});
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> BasicDropoutOptions<T>& { return c.options; });
+  rejections.push_back({"offset 2^64 - 1",
+                        [](Call& c, TypedArena&) { c.options.offset = UINT64_MAX; },
+                        {"offset is 18446744073709551615 for 24 elements"}});
+  rejections.push_back({"y partly over x", [](Call& c, TypedArena&) { c.y = inside(c.x, 2); },
+                        partial_alias_message("y", "x")});
+  expect_all_rejected(&valid_dropout<T>, rejections);
+}
+
+TYPED_TEST(ResidualErrors, DropoutBackwardRejectsEveryBadArgumentWithoutWriting) {
+  using T = TypeParam;
+  using Call = DropoutBackwardCall<T>;
+  using TypedArena = testing::BasicArena<T>;
+  std::vector<Rejection<Call>> rejections;
+  add_leading_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> In<T>& { return c.dy; });
+  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> Out<T>& { return c.dx; }, kX,
                               {4, 8});
-  add_dropout_rejections<Call>(rejections, [](Call& c) -> DropoutOptions& { return c.options; });
-  rejections.push_back({"dx partly over dy", [](Call& c, Arena&) { c.dx = inside(c.dy, 5); },
+  add_dropout_rejections<Call>(rejections,
+                               [](Call& c) -> BasicDropoutOptions<T>& { return c.options; });
+  rejections.push_back({"dx partly over dy", [](Call& c, TypedArena&) { c.dx = inside(c.dy, 5); },
                         partial_alias_message("dx", "dy")});
-  expect_all_rejected(&valid_dropout_backward, rejections);
+  expect_all_rejected(&valid_dropout_backward<T>, rejections);
 }
 
 // The mask is uint8, outside the float Arena, so its buffer is checked by hand.
