@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "addnorm/lab/depth_training.hpp"
@@ -73,15 +72,9 @@ EM_JS(void, post_event, (const char* name, const char* data),
       { globalThis.addnormEvent(UTF8ToString(name), UTF8ToString(data)); });
 
 std::string train(const std::string& body) {
-  const ExperimentEndpoint* endpoint = find_endpoint("depth-training");
   try {
     const lab::DepthTrainingParams params =
-        lab::depth_training_params_from_json(parse_request_body(body));
-    lab::validate(params);
-    const TrainingLimits limits = browser_limits();
-    check_training_limits(params, limits);
-    // The stream steps every run in turn: all of them hold their memory at once.
-    check_training_memory(training_peak_bytes(params, std::numeric_limits<int>::max()), limits);
+        checked_streamed_training(parse_request_body(body), browser_limits()).params;
     // One job, never stopped from inside: the page ends the worker to stop it.
     Job job(1, "training", std::chrono::hours(24));
     stream_training(params, job, [](const std::string& event, const nlohmann::json& data) {
@@ -90,7 +83,7 @@ std::string train(const std::string& body) {
     });
     return answer(200, nlohmann::json::object());
   } catch (...) {
-    const ErrorAnswer failure = answer_for_current_exception(endpoint->keys);
+    const ErrorAnswer failure = answer_for_current_exception(depth_training_keys());
     return answer(failure.status, failure.body);
   }
 }

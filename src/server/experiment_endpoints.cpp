@@ -130,22 +130,27 @@ std::vector<ExperimentEndpoint> make_endpoints() {
          defaults, keys_of(defaults, {"quick"}),
          [](const nlohmann::json& params, const TrainingLimits& limits,
             const lab::Progress& progress) {
-           const lab::DepthTrainingParams parsed = lab::depth_training_params_from_json(params);
-           lab::validate(parsed);
-           check_training_limits(parsed, limits);
-           return lab::to_json(lab::run_depth_training(parsed, progress));
+           return lab::to_json(
+               lab::run_depth_training(checked_training_params(params, limits), progress));
          },
          [](const nlohmann::json& params, const TrainingLimits& limits, int runs_at_once) {
-           const lab::DepthTrainingParams parsed = lab::depth_training_params_from_json(params);
-           lab::validate(parsed);
-           check_training_limits(parsed, limits);
-           return training_peak_bytes(parsed, runs_at_once);
+           return training_peak_bytes(checked_training_params(params, limits), runs_at_once);
          }});
   }
   return endpoints;
 }
 
 }  // namespace
+
+const std::vector<std::string>& depth_training_keys() {
+  static const std::vector<std::string> keys = [] {
+    for (const ExperimentEndpoint& endpoint : experiment_endpoints()) {
+      if (endpoint.name == "depth-training") return endpoint.keys;
+    }
+    return std::vector<std::string>{};
+  }();
+  return keys;
+}
 
 const std::vector<ExperimentEndpoint>& experiment_endpoints() {
   static const std::vector<ExperimentEndpoint> endpoints = make_endpoints();

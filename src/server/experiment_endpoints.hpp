@@ -35,5 +35,7 @@ struct ExperimentEndpoint {
 };
 
 const std::vector<ExperimentEndpoint>& experiment_endpoints();
+// The request keys of depth training, which /api/train takes too (an error names one of them).
+const std::vector<std::string>& depth_training_keys();
 
 }  // namespace addnorm::server

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -345,22 +344,13 @@ void LabServer::Impl::handle_experiment(const ExperimentEndpoint& endpoint,
 }
 
 void LabServer::Impl::handle_train(const httplib::Request& req, httplib::Response& res) {
-  static const std::vector<std::string> keys = [] {
-    for (const ExperimentEndpoint& endpoint : experiment_endpoints()) {
-      if (endpoint.name == "depth-training") return endpoint.keys;
-    }
-    return std::vector<std::string>{};
-  }();
   guarded(
       res,
       [&] {
-        const lab::DepthTrainingParams params =
-            lab::depth_training_params_from_json(request_params(req));
-        lab::validate(params);
-        check_training_limits(params, options.training);
-        // The stream steps every run in turn: all of them hold their memory at once.
-        const double bytes = training_peak_bytes(params, std::numeric_limits<int>::max());
-        check_training_memory(bytes, options.training);
+        const StreamedTraining training =
+            checked_streamed_training(request_params(req), options.training);
+        const lab::DepthTrainingParams& params = training.params;
+        const double bytes = training.peak_bytes;
         std::shared_ptr<Job> job = jobs.start("training");
         if (!job) {
           throw ApiError(429, std::to_string(jobs.max_jobs()) +
@@ -436,7 +426,7 @@ void LabServer::Impl::handle_train(const httplib::Request& req, httplib::Respons
               channel->reader_gone();
             });
       },
-      keys);
+      depth_training_keys());
 }
 
 void LabServer::Impl::handle_stop(const httplib::Request& req, httplib::Response& res) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,22 @@ double run_bytes(const RunSize& r) {
 
 double training_run_bytes(const lab::DepthTrainingParams& p, int depth) {
   return run_bytes({p.shape, p.length, p.batch, p.symbols, depth, 4.0});
+}
+
+lab::DepthTrainingParams checked_training_params(const nlohmann::json& params,
+                                                 const TrainingLimits& limits) {
+  lab::DepthTrainingParams parsed = lab::depth_training_params_from_json(params);
+  lab::validate(parsed);
+  check_training_limits(parsed, limits);
+  return parsed;
+}
+
+StreamedTraining checked_streamed_training(const nlohmann::json& params,
+                                           const TrainingLimits& limits) {
+  StreamedTraining training{checked_training_params(params, limits), 0.0};
+  training.peak_bytes = training_peak_bytes(training.params, std::numeric_limits<int>::max());
+  check_training_memory(training.peak_bytes, limits);
+  return training;
 }
 
 double training_peak_bytes(const lab::DepthTrainingParams& p, int runs_at_once) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "addnorm/lab/depth_training.hpp"
 #include "addnorm/lab/init_gradients.hpp"
@@ -33,6 +34,19 @@ struct TrainingLimits {
 
 // Throws ApiError (400, naming the parameter) when the request is over a limit.
 void check_training_limits(const lab::DepthTrainingParams& params, const TrainingLimits& limits);
+
+// A depth-training request read the one way every endpoint and face reads it: parsed (a bad key
+// is named), validated (lab::validate) and within `limits` (check_training_limits).
+lab::DepthTrainingParams checked_training_params(const nlohmann::json& params,
+                                                 const TrainingLimits& limits);
+// The same for the streamed /api/train (the server's and the WebAssembly page's), whose runs
+// step in turn and so all hold their memory at once: that peak, checked against `limits`.
+struct StreamedTraining {
+  lab::DepthTrainingParams params;
+  double peak_bytes;
+};
+StreamedTraining checked_streamed_training(const nlohmann::json& params,
+                                           const TrainingLimits& limits);
 
 // One run of a transformer experiment: a model of `depth` blocks on a batch of the task.
 struct RunSize {
