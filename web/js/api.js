@@ -15,27 +15,44 @@ export class ApiError extends Error {
   }
 }
 
-// POSTs `body` as JSON to `path`; resolves to {data, ms}. Throws ApiError for an error answer.
-export async function postJson(path, body, signal) {
-  const started = performance.now();
-  if (ENGINE === 'wasm') {
-    const answer = await wasmCall(path.replace(/^\/api\//, ''), body, signal);
-    if (answer.status !== 200) throw new ApiError(answer.body.error, answer.body.parameter, answer.status);
-    return { data: answer.body, ms: performance.now() - started };
-  }
-  const response = await fetch(path, {
+// An error answer, the server's or the engine's (its JSON body and HTTP status), as an ApiError.
+function errorOf(answer, status) {
+  return new ApiError(answer.error, answer.parameter, status);
+}
+
+// The WebAssembly engine's answer to POST `path` (streaming its events to onEvent, when given):
+// the answer's body, or an ApiError for an error status.
+async function wasmAnswer(path, body, signal, onEvent) {
+  const answer = await wasmCall(path.replace(/^\/api\//, ''), body, signal, onEvent);
+  if (answer.status !== 200) throw errorOf(answer.body, answer.status);
+  return answer.body;
+}
+
+// POSTs `body` as JSON to the lab server.
+function postToServer(path, body, signal) {
+  return fetch(path, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(body),
     signal,
   });
+}
+
+// POSTs `body` as JSON to `path`; resolves to {data, ms}. Throws ApiError for an error answer.
+export async function postJson(path, body, signal) {
+  const started = performance.now();
+  if (ENGINE === 'wasm') {
+    const data = await wasmAnswer(path, body, signal);
+    return { data, ms: performance.now() - started };
+  }
+  const response = await postToServer(path, body, signal);
   let data;
   try {
     data = await response.json();
   } catch {
     throw new ApiError(`the server answered ${response.status} without JSON`, null, response.status);
   }
-  if (!response.ok) throw new ApiError(data.error, data.parameter, response.status);
+  if (!response.ok) throw errorOf(data, response.status);
   return { data, ms: performance.now() - started };
 }
 
@@ -105,19 +122,10 @@ async function readEvents(response, onEvent) {
 // `signal` aborts it.
 export async function streamEvents(path, body, signal, onEvent) {
   if (ENGINE === 'wasm') {
-    const answer = await wasmCall(path.replace(/^\/api\//, ''), body, signal, onEvent);
-    if (answer.status !== 200) throw new ApiError(answer.body.error, answer.body.parameter, answer.status);
+    await wasmAnswer(path, body, signal, onEvent);
     return;
   }
-  const response = await fetch(path, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify(body),
-    signal,
-  });
-  if (!response.ok) {
-    const error = await response.json();
-    throw new ApiError(error.error, error.parameter, response.status);
-  }
+  const response = await postToServer(path, body, signal);
+  if (!response.ok) throw errorOf(await response.json(), response.status);
   await readEvents(response, onEvent);
 }
