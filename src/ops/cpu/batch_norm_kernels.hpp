@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "addnorm/ops.hpp"  // MomentumConvention
+
 namespace addnorm::cpu {
 
 struct BatchShape {
@@ -34,5 +36,42 @@ void batch_norm_backward_training(const float* dy, const float* x, const float* 
 void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
                                    const double* mean, const double* rstd, float* dx, float* dgamma,
                                    float* dbeta, const BatchShape& shape);
+
+// One BatchNorm call, whole (batch_norm_calls.cpp), so that the op layer (src/ops/batch_norm.cpp)
+// only validates and describes it. The forward: in training the batch's statistics, the running
+// update (when running statistics are given) and the saved statistics (when asked for); in
+// inference the running statistics; then the normalising pass.
+struct BatchNormForward {
+  const float* x = nullptr;
+  float* y = nullptr;            // may be x
+  const float* gamma = nullptr;  // nullable
+  const float* beta = nullptr;   // nullable
+  BatchShape shape;
+  float eps = 0;
+  bool training = true;
+  float* running_mean = nullptr;  // nullable in training (no update), required in inference
+  float* running_var = nullptr;
+  float momentum = 0;
+  MomentumConvention convention = MomentumConvention::pytorch;
+  float* saved_mean = nullptr;  // nullable; training only: the batch's mean and rstd
+  float* saved_rstd = nullptr;
+};
+void batch_norm_forward(const BatchNormForward& args);
+
+// The backward: statistics recomputed from x in training, the running ones in inference.
+struct BatchNormBackward {
+  const float* dy = nullptr;
+  const float* x = nullptr;
+  const float* gamma = nullptr;  // nullable
+  float* dx = nullptr;           // may be dy or x
+  float* dgamma = nullptr;       // nullable
+  float* dbeta = nullptr;        // nullable
+  BatchShape shape;
+  float eps = 0;
+  bool training = true;
+  const float* running_mean = nullptr;  // inference only
+  const float* running_var = nullptr;
+};
+void batch_norm_backward(const BatchNormBackward& args);
 
 }  // namespace addnorm::cpu
