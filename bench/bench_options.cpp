@@ -61,7 +61,13 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
   std::string ops = "all", dims = "64,128,512,768,1024,4096,8192", threads = "1,2";
   std::string impls = join(all_impls()), dtypes = "f32,bf16";
   std::string decode_rows = "1,4,16", decode_dims = "1024,4096,8192";
+  std::string case_source = "grid";
   bool quick = false, no_in_cache = false, no_decode = false, list = false;
+  app.add_option("--cases", case_source,
+                 "grid: --ops x --dims x --dtypes; table: the case table's timed cases "
+                 "(bench/case_table.cpp, the cases the tests check), filtered by --ops")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"grid", "table"}));
   app.add_option("--ops", ops, "comma-separated ops, or 'all'")->capture_default_str();
   app.add_option("--dims", dims, "row lengths D; rows = tensor size / D")->capture_default_str();
   app.add_option("--threads", threads, "thread counts")->capture_default_str();
@@ -134,6 +140,7 @@ bool parse_options(int argc, char** argv, BenchOptions& options, int& exit_code)
     options.case_seconds = 0.05;
     threads = "1";
   }
+  options.table_cases = case_source == "table";
   options.in_cache = !no_in_cache;
   options.decode = !no_decode;
   for (const std::string& r : split_list(decode_rows)) {
@@ -186,6 +193,10 @@ std::vector<std::string> child_arguments(const BenchOptions& options,
                                    "--reps",         std::to_string(options.reps),
                                    "--case-seconds", std::to_string(options.case_seconds),
                                    "--json",         json_path};
+  if (options.table_cases) {
+    args.push_back("--cases");
+    args.push_back("table");
+  }
   if (!options.in_cache) args.push_back("--no-in-cache");
   if (!options.decode || options.decode_rows.empty() || options.decode_dims.empty()) {
     args.push_back("--no-decode");

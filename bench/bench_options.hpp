@@ -14,6 +14,9 @@ namespace addnorm::bench {
 const std::vector<std::string>& all_impls();
 
 struct BenchOptions {
+  // The cases: the grid of ops x dims x dtypes, or the case table's timed ones
+  // (bench/case_table.hpp; its row lengths and storage types, filtered by ops and threads).
+  bool table_cases = false;
   std::vector<Op> ops;
   std::vector<int64_t> dims;
   std::vector<int> threads;

@@ -21,6 +21,7 @@
 
 #include "addnorm/error.hpp"
 #include "bench_options.hpp"
+#include "case_table.hpp"
 #include "ceiling.hpp"
 #include "heap_probe.hpp"
 #include "machine.hpp"
@@ -80,10 +81,47 @@ bool is_backward(Op op) {
          op == Op::add_norm_post_bwd;
 }
 
+// The benchmark's ops that time a case of the case table: its forward and its backward.
+std::vector<Op> ops_of(const cases::NormCase& t) {
+  const bool layer = t.norm == NormKind::layer_norm;
+  switch (t.fusion) {
+    case cases::Fusion::none:
+      if (layer) return {Op::layer_norm_fwd, Op::layer_norm_bwd};
+      return {Op::rms_norm_fwd, Op::rms_norm_bwd};
+    case cases::Fusion::pre_norm:
+      if (layer) return {Op::add_norm_pre_fwd, Op::add_norm_pre_bwd};
+      break;
+    case cases::Fusion::post_norm:
+      if (layer && t.dropout_p == kDropoutP) return {Op::add_norm_post_fwd, Op::add_norm_post_bwd};
+      break;
+  }
+  throw Error("the case table times '" + t.name() + "', which no benchmark op runs");
+}
+
+// The case table's timed cases, each at the run's tensor size and thread counts.
+void append_table_cases(const BenchOptions& o, int64_t elements, std::vector<Case>& cases) {
+  for (const cases::NormCase& t : cases::norm_case_table()) {
+    if (!t.timed) continue;
+    if (t.stream != t.branch || t.stream == addnorm::DType::float16) {
+      throw Error("the case table times '" + t.name() + "'; the benchmark stores f32 or bf16");
+    }
+    const DType dtype = t.stream == addnorm::DType::bfloat16 ? DType::bf16 : DType::f32;
+    for (Op op : ops_of(t)) {
+      if (std::find(o.ops.begin(), o.ops.end(), op) == o.ops.end()) continue;
+      const int64_t rows = std::max<int64_t>(1, elements / t.dim);
+      for (int threads : o.threads) cases.push_back({op, dtype, rows, t.dim, threads});
+    }
+  }
+}
+
 std::vector<Case> build_cases(const BenchOptions& o) {
   const int64_t big = static_cast<int64_t>(o.tensor_mib * double(1 << 20)) / 4;
   const int64_t small = static_cast<int64_t>(o.in_cache_mib * double(1 << 20)) / 4;
   std::vector<Case> cases;
+  if (o.table_cases) {
+    append_table_cases(o, big, cases);
+    return cases;
+  }
   for (DType dtype : o.dtypes) {
     for (Op op : o.ops) {
       std::vector<std::pair<int64_t, bool>> shapes;

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "addnorm/dtype.hpp"
+
 namespace addnorm::testing {
 
 // Uniform values in [low, high), reproducible from the seed.
@@ -169,6 +171,43 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double sum = 0;
   for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
   return sum;
+}
+
+// 16-bit storage: a float32 value's bits after rounding to bfloat16 or float16, and back.
+inline float widen_one(uint16_t bits, DType dtype) {
+  return dtype == DType::bfloat16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+}
+inline std::vector<uint16_t> narrow_all(const std::vector<float>& values, DType dtype) {
+  std::vector<uint16_t> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[i] = dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits : to_float16(values[i]).bits;
+  }
+  return out;
+}
+inline std::vector<float> widen_all(const std::vector<uint16_t>& bits, DType dtype) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = widen_one(bits[i], dtype);
+  return out;
+}
+
+// Within one unit in the last place of the 16-bit storage type (0.5 from the final rounding, the
+// rest from float32), plus the same of `scale` for results that cancel. NaN must match NaN.
+inline ::testing::AssertionResult within_storage_ulp(const std::vector<float>& got,
+                                                     const std::vector<double>& want, DType dtype,
+                                                     double scale) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
+  }
+  const double unit = dtype == DType::bfloat16 ? 0x1p-7 : 0x1p-10;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    const double allowed = unit * (std::fabs(want[i]) + scale);
+    if (!(std::fabs(got[i] - want[i]) <= allowed)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", want " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace addnorm::testing

@@ -3,7 +3,7 @@
 // (a mean far larger than the spread, denormal spreads, values near the float32 maximum, a NaN in
 // one channel), with length 1 (vectors across channels) and length > 1 (vectors along the
 // length), channel counts that are not a multiple of any vector width, and outputs large enough
-// for streaming stores. Also: in-place forwards and thread-count determinism for (N, C) input.
+// for streaming stores. Also: in-place forwards and thread-count determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -228,14 +228,18 @@ TEST(FastBatchNorm, InPlaceMatchesOutOfPlace) {
   }
 }
 
-// For (N, C) input, vectors run across channels: the forward, both backwards and the running
-// statistics are still bitwise identical for 1, 2 and 3 threads, on every target (the split of
-// the flat tensor over threads moves the scalar ends, which must compute as the vectors do).
-TEST_P(BatchNormEveryTarget, ChannelsLastIsThreadDeterministic) {
-  for (const auto& [batch, channels] : {std::pair<int64_t, int64_t>{3001, 37}, {30000, 3}}) {
-    SCOPED_TRACE("batch " + std::to_string(batch) + " channels " + std::to_string(channels));
-    const Shape shape{batch, channels}, per_channel{channels};
-    const auto x = make_input({"large_mean", batch, channels, 1}, 61);
+// The forward, both backwards and the running statistics are bitwise identical for 1, 2 and 3
+// threads, on every target: for (N, C) input, where vectors run across channels (the split of
+// the flat tensor over threads moves the scalar ends, which must compute as the vectors do), and
+// for (N, C, L), where threads split the batch.
+TEST_P(BatchNormEveryTarget, IsThreadDeterministic) {
+  for (const Case& shape_case : {Case{"large_mean", 3001, 37, 1}, Case{"large_mean", 30000, 3, 1},
+                                 Case{"large_mean", 1000, 5, 16}}) {
+    const auto [kind, batch, channels, length] = shape_case;
+    SCOPED_TRACE("batch " + std::to_string(batch) + " channels " + std::to_string(channels) +
+                 " length " + std::to_string(length));
+    const Shape shape = shape_of(shape_case), per_channel{channels};
+    const auto x = make_input(shape_case, 61);
     const auto dy = random_floats(x.size(), 62);
     const auto gamma = random_floats(channels, 63, 0.5f, 1.5f);
     const auto beta = random_floats(channels, 64);

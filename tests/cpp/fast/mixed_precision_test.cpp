@@ -20,8 +20,12 @@
 namespace addnorm {
 namespace {
 
+using testing::narrow_all;
 using testing::random_floats;
 using testing::widen;
+using testing::widen_all;
+using testing::widen_one;
+using testing::within_storage_ulp;
 
 // y = Norm(x) through layer_norm or rms_norm, with the description the fused ops take too.
 void norm_forward(AnyConstView x, const Shape& normalized, AnyMutableView y,
@@ -61,10 +65,6 @@ void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized, con
     case NormKind::rms_norm:
       return rms_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma}, options);
   }
-}
-
-float widen_one(uint16_t bits, DType dtype) {
-  return dtype == DType::bfloat16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
 }
 
 TEST(Dtype, ScalarConversionsKnownValues) {
@@ -299,36 +299,6 @@ INSTANTIATE_TEST_SUITE_P(Targets, ConversionsOnEveryTarget,
                          [](const ::testing::TestParamInfo<int64_t>& target_info) {
                            return cpu::target_name(target_info.param);
                          });
-
-std::vector<uint16_t> narrow_all(const std::vector<float>& values, DType dtype) {
-  std::vector<uint16_t> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    out[i] = dtype == DType::bfloat16 ? to_bfloat16(values[i]).bits : to_float16(values[i]).bits;
-  }
-  return out;
-}
-
-std::vector<float> widen_all(const std::vector<uint16_t>& bits, DType dtype) {
-  std::vector<float> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = widen_one(bits[i], dtype);
-  return out;
-}
-
-// Within one unit in the last place of the storage type (0.5 from the final rounding, the rest
-// from float32), plus the same of `scale` for results that cancel.
-::testing::AssertionResult within_storage_ulp(const std::vector<float>& got,
-                                              const std::vector<double>& want, DType dtype,
-                                              double scale) {
-  const double unit = dtype == DType::bfloat16 ? 0x1p-7 : 0x1p-10;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double allowed = unit * (std::fabs(want[i]) + scale);
-    if (!(std::fabs(got[i] - want[i]) <= allowed)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << ", want " << want[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
   const int64_t rows = 37, dim = 200;

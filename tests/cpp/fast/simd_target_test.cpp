@@ -20,5 +20,10 @@ TEST(SimdTarget, NamesTheDispatchedTarget) {
   EXPECT_EQ(simd_target(), targets.front());
 }
 
+TEST(SimdTarget, CompilesSeveralTargets) {
+  // SSE4 or AVX2 next to the best target: the same binary runs without AVX-512.
+  EXPECT_GE(cpu::available_targets().size(), 2u) << cpu::current_target_name();
+}
+
 }  // namespace
 }  // namespace addnorm

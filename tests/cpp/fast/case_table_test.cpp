@@ -1,0 +1,428 @@
+// The case table (bench/case_table.hpp) in its three test modes:
+// - every case on every SIMD target compiled into this binary, forward and backward, against
+//   the float64 ops (addnorm/float64.hpp) on the same stored inputs;
+// - thread-count identity: every output, dgamma and dbeta included, the same bits on 1, 2 and 3
+//   threads, with enough rows that the call is spread and its reduction chunks end unevenly;
+// - finite differences: the float64 backward the other modes compare against is the derivative
+//   of the float64 forward (central differences along random directions).
+// The benchmark times the cases marked `timed` (addnorm-bench --cases table).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "addnorm/float64.hpp"
+#include "addnorm/ops.hpp"
+#include "case_table.hpp"
+#include "ops/cpu/kernels.hpp"
+#include "ops/cpu/threading.hpp"
+#include "test_support.hpp"
+
+namespace addnorm {
+namespace {
+
+using cases::Fusion;
+using cases::NormCase;
+using cases::RowKind;
+using testing::max_abs;
+using testing::random_floats;
+using testing::within_storage_ulp;
+using testing::within_ulps;
+
+// A tensor in its storage type: the bytes an op reads or writes.
+struct Stored {
+  Stored(const std::vector<float>& values, DType type, const Shape& dims)
+      : dtype(type), shape(dims) {
+    if (dtype == DType::float32) {
+      wide = values;
+    } else {
+      narrow = testing::narrow_all(values, dtype);
+    }
+  }
+  // Zeros, for an output.
+  Stored(size_t count, DType type, const Shape& dims) : dtype(type), shape(dims) {
+    if (dtype == DType::float32) {
+      wide.resize(count);
+    } else {
+      narrow.resize(count);
+    }
+  }
+  size_t size() const { return dtype == DType::float32 ? wide.size() : narrow.size(); }
+
+  AnyConstView view() const {
+    return {dtype == DType::float32 ? static_cast<const void*>(wide.data()) : narrow.data(), shape,
+            dtype};
+  }
+  AnyMutableView writable() {
+    return {dtype == DType::float32 ? static_cast<void*>(wide.data()) : narrow.data(), shape,
+            dtype};
+  }
+  // The values as the op sees them, widened to float.
+  std::vector<float> values() const {
+    return dtype == DType::float32 ? wide : testing::widen_all(narrow, dtype);
+  }
+  std::vector<double> widened() const { return testing::widen(values()); }
+  // The raw bits, for bit-for-bit comparisons.
+  std::vector<uint32_t> bits() const {
+    std::vector<uint32_t> out;
+    if (dtype == DType::float32) {
+      out.resize(wide.size());
+      std::memcpy(out.data(), wide.data(), wide.size() * sizeof(float));
+    } else {
+      out.assign(narrow.begin(), narrow.end());
+    }
+    return out;
+  }
+
+  DType dtype;
+  Shape shape;
+  std::vector<float> wide;       // float32 storage
+  std::vector<uint16_t> narrow;  // a 16-bit type's bits
+};
+
+bool centres(const NormCase& c) {
+  return norm_traits(c.norm).centres;
+}
+// dy is stored as y: the branch's type, except for post-norm whose y is the next stream.
+DType y_storage(const NormCase& c) {
+  return c.fusion == Fusion::post_norm ? c.stream : c.branch;
+}
+
+// A case's inputs, each rounded to its storage type once.
+struct Inputs {
+  explicit Inputs(const NormCase& c)
+      : shape{c.rows, c.dim},
+        x(cases::case_rows(c, 3), c.stream, shape),
+        other(random_floats(static_cast<size_t>(c.rows * c.dim), 4), c.branch, shape),
+        dy(random_floats(static_cast<size_t>(c.rows * c.dim), 5), y_storage(c), shape),
+        dh_next(random_floats(static_cast<size_t>(c.rows * c.dim), 6), c.stream, shape),
+        gamma(random_floats(static_cast<size_t>(c.dim), 7, 0.5f, 1.5f)),
+        beta(random_floats(static_cast<size_t>(c.dim), 8)) {}
+  Shape shape;
+  Stored x, other, dy, dh_next;  // other: r of pre-norm, s of post-norm
+  std::vector<float> gamma, beta;
+};
+
+// Everything a case's forward and backward write.
+struct Outputs {
+  Outputs(const NormCase& c, const Shape& shape)
+      : y(shape.numel(), y_storage(c), shape),
+        h(shape.numel(), c.stream, shape),
+        dx(shape.numel(), c.stream, shape),
+        ds(shape.numel(), c.branch, shape),
+        mean(static_cast<size_t>(shape[0])),
+        rstd(static_cast<size_t>(shape[0])),
+        dgamma(static_cast<size_t>(shape[1])),
+        dbeta(static_cast<size_t>(shape[1])) {}
+  Stored y, h, dx, ds;  // h: pre-norm; dx: dh for pre-norm; ds: post-norm
+  std::vector<float> mean, rstd, dgamma, dbeta;
+
+  std::vector<uint32_t> bits() const {
+    std::vector<uint32_t> all;
+    for (const Stored* part : {&y, &h, &dx, &ds}) {
+      const auto part_bits = part->bits();
+      all.insert(all.end(), part_bits.begin(), part_bits.end());
+    }
+    for (const auto* part : {&mean, &rstd, &dgamma, &dbeta}) {
+      const size_t at = all.size();
+      all.resize(at + part->size());
+      std::memcpy(all.data() + at, part->data(), part->size() * sizeof(float));
+    }
+    return all;
+  }
+};
+
+// The one description of the case's norm, for the float32 ops (T = float, views of any storage)
+// and the float64 ones.
+template <class T, class View>
+BasicNormOptions<T> options_of(const NormCase& c, const View& gamma, const View& beta) {
+  BasicNormOptions<T> options;
+  options.norm = c.norm;
+  if (c.affine) {
+    options.gamma = gamma;
+    if (centres(c)) options.beta = beta;
+  }
+  options.zero_centered_gamma = c.zero_centered_gamma;
+  return options;
+}
+
+// The case's forward then backward through the public float32 ops.
+Outputs run_fast(const NormCase& c, Inputs& in) {
+  Outputs out(c, in.shape);
+  const Shape normalized{c.dim};
+  const ConstView gamma{in.gamma.data(), normalized}, beta{in.beta.data(), normalized};
+  const NormOptions options = options_of<float>(c, AnyConstView(gamma), AnyConstView(beta));
+  const NormStats stats{{out.mean.data(), {c.rows}}, {out.rstd.data(), {c.rows}}};
+  const OptionalMutable dgamma =
+      c.affine ? OptionalMutable(MutableView{out.dgamma.data(), normalized}) : std::nullopt;
+  const OptionalMutable dbeta = c.affine && centres(c)
+                                    ? OptionalMutable(MutableView{out.dbeta.data(), normalized})
+                                    : std::nullopt;
+  const DropoutOptions dropout{.p = c.dropout_p, .seed = 99, .offset = 5};
+  switch (c.fusion) {
+    case Fusion::none:
+      if (centres(c)) {
+        layer_norm(in.x.view(), normalized, out.y.writable(), options, stats);
+        layer_norm_backward(in.dy.view(), in.x.view(), normalized,
+                            {out.dx.writable(), dgamma, dbeta}, options);
+      } else {
+        rms_norm(in.x.view(), normalized, out.y.writable(), options, stats.rstd);
+        rms_norm_backward(in.dy.view(), in.x.view(), normalized, {out.dx.writable(), dgamma},
+                          options);
+      }
+      break;
+    case Fusion::pre_norm:
+      add_norm_pre(in.x.view(), in.other.view(), normalized, out.h.writable(), out.y.writable(),
+                   options, stats);
+      add_norm_pre_backward(in.dy.view(), in.dh_next.view(), out.h.view(), normalized,
+                            {out.dx.writable(), dgamma, dbeta}, options);
+      break;
+    case Fusion::post_norm:
+      add_norm_post(in.x.view(), in.other.view(), normalized, out.y.writable(), options, dropout,
+                    stats);
+      add_norm_post_backward(in.dy.view(), in.x.view(), in.other.view(), normalized,
+                             {out.dx.writable(), out.ds.writable(), dgamma, dbeta}, options,
+                             dropout);
+      break;
+  }
+  return out;
+}
+
+// y of the plain op (layer_norm or rms_norm) of the case's norm at `x`.
+Stored plain_norm_of(const NormCase& c, const Inputs& in, const Stored& x) {
+  Stored y(x.size(), y_storage(c), in.shape);
+  const Shape normalized{c.dim};
+  const ConstView gamma{in.gamma.data(), normalized}, beta{in.beta.data(), normalized};
+  const NormOptions options = options_of<float>(c, AnyConstView(gamma), AnyConstView(beta));
+  switch (c.norm) {
+    case NormKind::layer_norm:
+      layer_norm(x.view(), normalized, y.writable(), options);
+      break;
+    case NormKind::rms_norm:
+      rms_norm(x.view(), normalized, y.writable(), options);
+      break;
+  }
+  return y;
+}
+
+// The float64 ops' results on float64 copies of the stored inputs.
+struct Want {
+  std::vector<double> y, h, dx, ds, mean, rstd, dgamma, dbeta;
+};
+
+// What the float64 ops give for the case. Pre-norm normalises the stream it stored, so its y and
+// dh are taken at `stored_h` (the fast op's h, itself checked against x + r); the other ops at the
+// inputs.
+Want run_float64(const NormCase& c, const Inputs& in, const std::vector<double>& x,
+                 const std::vector<double>& other, const std::vector<double>& gamma64,
+                 const std::vector<double>& beta64, const std::vector<double>* stored_h) {
+  const auto count = static_cast<size_t>(c.rows * c.dim);
+  const auto rows = static_cast<size_t>(c.rows), dim = static_cast<size_t>(c.dim);
+  Want want{std::vector<double>(count), std::vector<double>(count), std::vector<double>(count),
+            std::vector<double>(count), std::vector<double>(rows),  std::vector<double>(rows),
+            std::vector<double>(dim),   std::vector<double>(dim)};
+  const Shape shape = in.shape, normalized{c.dim};
+  using float64::ConstView;
+  using float64::MutableView;
+  using float64::OptionalMutable;
+  const auto options = options_of<double>(c, ConstView{gamma64.data(), normalized},
+                                          ConstView{beta64.data(), normalized});
+  const float64::NormStats stats{{want.mean.data(), {c.rows}}, {want.rstd.data(), {c.rows}}};
+  const OptionalMutable dgamma =
+      c.affine ? OptionalMutable(MutableView{want.dgamma.data(), normalized}) : std::nullopt;
+  const OptionalMutable dbeta = c.affine && centres(c)
+                                    ? OptionalMutable(MutableView{want.dbeta.data(), normalized})
+                                    : std::nullopt;
+  const auto dy = in.dy.widened(), dh_next = in.dh_next.widened();
+  const float64::DropoutOptions dropout{.p = c.dropout_p, .seed = 99, .offset = 5};
+  switch (c.fusion) {
+    case Fusion::none:
+      if (centres(c)) {
+        float64::layer_norm({x.data(), shape}, normalized, {want.y.data(), shape}, options, stats);
+        float64::layer_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
+                                     {{want.dx.data(), shape}, dgamma, dbeta}, options);
+      } else {
+        float64::rms_norm({x.data(), shape}, normalized, {want.y.data(), shape}, options,
+                          stats.rstd);
+        float64::rms_norm_backward({dy.data(), shape}, {x.data(), shape}, normalized,
+                                   {{want.dx.data(), shape}, dgamma}, options);
+      }
+      break;
+    case Fusion::pre_norm: {
+      const std::vector<double>& h = stored_h ? *stored_h : want.h;
+      for (size_t i = 0; i < count; ++i) want.h[i] = x[i] + other[i];
+      const std::vector<double> zeros(count, 0.0);
+      std::vector<double> h_again(count);
+      float64::add_norm_pre({h.data(), shape}, {zeros.data(), shape}, normalized,
+                            {h_again.data(), shape}, {want.y.data(), shape}, options, stats);
+      float64::add_norm_pre_backward({dy.data(), shape}, ConstView{dh_next.data(), shape},
+                                     {h.data(), shape}, normalized,
+                                     {{want.dx.data(), shape}, dgamma, dbeta}, options);
+      break;
+    }
+    case Fusion::post_norm:
+      float64::add_norm_post({x.data(), shape}, {other.data(), shape}, normalized,
+                             {want.y.data(), shape}, options, dropout, stats);
+      float64::add_norm_post_backward(
+          {dy.data(), shape}, {x.data(), shape}, {other.data(), shape}, normalized,
+          {{want.dx.data(), shape}, {want.ds.data(), shape}, dgamma, dbeta}, options, dropout);
+      break;
+  }
+  return want;
+}
+
+Want run_float64(const NormCase& c, const Inputs& in, const std::vector<double>* stored_h) {
+  return run_float64(c, in, in.x.widened(), in.other.widened(), testing::widen(in.gamma),
+                     testing::widen(in.beta), stored_h);
+}
+
+// The contract's bounds: a float32 result within `ulps` ulp of float64 plus as many of `scale`,
+// the size of the terms that cancelled; a 16-bit one within a unit of its type plus one of
+// `narrow_scale` (docs/numerics.md).
+::testing::AssertionResult close(const Stored& got, const std::vector<double>& want, double ulps,
+                                 double scale, double narrow_scale) {
+  if (got.dtype == DType::float32) return within_ulps(got.values(), want, ulps, scale);
+  return within_storage_ulp(got.values(), want, got.dtype, narrow_scale);
+}
+
+class CaseTableOnEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { cpu::force_target(GetParam()); }
+  void TearDown() override { cpu::force_target(0); }
+};
+
+TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
+  ASSERT_EQ(cpu::current_target_name(), cpu::target_name(GetParam()));  // really dispatched there
+  for (const NormCase& c : cases::norm_case_table()) {
+    SCOPED_TRACE(c.name());
+    Inputs in(c);
+    const Outputs got = run_fast(c, in);
+    const std::vector<double> stored_h = got.h.widened();
+    const Want want = run_float64(c, in, c.fusion == Fusion::pre_norm ? &stored_h : nullptr);
+    if (c.fusion == Fusion::pre_norm) {
+      EXPECT_TRUE(close(got.h, want.h, 0.5, 0.0, 0.0));
+      // The fused op equals add followed by the plain norm of the stored h, bit for bit.
+      EXPECT_EQ(got.y.bits(), plain_norm_of(c, in, got.h).bits());
+    }
+    EXPECT_TRUE(close(got.y, want.y, 4, 4.0, 1.0));
+    // A 16-bit stream's statistics are summed in float32 blocks (docs/numerics.md): up to 5.1
+    // ulp of rstd on AVX2 and SSE4 at D >= 512, where the float32 rows' float64 lanes give 4.
+    const double stats_ulps = c.stream == DType::float32 ? 4 : 8;
+    if (centres(c)) {
+      EXPECT_TRUE(within_ulps(got.mean, want.mean, stats_ulps, max_abs(in.x.widened())));
+    }
+    EXPECT_TRUE(within_ulps(got.rstd, want.rstd, stats_ulps));
+    if (c.row_kind == RowKind::nan_row) continue;  // dgamma sums the NaN row: nothing to compare
+    // dx (and ds) is a difference of terms of size rstd * |g| * (1 + |x_hat|).
+    EXPECT_TRUE(close(got.dx, want.dx, 4, 8.0 * max_abs(want.dx) + 8.0, 8.0 * max_abs(want.dx)));
+    if (c.fusion == Fusion::post_norm) {
+      EXPECT_TRUE(close(got.ds, want.ds, 4, 8.0 * max_abs(want.ds) + 8.0, 8.0 * max_abs(want.ds)));
+    }
+    if (c.affine) {
+      EXPECT_TRUE(within_ulps(got.dgamma, want.dgamma, 4, 8.0));
+      if (centres(c)) EXPECT_TRUE(within_ulps(got.dbeta, want.dbeta, 4, 8.0));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, CaseTableOnEveryTarget,
+                         ::testing::ValuesIn(cpu::available_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target_info) {
+                           return cpu::target_name(target_info.param);
+                         });
+
+// Enough rows that the call is spread over threads (kParallelThreshold elements) and its fixed
+// reduction chunks end in partial groups.
+NormCase with_spread_rows(NormCase c) {
+  c.rows = std::max<int64_t>(c.rows, cpu::kParallelThreshold / c.dim + 7);
+  return c;
+}
+
+TEST(CaseTable, EveryOutputIsTheSameBitsOnOneTwoAndThreeThreads) {
+  const int saved_threads = omp_get_max_threads();
+  for (const NormCase& table_case : cases::norm_case_table()) {
+    // Rows of whole vectors and longer, up to the short-row path's end: the paths that split.
+    if (table_case.row_kind != RowKind::ordinary || table_case.timed || table_case.dim < 16 ||
+        table_case.dim > 1100) {
+      continue;
+    }
+    const NormCase c = with_spread_rows(table_case);
+    SCOPED_TRACE(c.name());
+    Inputs in(c);
+    std::vector<std::vector<uint32_t>> results;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      results.push_back(run_fast(c, in).bits());
+    }
+    omp_set_num_threads(saved_threads);
+    EXPECT_EQ(results[0], results[1]);
+    EXPECT_EQ(results[0], results[2]);
+  }
+}
+
+// <dy, y> + <dh_next, h> (pre-norm) of the float64 forward at inputs moved by t along `dir`.
+double objective(const NormCase& c, const Inputs& in, const std::vector<std::vector<double>>& base,
+                 const std::vector<std::vector<double>>& dir, double t) {
+  std::vector<std::vector<double>> moved = base;
+  for (size_t k = 0; k < moved.size(); ++k) {
+    for (size_t i = 0; i < moved[k].size(); ++i) moved[k][i] += t * dir[k][i];
+  }
+  const auto& x = moved[0];
+  std::vector<double> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = x[i] + moved[1][i];
+  const Want w = run_float64(c, in, x, moved[1], moved[2], moved[3],
+                             c.fusion == Fusion::pre_norm ? &h : nullptr);
+  const auto dy = in.dy.widened(), dh_next = in.dh_next.widened();
+  double sum = 0;
+  for (size_t i = 0; i < dy.size(); ++i) {
+    sum += dy[i] * w.y[i];
+    if (c.fusion == Fusion::pre_norm) sum += dh_next[i] * h[i];
+  }
+  return sum;
+}
+
+TEST(CaseTable, Float64BackwardIsTheDerivativeOfTheFloat64Forward) {
+  int checked = 0;
+  for (const NormCase& c : cases::norm_case_table()) {
+    if (c.row_kind != RowKind::ordinary || c.dim > 100 || c.stream != DType::float32 ||
+        c.branch != DType::float32 || c.timed) {
+      continue;
+    }
+    SCOPED_TRACE(c.name());
+    Inputs in(c);
+    const std::vector<std::vector<double>> base = {
+        in.x.widened(), in.other.widened(), testing::widen(in.gamma), testing::widen(in.beta)};
+    const Want grads = run_float64(c, in, nullptr);
+    // One random direction per input; the derivative along it is the sum of <gradient, dir>.
+    std::vector<std::vector<double>> dir;
+    for (size_t k = 0; k < base.size(); ++k) {
+      dir.push_back(testing::widen(random_floats(base[k].size(), 40 + static_cast<uint32_t>(k))));
+    }
+    // Parameters the case does not have, and the branch of a plain norm, do not move.
+    if (c.fusion == Fusion::none) std::fill(dir[1].begin(), dir[1].end(), 0.0);
+    if (!c.affine) std::fill(dir[2].begin(), dir[2].end(), 0.0);
+    if (!c.affine || !centres(c)) std::fill(dir[3].begin(), dir[3].end(), 0.0);
+    const std::vector<double>& d_other = c.fusion == Fusion::pre_norm ? grads.dx : grads.ds;
+    const std::vector<const std::vector<double>*> gradient = {&grads.dx, &d_other, &grads.dgamma,
+                                                              &grads.dbeta};
+    double analytic = 0, magnitude = 0;
+    for (size_t k = 0; k < base.size(); ++k) {
+      for (size_t i = 0; i < base[k].size(); ++i) {
+        analytic += (*gradient[k])[i] * dir[k][i];
+        magnitude += std::fabs((*gradient[k])[i] * dir[k][i]);
+      }
+    }
+    const double t = 1e-5;
+    const double numeric =
+        (objective(c, in, base, dir, t) - objective(c, in, base, dir, -t)) / (2 * t);
+    EXPECT_NEAR(numeric, analytic, 1e-6 * (magnitude + 1.0));
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);  // the filter kept the table's small cases
+}
+
+}  // namespace
+}  // namespace addnorm
