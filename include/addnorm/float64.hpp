@@ -30,6 +30,7 @@ using SavedStats = BasicSavedStats<double>;
 using NormOptions = BasicNormOptions<double>;
 using LayerNormGrads = BasicLayerNormGrads<double>;
 using RmsNormGrads = BasicRmsNormGrads<double>;
+using NormGrads = BasicNormGrads<double>;
 using GroupNormOptions = BasicGroupNormOptions<double>;
 using GroupNormGrads = BasicGroupNormGrads<double>;
 using BatchNormOptions = BasicBatchNormOptions<double>;
@@ -52,6 +53,11 @@ void rms_norm(ConstView x, const Shape& normalized_shape, MutableView y,
 void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
                        const RmsNormGrads& grads, const NormOptions& options = {},
                        OptionalConst saved_rstd = {});
+
+void norm(ConstView x, const Shape& normalized_shape, MutableView y,
+          const NormOptions& options = {}, std::optional<NormStats> stats = {});
+void norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape, const NormGrads& grads,
+                   const NormOptions& options = {}, std::optional<SavedStats> saved = {});
 
 void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats = {});

@@ -184,6 +184,21 @@ void rms_norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_
                        OptionalConst saved_rstd = {});
 
 // ---------------------------------------------------------------------------------------------
+// Any row norm through one entry point: the kind options.norm names (LayerNorm when absent), with
+// the same checks and the same bits as layer_norm or rms_norm, so that a caller holding a
+// NormOptions needs no switch over NormKind of its own. stats->mean and saved->mean are read or
+// written for a centring kind only (otherwise ignored; they may be empty); dbeta is refused for
+// a kind without a shift, as beta is.
+void norm(AnyConstView x, const Shape& normalized_shape, AnyMutableView y,
+          const NormOptions& options = {}, std::optional<NormStats> stats = {});
+template <class T>
+using BasicNormGrads = BasicLayerNormGrads<T>;  // dx, and dgamma and dbeta where the kind has them
+using NormGrads = BasicNormGrads<float>;
+void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shape,
+                   const NormGrads& grads, const NormOptions& options = {},
+                   std::optional<SavedStats> saved = {});
+
+// ---------------------------------------------------------------------------------------------
 // GroupNorm over x shaped (N, C, *) (PyTorch's nn.GroupNorm; ONNX GroupNormalization-21): the C
 // channels form num_groups groups of C / num_groups consecutive channels, and each sample's group
 // is normalised over its channels and all their positions, as a LayerNorm row would be; gamma

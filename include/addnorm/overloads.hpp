@@ -23,6 +23,8 @@ using addnorm::group_norm;
 using addnorm::group_norm_backward;
 using addnorm::layer_norm;
 using addnorm::layer_norm_backward;
+using addnorm::norm;
+using addnorm::norm_backward;
 using addnorm::rms_norm;
 using addnorm::rms_norm_backward;
 using float64::add;
@@ -38,6 +40,8 @@ using float64::group_norm;
 using float64::group_norm_backward;
 using float64::layer_norm;
 using float64::layer_norm_backward;
+using float64::norm;
+using float64::norm_backward;
 using float64::rms_norm;
 using float64::rms_norm_backward;
 

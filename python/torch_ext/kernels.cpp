@@ -258,28 +258,14 @@ void norm_into(const at::Tensor& x, const at::Tensor& y, const NormTensors& t,
   const Shape shape = shape_of(spec.normalized_shape);
   if (is_16_bit(x.scalar_type())) {
     return run_library([&] {
-      const NormOptions options = any_norm_options(t, spec);
-      switch (spec.kind) {
-        case NormKind::rms_norm:
-          return rms_norm(any_view(x), shape, any_mutable(y), options,
-                          optional_mutable<float>(t.rstd));
-        case NormKind::layer_norm:
-          return layer_norm(any_view(x), shape, any_mutable(y), options, stats_out<float>(t));
-      }
+      norm(any_view(x), shape, any_mutable(y), any_norm_options(t, spec), stats_out<float>(t));
     });
   }
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
-      const BasicNormOptions<T> options = norm_options<T>(t, spec);
-      switch (spec.kind) {
-        case NormKind::rms_norm:
-          return library::rms_norm(const_view<T>(x), shape, mutable_view<T>(y), options,
-                                   optional_mutable<T>(t.rstd));
-        case NormKind::layer_norm:
-          return library::layer_norm(const_view<T>(x), shape, mutable_view<T>(y), options,
-                                     stats_out<T>(t));
-      }
+      library::norm(const_view<T>(x), shape, mutable_view<T>(y), norm_options<T>(t, spec),
+                    stats_out<T>(t));
     });
   });
 }

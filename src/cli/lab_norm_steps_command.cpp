@@ -32,10 +32,10 @@ std::string signed_bar(double value, double max, int half_width = 16) {
 
 std::string render(const lab::NormStepsResult& result) {
   const lab::NormStepsParams& p = result.params;
-  const bool layer = p.norm == lab::StepsNorm::layer_norm;
+  const bool layer = norm_traits(p.norm).centres;
   std::string text = std::string("norm-steps: ") + (layer ? "LayerNorm" : "RMSNorm") + " of a " +
                      std::to_string(p.x.size()) + "-value vector, eps " + general(p.eps, 6) +
-                     ", float32 through addnorm::" + lab::steps_norm_name(p.norm) + "\n";
+                     ", float32 through addnorm::" + norm_traits(p.norm).name + "\n";
   double max = 0.0;
   for (const lab::NormStep& step : result.steps) {
     for (double v : step.values) max = std::max(max, std::fabs(v));

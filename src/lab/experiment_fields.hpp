@@ -37,8 +37,15 @@ template <>
 struct EnumText<GrowthMode> : EnumTextOf<GrowthMode, growth_mode_name, parse_growth_mode> {};
 template <>
 struct EnumText<MapSchedule> : EnumTextOf<MapSchedule, map_schedule_name, parse_map_schedule> {};
+// A row norm by the faces' names (norm_kind.hpp): the library's own spelling and error.
+inline std::string norm_kind_name(NormKind kind) {
+  return norm_traits(kind).name;
+}
+inline NormKind parse_norm_kind(const std::string& name) {
+  return norm_kind_from(name);
+}
 template <>
-struct EnumText<StepsNorm> : EnumTextOf<StepsNorm, steps_norm_name, parse_steps_norm> {};
+struct EnumText<NormKind> : EnumTextOf<NormKind, norm_kind_name, parse_norm_kind> {};
 
 // Runs table a's fields, then table b's.
 template <class A, class B>

@@ -37,16 +37,6 @@ std::vector<double> to_doubles(const Tensor& tensor) {
 
 }  // namespace
 
-std::string steps_norm_name(StepsNorm norm) {
-  return norm == StepsNorm::layer_norm ? "layer_norm" : "rms_norm";
-}
-
-StepsNorm parse_steps_norm(const std::string& name) {
-  if (name == "layer_norm") return StepsNorm::layer_norm;
-  if (name == "rms_norm") return StepsNorm::rms_norm;
-  throw Error("norm is \"" + name + "\", expected layer_norm or rms_norm");
-}
-
 NormStepsParams norm_steps_preset(const std::string& name) {
   NormStepsParams params;  // the defaults are the "page" preset
   if (name == "page") return params;
@@ -76,7 +66,7 @@ NormStepsResult run_norm_steps(const NormStepsParams& params) {
   NormStepsResult result;
   result.params = params;
   const size_t dim = params.x.size();
-  const bool layer = params.norm == StepsNorm::layer_norm;
+  const bool layer = norm_traits(params.norm).centres;
   result.gamma = per_feature(params.gamma, dim);
   result.beta = layer ? per_feature(params.beta, dim) : std::vector<double>(dim, 0.0);
   result.beta_applied = layer;
@@ -87,17 +77,13 @@ NormStepsResult run_norm_steps(const NormStepsParams& params) {
   const Tensor beta = to_tensor(result.beta, shape);
   const auto eps = static_cast<float>(params.eps);
   Tensor normalised(shape), output(shape), mean({1}), rstd({1});
-  if (layer) {
-    NormOptions plain{.gamma = {}, .beta = {}, .eps = eps};
-    layer_norm(x.view(), shape, normalised.view(), plain, NormStats{mean.view(), rstd.view()});
-    NormOptions affine{.gamma = gamma.cview(), .beta = beta.cview(), .eps = eps};
-    layer_norm(x.view(), shape, output.view(), affine);
-  } else {
-    NormOptions plain{.gamma = {}, .zero_centered_gamma = false, .eps = eps};
-    rms_norm(x.view(), shape, normalised.view(), plain, rstd.view());
-    NormOptions affine{.gamma = gamma.cview(), .zero_centered_gamma = false, .eps = eps};
-    rms_norm(x.view(), shape, output.view(), affine);
-  }
+  const NormOptions plain{.norm = params.norm, .eps = eps};
+  norm(x.view(), shape, normalised.view(), plain, NormStats{mean.view(), rstd.view()});
+  const NormOptions affine{.norm = params.norm,
+                           .gamma = gamma.cview(),
+                           .beta = layer ? OptionalConst(beta.cview()) : std::nullopt,
+                           .eps = eps};
+  norm(x.view(), shape, output.view(), affine);
   result.op_mean = layer ? mean[0] : 0.0;
   result.op_divisor = 1.0 / static_cast<double>(rstd[0]);
 

@@ -112,13 +112,9 @@ void Norm::forward(const Tensor& x, Tensor& y, bool training) {
   const int64_t rows = x.numel() / dim_;
   const Shape feature{dim_};
   switch (type_) {
-    case NormType::layer_norm: {
-      layer_norm(x.view(), feature, y.view(), norm_options(), stats_for(rows));
-      break;
-    }
+    case NormType::layer_norm:
     case NormType::rms_norm: {
-      stats_for(rows);
-      rms_norm(x.view(), feature, y.view(), norm_options(), rstd_.view());
+      norm(x.view(), feature, y.view(), norm_options(), stats_for(rows));
       break;
     }
     case NormType::batch_norm: {
@@ -139,15 +135,12 @@ void Norm::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool training
   ensure_shape(dx, x.shape());
   const Shape feature{dim_};
   switch (type_) {
-    case NormType::layer_norm: {
-      layer_norm_backward(dy.view(), x.view(), feature,
-                          {dx.view(), dgamma_scratch_.view(), dbeta_scratch_.view()},
-                          norm_options(), saved_stats());
-      break;
-    }
+    case NormType::layer_norm:
     case NormType::rms_norm: {
-      rms_norm_backward(dy.view(), x.view(), feature, {dx.view(), dgamma_scratch_.view()},
-                        norm_options(), rstd_.cview());
+      const OptionalMutable dbeta =
+          has_beta() ? OptionalMutable(dbeta_scratch_.view()) : std::nullopt;
+      norm_backward(dy.view(), x.view(), feature, {dx.view(), dgamma_scratch_.view(), dbeta},
+                    norm_options(), saved_stats());
       break;
     }
     case NormType::batch_norm: {

@@ -1,5 +1,5 @@
-// LayerNorm and RMSNorm on float64 views (addnorm/float64.hpp): the float32 ops' checks
-// (op_checks.hpp), then the reference kernels.
+// LayerNorm, RMSNorm and the entry point of any kind on float64 views (addnorm/float64.hpp): the
+// float32 ops' checks (op_checks.hpp), then the reference kernels.
 #include "addnorm/float64.hpp"
 #include "ops/float64_norm_rows.hpp"
 #include "ops/op_checks.hpp"
@@ -41,6 +41,29 @@ void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
       detail::check_rms_norm_backward(dy, x, normalized_shape, grads, options, saved_rstd);
   norm_backward(dy.data, x.data, nullptr, grads.dx.data, data_or_null(grads.dgamma), nullptr,
                 options, NormKind::rms_norm, data_or_null(saved_rstd), layout);
+}
+
+void norm(ConstView x, const Shape& normalized_shape, MutableView y, const NormOptions& options,
+          std::optional<NormStats> stats) {
+  const NormKind kind = kind_of(options, NormKind::layer_norm);
+  const bool centres = norm_traits(kind).centres;
+  const detail::RowLayout layout = detail::check_norm_forward<double>(
+      kind, x, normalized_shape, y, options, stats && centres ? &stats->mean : nullptr,
+      stats ? &stats->rstd : nullptr);
+  if (stats && !centres) stats->mean = {};  // a kind that does not centre writes no mean
+  norm_forward(x.data, y.data, options, kind, stats, layout);
+}
+
+void norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape, const NormGrads& grads,
+                   const NormOptions& options, std::optional<SavedStats> saved) {
+  const NormKind kind = kind_of(options, NormKind::layer_norm);
+  const bool centres = norm_traits(kind).centres;
+  const detail::RowLayout layout = detail::check_norm_backward<double>(
+      kind, dy, x, normalized_shape, grads.dx, grads.dgamma, grads.dbeta, options,
+      saved && centres ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
+  norm_backward(dy.data, x.data, nullptr, grads.dx.data, data_or_null(grads.dgamma),
+                data_or_null(grads.dbeta), options, kind, saved ? saved->rstd.data : nullptr,
+                layout);
 }
 
 }  // namespace addnorm::float64

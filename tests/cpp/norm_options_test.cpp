@@ -97,6 +97,10 @@ TEST_P(NormDefaults, EveryEntryPointRunsTheSameNormWithTheDocumentedEps) {
       break;
   }
   EXPECT_EQ(y_named, plain);
+  // So does the entry point of any kind, with only the kind named.
+  std::vector<float> y_any(x.size());
+  norm(ConstView{x.data(), shape}, normalized, MutableView{y_any.data(), shape}, fused);
+  EXPECT_EQ(y_any, plain);
 
   // float64 views: the same defaults.
   const std::vector<double> x64 = widen(x);
@@ -114,6 +118,69 @@ TEST_P(NormDefaults, EveryEntryPointRunsTheSameNormWithTheDocumentedEps) {
   for (size_t i = 0; i < y64.size(); ++i) {
     ASSERT_NEAR(y64[i], want[i], 1e-9 * (1.0 + std::abs(want[i]))) << i;
   }
+  std::vector<double> y64_any(x.size());
+  float64::norm(x64_view, normalized, {y64_any.data(), shape}, {.norm = kind});
+  EXPECT_EQ(y64_any, y64);
+}
+
+// norm and norm_backward are layer_norm / rms_norm and their backwards, bit for bit, with every
+// output: y, the saved statistics (mean a centring kind's only), dx, dgamma and dbeta.
+TEST_P(NormDefaults, TheEntryPointOfAnyKindIsThePlainOp) {
+  const NormKind kind = GetParam();
+  const bool centres = norm_traits(kind).centres;
+  const Shape shape{kRows, kDim}, normalized{kDim}, rows{kRows};
+  const std::vector<float> x = testing::random_floats(kRows * kDim, 1, -2.0f, 3.0f);
+  const std::vector<float> dy = testing::random_floats(x.size(), 2);
+  const std::vector<float> gamma = testing::random_floats(kDim, 3, 0.5f, 1.5f);
+  const std::vector<float> beta = testing::random_floats(kDim, 4);
+  const NormOptions options{
+      .norm = kind,
+      .gamma = ConstView{gamma.data(), normalized},
+      .beta = centres ? OptionalConst(ConstView{beta.data(), normalized}) : std::nullopt};
+  struct Outputs {
+    std::vector<float> y = std::vector<float>(kRows * kDim), mean = std::vector<float>(kRows),
+                       rstd = std::vector<float>(kRows), dx = std::vector<float>(kRows * kDim),
+                       dgamma = std::vector<float>(kDim), dbeta = std::vector<float>(kDim);
+  } any, own;
+  const ConstView xv{x.data(), shape}, dyv{dy.data(), shape};
+  norm(xv, normalized, MutableView{any.y.data(), shape}, options,
+       NormStats{{any.mean.data(), rows}, {any.rstd.data(), rows}});
+  const OptionalMutable any_dbeta =
+      centres ? OptionalMutable(MutableView{any.dbeta.data(), normalized}) : std::nullopt;
+  norm_backward(
+      dyv, xv, normalized,
+      {MutableView{any.dx.data(), shape}, MutableView{any.dgamma.data(), normalized}, any_dbeta},
+      options);
+  switch (kind) {
+    case NormKind::layer_norm:
+      layer_norm(xv, normalized, MutableView{own.y.data(), shape}, options,
+                 NormStats{{own.mean.data(), rows}, {own.rstd.data(), rows}});
+      layer_norm_backward(
+          dyv, xv, normalized,
+          {MutableView{own.dx.data(), shape}, MutableView{own.dgamma.data(), normalized},
+           MutableView{own.dbeta.data(), normalized}},
+          options);
+      break;
+    case NormKind::rms_norm:
+      rms_norm(xv, normalized, MutableView{own.y.data(), shape}, options,
+               MutableView{own.rstd.data(), rows});
+      rms_norm_backward(
+          dyv, xv, normalized,
+          {MutableView{own.dx.data(), shape}, MutableView{own.dgamma.data(), normalized}}, options);
+      break;
+  }
+  EXPECT_EQ(any.y, own.y);
+  EXPECT_EQ(any.mean, own.mean);  // zeros both for RMSNorm: nothing is written
+  EXPECT_EQ(any.rstd, own.rstd);
+  EXPECT_EQ(any.dx, own.dx);
+  EXPECT_EQ(any.dgamma, own.dgamma);
+  EXPECT_EQ(any.dbeta, own.dbeta);
+  // The statistics are real: rstd of the first row from its float64 definition.
+  double mean = 0, square = 0;
+  for (int64_t i = 0; i < kDim; ++i) mean += x[static_cast<size_t>(i)] / double(kDim);
+  if (!centres) mean = 0;
+  for (int64_t i = 0; i < kDim; ++i) square += std::pow(x[static_cast<size_t>(i)] - mean, 2) / kDim;
+  EXPECT_NEAR(any.rstd[0], 1 / std::sqrt(square + norm_traits(kind).default_eps), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, NormDefaults,
@@ -137,12 +204,23 @@ TEST(NormOptions, APlainOpRefusesAnotherKindAndFieldsItsKindHasNoUseFor) {
   std::vector<float> y(x.size(), -7.0f);
   const ConstView xv{x.data(), shape}, bv{beta.data(), normalized};
   const MutableView yv{y.data(), shape};
+  const std::vector<float> untouched(x.size(), -7.0f);
   expect_refused("norm", [&] { rms_norm(xv, normalized, yv, {.norm = NormKind::layer_norm}); });
   expect_refused("norm", [&] { layer_norm(xv, normalized, yv, {.norm = NormKind::rms_norm}); });
   expect_refused("beta", [&] { rms_norm(xv, normalized, yv, {.beta = bv}); });
   expect_refused("zero_centered_gamma",
                  [&] { layer_norm(xv, normalized, yv, {.zero_centered_gamma = true}); });
-  const std::vector<float> untouched(x.size(), -7.0f);
+  // The entry point of any kind checks the kind it runs the same way.
+  expect_refused("beta",
+                 [&] { norm(xv, normalized, yv, {.norm = NormKind::rms_norm, .beta = bv}); });
+  std::vector<float> dx(x.size(), -7.0f), dbeta(kDim, -7.0f);
+  expect_refused("dbeta", [&] {
+    norm_backward(
+        xv, xv, normalized,
+        {MutableView{dx.data(), shape}, std::nullopt, MutableView{dbeta.data(), normalized}},
+        {.norm = NormKind::rms_norm});
+  });
+  EXPECT_EQ(dx, untouched);
   EXPECT_EQ(y, untouched);
 }
 

@@ -14,21 +14,19 @@
 #include <string>
 #include <vector>
 
-namespace addnorm::lab {
+#include "addnorm/norm_kind.hpp"
 
-enum class StepsNorm { layer_norm, rms_norm };
+namespace addnorm::lab {
 
 struct NormStepsParams {
   std::vector<double> x{2.0, -3.0, 1.0, 4.0};  // 1 to 4096 values, each in [-1e30, 1e30]
   std::vector<double> gamma{2.0};              // one value (for every feature) or one per feature
   std::vector<double> beta{0.5};               // the same; ignored (and reported so) for RMSNorm
-  StepsNorm norm = StepsNorm::layer_norm;
-  double eps = 0.0;  // in [0, 1]
+  NormKind norm = NormKind::layer_norm;        // by the faces' names, "layer_norm" or "rms_norm"
+  double eps = 0.0;                            // in [0, 1]
 };
 // "page" or "cat"; throws Error for another name.
 NormStepsParams norm_steps_preset(const std::string& name);
-std::string steps_norm_name(StepsNorm norm);          // "layer_norm", "rms_norm"
-StepsNorm parse_steps_norm(const std::string& name);  // throws Error for another name
 
 struct NormStep {
   std::string name;            // "input", "centred", "normalised", "scaled and shifted"

@@ -164,15 +164,9 @@ Outputs run_fast(const NormCase& c, Inputs& in) {
   const DropoutOptions dropout{.p = c.dropout_p, .seed = 99, .offset = 5};
   switch (c.fusion) {
     case Fusion::none:
-      if (centres(c)) {
-        layer_norm(in.x.view(), normalized, out.y.writable(), options, stats);
-        layer_norm_backward(in.dy.view(), in.x.view(), normalized,
-                            {out.dx.writable(), dgamma, dbeta}, options);
-      } else {
-        rms_norm(in.x.view(), normalized, out.y.writable(), options, stats.rstd);
-        rms_norm_backward(in.dy.view(), in.x.view(), normalized, {out.dx.writable(), dgamma},
-                          options);
-      }
+      norm(in.x.view(), normalized, out.y.writable(), options, stats);
+      norm_backward(in.dy.view(), in.x.view(), normalized, {out.dx.writable(), dgamma, dbeta},
+                    options);
       break;
     case Fusion::pre_norm:
       add_norm_pre(in.x.view(), in.other.view(), normalized, out.h.writable(), out.y.writable(),
@@ -191,20 +185,13 @@ Outputs run_fast(const NormCase& c, Inputs& in) {
   return out;
 }
 
-// y of the plain op (layer_norm or rms_norm) of the case's norm at `x`.
+// y of the plain norm (addnorm::norm, the same bits as layer_norm or rms_norm) at `x`.
 Stored plain_norm_of(const NormCase& c, const Inputs& in, const Stored& x) {
   Stored y(x.size(), y_storage(c), in.shape);
   const Shape normalized{c.dim};
   const ConstView gamma{in.gamma.data(), normalized}, beta{in.beta.data(), normalized};
   const NormOptions options = options_of<float>(c, AnyConstView(gamma), AnyConstView(beta));
-  switch (c.norm) {
-    case NormKind::layer_norm:
-      layer_norm(x.view(), normalized, y.writable(), options);
-      break;
-    case NormKind::rms_norm:
-      rms_norm(x.view(), normalized, y.writable(), options);
-      break;
-  }
+  norm(x.view(), normalized, y.writable(), options);
   return y;
 }
 

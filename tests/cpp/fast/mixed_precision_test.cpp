@@ -27,18 +27,6 @@ using testing::widen_all;
 using testing::widen_one;
 using testing::within_storage_ulp;
 
-// y = Norm(x) through layer_norm or rms_norm, with the description the fused ops take too.
-void norm_forward(AnyConstView x, const Shape& normalized, AnyMutableView y,
-                  const NormOptions& options = {}, std::optional<NormStats> stats = {}) {
-  switch (kind_of(options, NormKind::layer_norm)) {
-    case NormKind::layer_norm:
-      return layer_norm(x, normalized, y, options, stats);
-    case NormKind::rms_norm:
-      return rms_norm(x, normalized, y, options,
-                      stats ? OptionalMutable(stats->rstd) : std::nullopt);
-  }
-}
-
 // h = x + r and y = Norm(h) through add_norm_pre.
 void pre_norm_forward(AnyConstView x, AnyConstView r, const Shape& normalized, AnyMutableView h,
                       AnyMutableView y, const NormOptions& options = {},
@@ -46,25 +34,15 @@ void pre_norm_forward(AnyConstView x, AnyConstView r, const Shape& normalized, A
   add_norm_pre(x, r, normalized, h, y, options, stats);
 }
 
-// dx = Norm'(dy) at x (+ dh_next): layer_norm_backward or rms_norm_backward, or with dh_next
-// add_norm_pre_backward (x then plays h).
-struct NormGrads {
-  AnyMutableView dx;
-  OptionalMutable dgamma;
-  OptionalMutable dbeta;
-};
-void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized, const NormGrads& grads,
-                   const NormOptions& options, std::optional<AnyConstView> dh_next = {}) {
+// dx = Norm'(dy) at x through norm_backward, or with dh_next through add_norm_pre_backward (x
+// then plays h).
+void backward_of(AnyConstView dy, AnyConstView x, const Shape& normalized, const NormGrads& grads,
+                 const NormOptions& options, std::optional<AnyConstView> dh_next = {}) {
   if (dh_next) {
     return add_norm_pre_backward(dy, dh_next, x, normalized, {grads.dx, grads.dgamma, grads.dbeta},
                                  options);
   }
-  switch (kind_of(options, NormKind::layer_norm)) {
-    case NormKind::layer_norm:
-      return layer_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma, grads.dbeta}, options);
-    case NormKind::rms_norm:
-      return rms_norm_backward(dy, x, normalized, {grads.dx, grads.dgamma}, options);
-  }
+  norm_backward(dy, x, normalized, grads, options);
 }
 
 TEST(Dtype, ScalarConversionsKnownValues) {
@@ -304,8 +282,8 @@ TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
   const int64_t rows = 37, dim = 200;
   const Shape shape{rows, dim}, normalized{dim};
   for (const DType dtype : {DType::bfloat16, DType::float16}) {
-    for (const NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
-      const bool layer = norm == NormKind::layer_norm;
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const bool layer = kind == NormKind::layer_norm;
       SCOPED_TRACE(std::string(dtype_name(dtype)) + (layer ? " layer" : " rms"));
       const auto x_bits = narrow_all(random_floats(rows * dim, 1, -3.0f, 5.0f), dtype);
       const auto dy_bits = narrow_all(random_floats(rows * dim, 2), dtype);
@@ -329,21 +307,20 @@ TEST(MixedPrecision, NarrowStorageForwardAndBackwardMatchFloat64) {
       }
       NormOptions options;
       options.eps = kEps;
-      options.eps = kEps;
-      options.norm = norm;
+      options.norm = kind;
       options.gamma = AnyConstView(gamma_bits.data(), normalized, dtype);
       if (layer) options.beta = AnyConstView(ConstView{beta.data(), normalized});
       std::vector<uint16_t> y_bits(x.size()), dx_bits(x.size());
       std::vector<float> rstd(rows), dgamma(dim);
-      norm_forward(AnyConstView(x_bits.data(), shape, dtype), normalized,
-                   AnyMutableView(y_bits.data(), shape, dtype), options,
-                   NormStats{MutableView{dgamma.data(), {rows}}, {rstd.data(), {rows}}});
+      norm(AnyConstView(x_bits.data(), shape, dtype), normalized,
+           AnyMutableView(y_bits.data(), shape, dtype), options,
+           NormStats{MutableView{dgamma.data(), {rows}}, {rstd.data(), {rows}}});
       EXPECT_TRUE(within_storage_ulp(widen_all(y_bits, dtype), want_y, dtype, 1.0));
-      norm_backward(AnyConstView(dy_bits.data(), shape, dtype),
-                    AnyConstView(x_bits.data(), shape, dtype), normalized,
-                    {AnyMutableView(dx_bits.data(), shape, dtype),
-                     MutableView{dgamma.data(), normalized}, std::nullopt},
-                    options);
+      backward_of(AnyConstView(dy_bits.data(), shape, dtype),
+                  AnyConstView(x_bits.data(), shape, dtype), normalized,
+                  {AnyMutableView(dx_bits.data(), shape, dtype),
+                   MutableView{dgamma.data(), normalized}, std::nullopt},
+                  options);
       EXPECT_TRUE(within_storage_ulp(widen_all(dx_bits, dtype), want_dx, dtype,
                                      8 * testing::max_abs(want_dx)));
       EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
@@ -496,9 +473,9 @@ TEST_P(NarrowNormOnEveryTarget, MatchesFloat64) {
             options.zero_centered_gamma = affine == 3;
             std::vector<uint16_t> y_bits(x.size());
             std::vector<float> mean(rows), rstd(rows);
-            norm_forward(AnyConstView(x_bits.data(), shape, dtype), normalized,
-                         AnyMutableView(y_bits.data(), shape, dtype), options,
-                         NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
+            norm(AnyConstView(x_bits.data(), shape, dtype), normalized,
+                 AnyMutableView(y_bits.data(), shape, dtype), options,
+                 NormStats{MutableView{mean.data(), {rows}}, {rstd.data(), {rows}}});
             const auto y = widen_all(y_bits, dtype);
             for (int64_t row = 0; row < rows; ++row) {
               const auto at = static_cast<size_t>(row * dim);
@@ -564,13 +541,13 @@ TEST_P(NarrowNormOnEveryTarget, BackwardMatchesFloat64) {
     // dx written over dy (an allowed alias) in the variants with dh_next.
     std::vector<uint16_t> separate(count);
     uint16_t* dx_bits = with_dh ? dy_bits.data() : separate.data();
-    norm_backward(AnyConstView(dy_bits.data(), shape, dtype),
-                  AnyConstView(x_bits.data(), shape, dtype), normalized,
-                  {AnyMutableView(dx_bits, shape, dtype), MutableView{dgamma.data(), normalized},
-                   std::nullopt},
-                  options,
-                  with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
-                          : std::nullopt);
+    backward_of(AnyConstView(dy_bits.data(), shape, dtype),
+                AnyConstView(x_bits.data(), shape, dtype), normalized,
+                {AnyMutableView(dx_bits, shape, dtype), MutableView{dgamma.data(), normalized},
+                 std::nullopt},
+                options,
+                with_dh ? std::optional<AnyConstView>(AnyConstView(dh_bits.data(), shape, dtype))
+                        : std::nullopt);
     const std::vector<uint16_t> got(dx_bits, dx_bits + count);
     EXPECT_TRUE(
         within_storage_ulp(widen_all(got, dtype), want_dx, dtype, 8 * testing::max_abs(want_dx)));
@@ -679,10 +656,10 @@ TEST_P(NarrowNormOnEveryTarget, BackwardWithFloat32StreamMatchesFloat64) {
     // dx written over dh_next (an allowed alias: the same type) in the variants with it.
     std::vector<float> separate(count);
     float* dx = with_dh ? dh.data() : separate.data();
-    norm_backward(
-        AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
-        {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt}, options,
-        with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
+    backward_of(AnyConstView(dy_bits.data(), shape, dtype), ConstView{x.data(), shape}, normalized,
+                {MutableView{dx, shape}, MutableView{dgamma.data(), normalized}, std::nullopt},
+                options,
+                with_dh ? std::optional<AnyConstView>(ConstView{dh.data(), shape}) : std::nullopt);
     const std::vector<float> got(dx, dx + count);
     EXPECT_TRUE(testing::within_ulps(got, want_dx, 8, testing::max_abs(want_dx)));
     EXPECT_TRUE(testing::within_ulps(dgamma, want_dgamma, 4, 8.0));
@@ -746,8 +723,8 @@ TEST_P(NarrowNormOnEveryTarget, Float32StreamWithNarrowBranchMatchesFloat64) {
                 }
               }
             } else {
-              norm_forward(ConstView{x.data(), shape}, normalized,
-                           AnyMutableView(y_bits.data(), shape, dtype), options);
+              norm(ConstView{x.data(), shape}, normalized,
+                   AnyMutableView(y_bits.data(), shape, dtype), options);
             }
             expect_rows_within_unit(widen_all(y_bits, dtype), want_y, rows, dim, dtype,
                                     kind == "nan_row");
@@ -823,12 +800,12 @@ TEST(MixedPrecision, LargeBfloat16CallEqualsSmallOnes) {
   const auto x = narrow_all(random_floats(static_cast<size_t>(rows * dim), 66), DType::bfloat16);
   const Shape normalized{dim};
   std::vector<uint16_t> large(x.size()), small(x.size());
-  norm_forward(AnyConstView(x.data(), {rows, dim}, DType::bfloat16), normalized,
-               AnyMutableView(large.data(), {rows, dim}, DType::bfloat16));
+  norm(AnyConstView(x.data(), {rows, dim}, DType::bfloat16), normalized,
+       AnyMutableView(large.data(), {rows, dim}, DType::bfloat16));
   for (int64_t first = 0; first < rows; first += part) {
     const auto at = static_cast<size_t>(first * dim);
-    norm_forward(AnyConstView(x.data() + at, {part, dim}, DType::bfloat16), normalized,
-                 AnyMutableView(small.data() + at, {part, dim}, DType::bfloat16));
+    norm(AnyConstView(x.data() + at, {part, dim}, DType::bfloat16), normalized,
+         AnyMutableView(small.data() + at, {part, dim}, DType::bfloat16));
   }
   EXPECT_TRUE(large == small);
 }

@@ -46,7 +46,7 @@ TEST(LabNormSteps, CatPreset) {
 
 TEST(LabNormSteps, RmsNormSkipsCentringAndBeta) {
   NormStepsParams params;
-  params.norm = StepsNorm::rms_norm;
+  params.norm = NormKind::rms_norm;
   const NormStepsResult result = run_norm_steps(params);
   EXPECT_FALSE(result.beta_applied);
   EXPECT_EQ(result.steps[1].values, result.steps[0].values);  // nothing subtracted
@@ -78,11 +78,12 @@ TEST(LabNormSteps, RefusesBadParameters) {
   p.x = {1.0, INFINITY};
   EXPECT_THROW(run_norm_steps(p), Error);
   EXPECT_THROW(norm_steps_preset("dog"), Error);
-  EXPECT_THROW(parse_steps_norm("batch_norm"), Error);
+  EXPECT_THROW(norm_steps_params_from_json(nlohmann::json::parse(R"({"norm": "batch_norm"})")),
+               Error);
   const NormStepsParams cat = norm_steps_params_from_json(
       nlohmann::json::parse(R"({"preset": "cat", "norm": "rms_norm"})"));
   EXPECT_EQ(cat.x, (std::vector<double>{2.0, 4.0, 6.0, 8.0}));
-  EXPECT_EQ(cat.norm, StepsNorm::rms_norm);
+  EXPECT_EQ(cat.norm, NormKind::rms_norm);
 }
 
 // Steps 3 and 4 run in float32: a nonzero value float32 would turn into 0 is refused, as

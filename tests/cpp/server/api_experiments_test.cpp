@@ -145,7 +145,7 @@ TEST_F(ApiExperiments, NormStepsCatPresetAndSliders) {
   lab::NormStepsParams params;
   params.gamma = {0.5};
   params.beta = {-1.25};
-  params.norm = lab::StepsNorm::rms_norm;
+  params.norm = NormKind::rms_norm;
   EXPECT_EQ(answer, as_sent(lab::to_json(lab::run_norm_steps(params))));
   EXPECT_EQ(answer["beta_applied"], false);
 }
