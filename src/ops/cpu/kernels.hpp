@@ -63,18 +63,19 @@ struct DropoutInput {
 };
 
 // LayerNorm or RMSNorm (`norm`) over rows of x, with an optional fused residual add: when
-// `residual` is given, h = x + residual is written to `h` (rounded to the storage type) and
-// normalised as stored, instead of x. With `dropout` (post-norm), x + Dropout(s) is normalised
-// instead; x may then be of any storage type and y of any other.
+// `residual` is given, h = x + residual is written to `h` (rounded to the storage type; not
+// written where h is null) and normalised as stored, instead of x. With `dropout` (post-norm),
+// x + Dropout(s) is normalised instead; x may then be of any storage type and y of any other
+// (at p = 0 with a float32 x, the residual stage with h null runs it).
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
 // float32, or the bits (uint16_t) of a 16-bit type, in any of the nine pairings; gamma, beta,
 // mean and rstd are float32 either way.
 struct NormForward {
   const void* x = nullptr;
-  const void* residual = nullptr;         // nullable
-  void* h = nullptr;                      // required when residual is given; may be x or residual
-  const float* gamma = nullptr;           // nullable
-  const float* beta = nullptr;            // nullable; LayerNorm only
+  const void* residual = nullptr;  // nullable
+  void* h = nullptr;             // may be x or residual; null with a float32 stream: h is not kept
+  const float* gamma = nullptr;  // nullable
+  const float* beta = nullptr;   // nullable; LayerNorm only
   bool zero_centered_gamma = false;       // RMSNorm: scale by 1 + gamma
   void* y = nullptr;                      // may be x (or h) when of the same type
   DType storage = DType::float32;         // of x and h

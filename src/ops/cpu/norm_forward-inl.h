@@ -69,7 +69,7 @@ struct RowPointers {
   using Branch = typename SB::Elem;
   const Stream* x;
   const Branch* r;  // null without a residual
-  Stream* h;        // null without a residual
+  Stream* h;        // null without a residual, or where h is not kept (post-norm at p = 0)
   Branch* y;
 };
 template <class SS, class SB>
@@ -79,7 +79,7 @@ RowPointers<SS, SB> row_pointers(const NormForward& a, int64_t row) {
   const int64_t offset = row * a.dim;
   return {static_cast<const Stream*>(a.x) + offset,
           a.residual ? static_cast<const Branch*>(a.residual) + offset : nullptr,
-          a.residual ? static_cast<Stream*>(a.h) + offset : nullptr,
+          a.residual && a.h ? static_cast<Stream*>(a.h) + offset : nullptr,
           static_cast<Branch*>(a.y) + offset};
 }
 
@@ -105,10 +105,10 @@ float input_one(const RowPointers<SS, SB>& p, int64_t i) {
   }
 }
 
-// h = x + residual, stored (for the rows the float32 lanes do not normalise).
+// h = x + residual, stored to `h` (for the rows the float32 lanes do not normalise).
 template <class SS, class SB>
-void add_row(const RowPointers<SS, SB>& p, int64_t dim) {
-  for (int64_t i = 0; i < dim; ++i) store_one<SS>(p.h, i, input_one<SS, SB, true>(p, i));
+void add_row(const RowPointers<SS, SB>& p, typename SS::Elem* h, int64_t dim) {
+  for (int64_t i = 0; i < dim; ++i) store_one<SS>(h, i, input_one<SS, SB, true>(p, i));
 }
 
 // ---- statistics of a float32 stream: float64 lanes -------------------------------------------
@@ -348,13 +348,15 @@ HWY_INLINE void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo 
   const auto rstd_hi_v = hn::Set(df, rstd.hi), rstd_lo_v = hn::Set(df, rstd.lo);
   auto scalar = [&](int64_t i) {
     const float v = input_one<SS, SB, kResidual>(p, i);
-    if constexpr (kResidual) store_one<SS>(p.h, i, v);
+    if constexpr (kResidual) {
+      if (p.h) store_one<SS>(p.h, i, v);
+    }
     store_one<SB>(p.y, i, affine_one<kAffine>(x_hat_one(v, centre, rstd), gamma, beta, i));
   };
   const int64_t start = store_start<SB>(p.y, dim, kStream);
   for (int64_t i = 0; i < start; ++i) scalar(i);
   [[maybe_unused]] const bool stream_h =
-      kStream && kResidual && store_start<SS>(p.h + start, dim - start, true) == 0;
+      kStream && kResidual && p.h && store_start<SS>(p.h + start, dim - start, true) == 0;
   // The vector loop, stepping `next` along (a loop of its own without a next row, so that
   // short rows pay nothing for the interleaving).
   auto vectors = [&](auto& next) HWY_ATTR {
@@ -366,9 +368,10 @@ HWY_INLINE void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo 
         out[k] = affine<kAffine>(df, x_hat_lanes(v[k], hi_v, lo_v, rstd_hi_v, rstd_lo_v), gamma,
                                  beta, i + k * n);
       }
-      // h is stored in its own type already (finite: only finite rows come here).
+      // h is stored in its own type already (finite: only finite rows come here). The test of
+      // p.h is the same for the whole loop, which the compiler unswitches.
       if constexpr (kResidual) {
-        store_step<SS, false, kVectors>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
+        if (p.h) store_step<SS, false, kVectors>(df, v[0], v[kVectors - 1], p.h + i, stream_h);
       }
       store_step<SB, true, kVectors>(df, out[0], out[kVectors - 1], p.y + i, kStream);
       for (int64_t k = 0; k < kVectors; ++k) {
@@ -561,19 +564,28 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
     normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
     return;
   }
-  const typename SS::Elem* v = p.x;
+  // In float64 lanes from v, the row's input (x, or h as stored), or NaN.
+  auto from = [&](const typename SS::Elem* v) {
+    if (finite) {
+      with_affine(form, [&](auto affine_c) {
+        normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), w.gamma, w.beta, p.y,
+                                                  dim);
+      });
+    } else {
+      for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
+    }
+  };
   if constexpr (kResidual) {
-    add_row<SS, SB>(p, dim);
-    v = p.h;
+    if (!p.h) {  // h is not kept: this row's h in the thread's scratch
+      Scratch scratch;
+      typename SS::Elem* h = scratch.take<typename SS::Elem>(dim);
+      add_row<SS, SB>(p, h, dim);
+      return from(h);
+    }
+    add_row<SS, SB>(p, p.h, dim);
+    return from(p.h);
   }
-  if (finite) {
-    with_affine(form, [&](auto affine_c) {
-      normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), w.gamma, w.beta, p.y,
-                                                dim);
-    });
-  } else {
-    for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
-  }
+  from(p.x);
 }
 
 // ---- short rows: one row per float64 lane ----------------------------------------------------

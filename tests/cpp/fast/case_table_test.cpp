@@ -1,6 +1,7 @@
 // The case table (bench/case_table.hpp) in its three test modes:
 // - every case on every SIMD target compiled into this binary, forward and backward, against
-//   the float64 ops (addnorm/float64.hpp) on the same stored inputs;
+//   the float64 ops (addnorm/float64.hpp) on the same stored inputs, and each fused forward bit
+//   for bit against the add then the plain norm (pre-norm; post-norm without dropout);
 // - thread-count identity: every output, dgamma and dbeta included, the same bits on 1, 2 and 3
 //   threads, with enough rows that the call is spread and its reduction chunks end unevenly;
 // - finite differences: the float64 backward the other modes compare against is the derivative
@@ -293,6 +294,14 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
       EXPECT_TRUE(close(got.h, want.h, 0.5, 0.0, 0.0));
       // The fused op equals add followed by the plain norm of the stored h, bit for bit.
       EXPECT_EQ(got.y.bits(), plain_norm_of(c, in, got.h).bits());
+    }
+    if (c.fusion == Fusion::post_norm && c.dropout_p == 0) {
+      // Without dropout the fused op equals x + s, formed in float32, then the plain norm, bit
+      // for bit (float32 x runs as the residual stage with h not kept, other x as a block of h).
+      std::vector<float> h = in.x.values();
+      const std::vector<float> s = in.other.values();
+      for (size_t i = 0; i < h.size(); ++i) h[i] += s[i];
+      EXPECT_EQ(got.y.bits(), plain_norm_of(c, in, Stored(h, DType::float32, in.shape)).bits());
     }
     EXPECT_TRUE(close(got.y, want.y, 4, 4.0, 1.0));
     // A 16-bit stream's statistics are summed in float32 blocks (docs/numerics.md): up to 5.1
