@@ -46,21 +46,21 @@ void rms_norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape,
 void norm(ConstView x, const Shape& normalized_shape, MutableView y, const NormOptions& options,
           std::optional<NormStats> stats) {
   const NormKind kind = kind_of(options, NormKind::layer_norm);
-  const bool centres = norm_traits(kind).centres;
   const detail::RowLayout layout = detail::check_norm_forward<double>(
-      kind, x, normalized_shape, y, options, stats && centres ? &stats->mean : nullptr,
+      kind, x, normalized_shape, y, options, detail::norm_mean(stats, kind),
       stats ? &stats->rstd : nullptr);
-  if (stats && !centres) stats->mean = {};  // a kind that does not centre writes no mean
+  if (stats && !norm_traits(kind).centres)
+    stats->mean = {};  // a kind that does not centre
+                       // writes no mean
   norm_forward(x.data, y.data, options, kind, stats, layout);
 }
 
 void norm_backward(ConstView dy, ConstView x, const Shape& normalized_shape, const NormGrads& grads,
                    const NormOptions& options, std::optional<SavedStats> saved) {
   const NormKind kind = kind_of(options, NormKind::layer_norm);
-  const bool centres = norm_traits(kind).centres;
   const detail::RowLayout layout = detail::check_norm_backward<double>(
       kind, dy, x, normalized_shape, grads.dx, grads.dgamma, grads.dbeta, options,
-      saved && centres ? &saved->mean : nullptr, saved ? &saved->rstd : nullptr);
+      detail::norm_mean(saved, kind), saved ? &saved->rstd : nullptr);
   norm_backward(dy.data, x.data, nullptr, grads.dx.data, data_or_null(grads.dgamma),
                 data_or_null(grads.dbeta), options, kind, saved ? saved->rstd.data : nullptr,
                 layout);

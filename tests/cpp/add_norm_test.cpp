@@ -34,16 +34,10 @@ NormOptions options_for(const Case& c, const std::vector<float>& gamma,
   return options;
 }
 
-// Norm(h) through the unfused public ops.
+// Norm(h) through the unfused public op, with the same description the fused op took.
 void unfused_norm(const std::vector<float>& h, std::vector<float>& y, const Shape& shape,
                   const Shape& normalized, const NormOptions& options) {
-  // The same description the fused op took: one NormOptions for both.
-  switch (*options.norm) {
-    case NormKind::layer_norm:
-      return layer_norm({h.data(), shape}, normalized, {y.data(), shape}, options);
-    case NormKind::rms_norm:
-      return rms_norm({h.data(), shape}, normalized, {y.data(), shape}, options);
-  }
+  norm({h.data(), shape}, normalized, {y.data(), shape}, options);
 }
 
 TEST(AddNormPre, EqualsAddThenNormBitForBit) {

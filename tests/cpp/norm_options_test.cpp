@@ -221,6 +221,7 @@ TEST(NormOptions, APlainOpRefusesAnotherKindAndFieldsItsKindHasNoUseFor) {
         {.norm = NormKind::rms_norm});
   });
   EXPECT_EQ(dx, untouched);
+  EXPECT_EQ(dbeta, std::vector<float>(kDim, -7.0f));
   EXPECT_EQ(y, untouched);
 }
 

@@ -35,6 +35,18 @@ def assert_close(actual, expected, dtype, loose=1.0, terms=0.0):
                                atol=atol * loose * scale)
 
 
+def norm_terms(h, dy, weight, dims, norm, eps):
+    """The size of the terms a norm's dx is a difference of, rstd * |g| with g = dy * weight (the
+    scale the norm applies), at the norm's input h (docs/numerics.md bounds dx's error by it): a
+    row whose spread is below sqrt(eps) makes rstd large and dx far smaller than its terms."""
+    h64 = h.astype(np.float64)
+    axes = ref.axes_of(h, dims)
+    centre = h64.mean(axes, keepdims=True) if norm == "layer_norm" else 0.0
+    rstd = 1 / np.sqrt(((h64 - centre) ** 2).mean(axes) + eps)
+    g = np.abs(dy.astype(np.float64)) * (1.0 if weight is None else np.abs(weight).max())
+    return float(np.max(rstd)) * float(g.max())
+
+
 @st.composite
 def norm_cases(draw):
     """x of shape rows + normalized, its dtype, weight/bias presence, eps and a data seed."""
@@ -84,8 +96,7 @@ def test_layer_norm_forward_and_backward(case):
     dx, dweight, dbias = addnorm.layer_norm_backward(dy, x, dims, weight, bias, eps)
     torch_dx, torch_dw, torch_db = grads_of(expected, dy, [tx, tw, tb])
     # dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight: terms of this size.
-    g = np.abs(dy.astype(np.float64)) * (1.0 if weight is None else np.abs(weight).max())
-    terms = float(np.max(rstd)) * float(g.max())
+    terms = norm_terms(x, dy, weight, dims, "layer_norm", eps)
     assert_close(dx, torch_dx, dtype, loose=10, terms=terms)
     ref_dx, ref_dw, ref_db = ref.layer_norm_backward(dy.astype(np.float64), x.astype(np.float64),
                                                      dims, weight, eps)
@@ -136,8 +147,10 @@ def test_rms_norm_forward_and_backward(case, zero_centered):
     torch_dx, torch_dw = grads_of(expected, dy, [tx, tw])
     ref_dx, ref_dw = ref.rms_norm_backward(dy.astype(np.float64), x.astype(np.float64), dims,
                                            weight, eps, zero_centered)
-    assert_close(dx, torch_dx, dtype, loose=10)
-    assert_close(dx, ref_dx, dtype, loose=10)
+    scale = weight if weight is None or not zero_centered else 1 + weight
+    terms = norm_terms(x, dy, scale, dims, "rms_norm", eps)
+    assert_close(dx, torch_dx, dtype, loose=10, terms=terms)
+    assert_close(dx, ref_dx, dtype, loose=10, terms=terms)
     if weight is None:
         assert dweight is None
     else:
@@ -253,15 +266,8 @@ def test_add_norm_pre_forward_and_backward(case, norm, with_dh_next):
     torch_dh, torch_dw, torch_db = grads_of(expected, dy, [th, tw, tb])
     if dh_next is not None:
         torch_dh = torch_dh + torch.tensor(dh_next.astype(np.float64))
-    # The norm's part of dh is a difference of terms of size rstd * |g| (as in
-    # test_layer_norm_forward_and_backward): a row whose spread is below sqrt(eps) makes rstd
-    # large and the difference far smaller than its terms.
-    h64 = h.astype(np.float64)
-    axes = ref.axes_of(h, dims)
-    centre = h64.mean(axes, keepdims=True) if norm == "layer_norm" else 0.0
-    rstd = 1 / np.sqrt(((h64 - centre) ** 2).mean(axes) + eps)
-    g = np.abs(dy.astype(np.float64)) * (1.0 if weight is None else np.abs(weight).max())
-    assert_close(dh, torch_dh, dtype, loose=10, terms=float(np.max(rstd)) * float(g.max()))
+    # The norm's part of dh is a difference of terms of size rstd * |g|.
+    assert_close(dh, torch_dh, dtype, loose=10, terms=norm_terms(h, dy, weight, dims, norm, eps))
     if weight is not None:
         assert_close(dweight, torch_dw, dtype, loose=10)
     if bias is not None:
@@ -286,18 +292,20 @@ def test_add_norm_post_forward_and_backward(case, norm, p, seed, offset):
     mask = addnorm.dropout_mask(x.shape, p, seed, offset)
     tx, ts, tw, tb = leaf(x), leaf(s), leaf(weight), leaf(bias)
     th = tx + torch.where(torch.tensor(mask), ts / (1 - p), torch.zeros_like(ts))
+    # h is rounded to float32 before the norm, forward and backward: PyTorch's norm is taken at
+    # the rounded h, with the unrounded h's gradient path to x and s.
+    th = th + (torch.tensor(h.astype(np.float64)) - th).detach()
     expected = (F.layer_norm(th, dims, tw, tb, eps) if norm == "layer_norm"
                 else torch_rms_norm(th, dims, tw, eps, False))
-    # h is rounded to float32 before the norm: compare with the norm of the rounded h.
-    assert_close(y, (F.layer_norm if norm == "layer_norm" else
-                     lambda t, d, w, b, e: torch_rms_norm(t, d, w, e, False))(
-                         torch.tensor(h.astype(np.float64)), dims, tw, tb, eps), dtype)
+    assert_close(y, expected, dtype)
 
     dx, ds, dweight, dbias = addnorm.add_norm_post_backward(dy, x, s, dims, weight, bias, eps,
                                                             norm, p=p, seed=seed, offset=offset)
     torch_dx, torch_ds, torch_dw, torch_db = grads_of(expected, dy, [tx, ts, tw, tb])
-    assert_close(dx, torch_dx, dtype, loose=50)
-    assert_close(ds, torch_ds, dtype, loose=50)
+    # dx is a difference of terms of size rstd * |g| (ds the same, scaled by 1 / (1 - p)).
+    terms = norm_terms(h, dy, weight, dims, norm, eps)
+    assert_close(dx, torch_dx, dtype, loose=50, terms=terms)
+    assert_close(ds, torch_ds, dtype, loose=50, terms=terms / (1 - p))
     if weight is not None:
         assert_close(dweight, torch_dw, dtype, loose=50)
     if bias is not None:

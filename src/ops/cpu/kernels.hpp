@@ -66,7 +66,7 @@ struct DropoutInput {
 // `residual` is given, h = x + residual is written to `h` (rounded to the storage type; not
 // written where h is null) and normalised as stored, instead of x. With `dropout` (post-norm),
 // x + Dropout(s) is normalised instead; x may then be of any storage type and y of any other
-// (at p = 0 with a float32 x, the residual stage with h null runs it).
+// (at p = 0 with a float32 x and s of y's type, the residual stage with h null runs it).
 // x and h are rows of `storage` (the residual stream), residual and y rows of `branch_storage`:
 // float32, or the bits (uint16_t) of a 16-bit type, in any of the nine pairings; gamma, beta,
 // mean and rstd are float32 either way.

@@ -322,15 +322,15 @@ struct Parameters {
 };
 
 // y = affine(x_hat) with x_hat = (v - centre) * rstd in float32 lanes (lane_ops-inl.h), v from
-// the input stage; with a residual, h is stored too. y and h may be x or residual: each element
-// is loaded before it is stored. With kStream, y (and h, when it has y's alignment) is written
-// with non-temporal stores: an output larger than the cache then goes straight to memory
-// instead of first being read into the cache (a write-allocate) and evicting the inputs.
-// x_hat carries at most about three float32 roundings (one when v is near the centre, and for
-// RMSNorm), then one rounding to the storage type.
-// 16-bit outputs are rounded with the NaN handling (narrow-inl.h) here: a call whose gamma and
-// beta are finite could skip it, as the bfloat16 pairs do, but an instance per case would double
-// this kernel's instances (and compile time) for a few instructions per register.
+// the input stage; with a residual, h is stored too (where it is kept: h not null). y and h may be
+// x or residual: each element is loaded before it is stored. With kStream, y (and h, when it has
+// y's alignment) is written with non-temporal stores: an output larger than the cache then goes
+// straight to memory instead of first being read into the cache (a write-allocate) and evicting the
+// inputs. x_hat carries at most about three float32 roundings (one when v is near the centre, and
+// for RMSNorm), then one rounding to the storage type. 16-bit outputs are rounded with the NaN
+// handling (narrow-inl.h) here: a call whose gamma and beta are finite could skip it, as the
+// bfloat16 pairs do, but an instance per case would double this kernel's instances (and compile
+// time) for a few instructions per register.
 template <class SS, class SB, Affine kAffine, bool kResidual, bool kStream>
 HWY_INLINE void normalise_row(const RowPointers<SS, SB>& row, HiLo centre, HiLo rstd,
                               const Parameters& w, const int64_t dim,
@@ -1094,6 +1094,7 @@ void stream_forward_rows(const NormForward& a, int64_t begin, int64_t end) {
     using SB = decltype(branch_storage);
     if constexpr (SS::kHalf) {
       if (a.residual && !a.stream_outputs) {
+        HWY_DASSERT(a.h != nullptr);  // normalised from h as stored: a 16-bit stream keeps h
         add_then_norm_rows<SS, SB>(a, begin, end);
         return;
       }

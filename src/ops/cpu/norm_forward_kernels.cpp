@@ -49,17 +49,18 @@ bool streams_narrow_outputs() {
 }
 
 void norm_forward(const NormForward& call) {
-  const NormForward args = routed(call);
-  NormForward streamed = args;
-  // 16-bit outputs per CPU family (streams_narrow_outputs), except post-norm's: its forward is
-  // bound by the dropout mask's Philox work, and streaming measured 1.00-1.06x on AMD EPYC too.
-  // A call with a float32 output (y, or h where a residual is added) keeps streaming, as float32
-  // calls do.
+  // Whether the outputs stream is decided for the call as made (a post-norm call keeps post-norm's
+  // rule where it then runs as the residual stage). 16-bit outputs per CPU family
+  // (streams_narrow_outputs), except post-norm's: its forward is bound by the dropout mask's
+  // Philox work, and streaming measured 1.00-1.06x on AMD EPYC too. A call with a float32 output
+  // (y, or h where a residual is added) keeps streaming, as float32 calls do.
   const bool narrow =
-      args.branch_storage != DType::float32 && (!args.residual || args.storage != DType::float32);
-  streamed.stream_outputs =
-      streams_output(args.rows * args.dim * dtype_size(args.branch_storage)) &&
-      (!narrow || args.dropout || streams_narrow_outputs());
+      call.branch_storage != DType::float32 && (!call.residual || call.storage != DType::float32);
+  NormForward decided = call;
+  decided.stream_outputs = streams_output(call.rows * call.dim * dtype_size(call.branch_storage)) &&
+                           (!narrow || call.dropout || streams_narrow_outputs());
+  const NormForward streamed = routed(decided);
+  const NormForward& args = streamed;
   const ForwardRows rows = forward_rows_for(args);
   parallel_rows(args.rows, args.dim,
                 [&](int64_t begin, int64_t end) { rows(streamed, begin, end); });

@@ -196,14 +196,23 @@ Stored plain_norm_of(const NormCase& c, const Inputs& in, const Stored& x) {
   return y;
 }
 
+// Post-norm's h at p = 0: x + s, each widened to float32, added and rounded in float32.
+std::vector<float> post_norm_h(const Inputs& in) {
+  std::vector<float> h = in.x.values();
+  const std::vector<float> s = in.other.values();
+  for (size_t i = 0; i < h.size(); ++i) h[i] += s[i];
+  return h;
+}
+
 // The float64 ops' results on float64 copies of the stored inputs.
 struct Want {
   std::vector<double> y, h, dx, ds, mean, rstd, dgamma, dbeta;
 };
 
 // What the float64 ops give for the case. Pre-norm normalises the stream it stored, so its y and
-// dh are taken at `stored_h` (the fast op's h, itself checked against x + r); the other ops at the
-// inputs.
+// dh are taken at `stored_h` (the fast op's h, itself checked against x + r); post-norm at p = 0
+// normalises x + s rounded to float32, so its outputs are taken there when `stored_h` is given;
+// the other ops at the inputs.
 Want run_float64(const NormCase& c, const Inputs& in, const std::vector<double>& x,
                  const std::vector<double>& other, const std::vector<double>& gamma64,
                  const std::vector<double>& beta64, const std::vector<double>* stored_h) {
@@ -251,13 +260,18 @@ Want run_float64(const NormCase& c, const Inputs& in, const std::vector<double>&
                                      {{want.dx.data(), shape}, dgamma, dbeta}, options);
       break;
     }
-    case Fusion::post_norm:
-      float64::add_norm_post({x.data(), shape}, {other.data(), shape}, normalized,
+    case Fusion::post_norm: {
+      // At the stored h (x + s rounded to float32, p = 0) with s = 0, or at x and s.
+      const std::vector<double> zeros(count, 0.0);
+      const std::vector<double>& x_in = stored_h ? *stored_h : x;
+      const std::vector<double>& s_in = stored_h ? zeros : other;
+      float64::add_norm_post({x_in.data(), shape}, {s_in.data(), shape}, normalized,
                              {want.y.data(), shape}, options, dropout, stats);
       float64::add_norm_post_backward(
-          {dy.data(), shape}, {x.data(), shape}, {other.data(), shape}, normalized,
+          {dy.data(), shape}, {x_in.data(), shape}, {s_in.data(), shape}, normalized,
           {{want.dx.data(), shape}, {want.ds.data(), shape}, dgamma, dbeta}, options, dropout);
       break;
+    }
   }
   return want;
 }
@@ -288,8 +302,11 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
     SCOPED_TRACE(c.name());
     Inputs in(c);
     const Outputs got = run_fast(c, in);
-    const std::vector<double> stored_h = got.h.widened();
-    const Want want = run_float64(c, in, c.fusion == Fusion::pre_norm ? &stored_h : nullptr);
+    const std::vector<double> stored_h =
+        c.fusion == Fusion::post_norm ? testing::widen(post_norm_h(in)) : got.h.widened();
+    const bool at_stored_h =
+        c.fusion == Fusion::pre_norm || (c.fusion == Fusion::post_norm && c.dropout_p == 0);
+    const Want want = run_float64(c, in, at_stored_h ? &stored_h : nullptr);
     if (c.fusion == Fusion::pre_norm) {
       EXPECT_TRUE(close(got.h, want.h, 0.5, 0.0, 0.0));
       // The fused op equals add followed by the plain norm of the stored h, bit for bit.
@@ -298,10 +315,8 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
     if (c.fusion == Fusion::post_norm && c.dropout_p == 0) {
       // Without dropout the fused op equals x + s, formed in float32, then the plain norm, bit
       // for bit (float32 x runs as the residual stage with h not kept, other x as a block of h).
-      std::vector<float> h = in.x.values();
-      const std::vector<float> s = in.other.values();
-      for (size_t i = 0; i < h.size(); ++i) h[i] += s[i];
-      EXPECT_EQ(got.y.bits(), plain_norm_of(c, in, Stored(h, DType::float32, in.shape)).bits());
+      EXPECT_EQ(got.y.bits(),
+                plain_norm_of(c, in, Stored(post_norm_h(in), DType::float32, in.shape)).bits());
     }
     EXPECT_TRUE(close(got.y, want.y, 4, 4.0, 1.0));
     // A 16-bit stream's statistics are summed in float32 blocks (docs/numerics.md): up to 5.1
