@@ -27,10 +27,9 @@ using testing::overlap_message;
 using testing::partial_alias_message;
 using testing::Rejection;
 
-// Every call normalises tensors of shape [3, 8] over their last dim: 3 rows of 8.
-const Shape kX{3, 8};
-const Shape kDim{8};
-const Shape kRows{3};
+using testing::kDim;
+using testing::kRows;
+using testing::kX;
 
 // The rejections of gamma, beta, the norm-specific options and eps, shared by all four calls.
 template <class Call>

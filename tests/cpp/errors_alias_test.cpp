@@ -49,9 +49,9 @@ Buffers seeded(std::initializer_list<int64_t> sizes) {
   return buffers;
 }
 
-const Shape kX{3, 8};
-const Shape kDim{8};
-const Shape kRows{3};
+using testing::kDim;
+using testing::kRows;
+using testing::kX;
 const Shape kBatchX{4, 3, 5};
 const Shape kChannels{3};
 

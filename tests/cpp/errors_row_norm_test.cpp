@@ -28,10 +28,9 @@ using testing::Out;
 using testing::overlap_message;
 using testing::partial_alias_message;
 
-// Every call below normalises x of shape [3, 8] over its last dim: 3 rows of 8.
-const Shape kX{3, 8};
-const Shape kDim{8};
-const Shape kRows{3};
+using testing::kDim;
+using testing::kRows;
+using testing::kX;
 
 // ---------------------------------------------------------------------------------------------
 template <class T>

@@ -30,7 +30,7 @@ using testing::Out;
 using testing::partial_alias_message;
 using testing::Rejection;
 
-const Shape kX{3, 8};
+using testing::kX;
 
 // Checks that `make` throws addnorm::Error whose message contains every part.
 template <class Make>

@@ -23,6 +23,12 @@
 
 namespace addnorm::testing {
 
+// The shapes the error tests' row-norm calls use: x of [3, 8] normalised over its last dim,
+// 3 rows of 8.
+inline const Shape kX{3, 8};
+inline const Shape kDim{8};
+inline const Shape kRows{3};
+
 // Outputs start as a quiet NaN whose payload no op computes, so any write to them shows.
 inline const float kSentinel = std::bit_cast<float>(0x7fc0beefu);
 inline const double kSentinel64 = std::bit_cast<double>(0x7ff80000deadbeefull);
