@@ -60,8 +60,12 @@ inline RowMoments moments_from(double sum, double squares, double shift, int64_t
 
 // Float32 block sums (the 16-bit streams' statistics, forward and backward): values are summed
 // in float32 lanes, each lane flushed into float64 after this many additions, so a block's
-// rounding is at most about this many float32 roundings of the values' magnitude.
-inline constexpr int64_t kFloat32BlockAdditions = 64;
+// rounding is at most about this many float32 roundings of the values' magnitude. 64 additions
+// put a bfloat16 row's rstd up to 7.1 float32 ulp from float64 with 4 lanes (SSE4), 6.4 with 8
+// (AVX2) and 5.0 with 16 (AVX3, D = 8192), against the 4 that float32 rows keep; 16 additions
+// keep it within 1.9 on every lane count (dev/block_sums_error.py emulates the sums, 200 rows a
+// shape; the case table checks the kernels).
+inline constexpr int64_t kFloat32BlockAdditions = 16;
 
 // Whether sums shifted by an estimate of the mean (offset = mean(d), shifted_variance =
 // mean(d^2) - offset^2) keep the float32 block sums' rounding: var = E[d^2] - E[d]^2 amplifies

@@ -32,8 +32,8 @@ using testing::float_ulp;
 using testing::random_floats;
 
 // The bound's allowance for the block sums, in float32 roundings (2^-24) of the row's magnitude
-// times (1 + |x_hat|): kFloat32BlockAdditions (64) additions per lane, twice.
-constexpr double kBlockRoundings = 128;
+// times (1 + |x_hat|): kFloat32BlockAdditions additions per lane, twice.
+constexpr double kBlockRoundings = 2 * cpu::kFloat32BlockAdditions;
 constexpr int64_t kRows = 5, kStressed = 2;
 
 class NarrowBackward : public ::testing::TestWithParam<int64_t> {
