@@ -6,8 +6,8 @@
 // Vectors run across channels when length = 1 (x is [N, C]: neighbouring floats are neighbouring
 // channels, and the per-channel sums and constants are loaded as vectors) and along the length
 // otherwise (one channel's run of `length` floats, with its constants broadcast). With length 1
-// each pass walks several distant parts of x at once, a vector of each in turn (kStreams); with
-// length > 1 memory is walked in order, one sample [channels, length] after another.
+// each pass walks several distant parts of x at once, a vector of each in turn (kBatchNormStreams);
+// with length > 1 memory is walked in order, one sample [channels, length] after another.
 //
 // Numerics (docs/numerics.md): per-channel sums accumulate in float64 lanes as d = x - shift with
 // the channel's first value as shift; each fixed chunk of the batch sums its samples in order and
@@ -22,6 +22,7 @@
 #include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
+#include "ops/cpu/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -80,15 +81,12 @@ struct BackwardSums {
   double* dy_d;
 };
 
-// The passes over (N, C) input walk this many distant stretches of it in lock-step, a vector of
-// each in turn: the normalising pass and the backward's pass 2 four stretches of their range,
-// the statistics and the backward's pass 1 four chunks of the batch (for C < 512:
-// across_chunks). One stretch at a time ran at half the speed from memory (normalising pass:
-// 19-21 GB/s against 36-48 GB/s, one thread, AMD EPYC Zen 5, C = 64 to 1024, calls alternating
-// in one process): with six table loads and the arithmetic to each vector of x, too few cache
-// lines were in flight. Alternating between stretches in blocks (1 Ki to 64 Ki floats) instead
-// of by vector was slower than one stretch, and prefetching further ahead gained at most 11%.
-inline constexpr int kStreams = 4;
+// The passes over (N, C) input walk kBatchNormStreams (tuning.hpp) distant stretches of it in
+// lock-step, a vector of each in turn: the normalising pass and the backward's pass 2 stretches
+// of their range, the statistics and the backward's pass 1 chunks of the batch (for C < 512:
+// across_chunks). One stretch at a time ran at half the speed from memory: with six table loads
+// and the arithmetic to each vector of x, too few cache lines were in flight (docs/performance.md,
+// "Tunables: what was tried").
 
 struct SampleRange {
   int64_t begin, end;
@@ -144,9 +142,7 @@ void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
 // time prefetches from channel c: kPrefetchFloats on in the same sample, or, within that
 // distance of the sample's end, the same distance on in the same sample of the next group (kRows
 // samples further), which is what the pass reads next there. Prefetching past the end instead
-// (into the group's next sample, already being read) left the end of every sample unprefetched:
-// wrapping was 1.22-1.31x faster at C = 512 to 1024, 1.02-1.11x from C = 2048 (training
-// forward, one thread, calls alternating in one process, 64 MiB).
+// (into the group's next sample, already being read) left the end of every sample unprefetched.
 template <int kRows>
 int64_t group_prefetch_ahead(int64_t c, int64_t channels, int64_t stride) {
   return kPrefetchFloats + (c + kPrefetchFloats >= channels ? (kRows - 1) * stride : 0);
@@ -178,26 +174,21 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
   }
 }
 
-// How the statistics and the backward's pass 1 walk (N, C) input. A sample shorter than 2 KiB
-// (C < 512) is folded kSampleGroup samples at a time from kStreams chunks in lock-step: the
-// samples of one group are in effect one stream of x, and four chunks make four. Longer samples
-// are folded Fold::kLongGroup at a time from one chunk: each sample is a stream of its own (two
-// in the backward, x and dy), and a larger group loads and stores the per-channel accumulators
-// (which no longer stay in L1 beside the data) less often. The statistics take 8 samples (8
-// streams), the backward 4 (8 streams: its groups of 8 measured 0.9-0.95x at C = 4096).
-// Measured with calls alternating in one process (one thread, AMD EPYC Zen 5, training forward,
-// 64 MiB, before group_prefetch_ahead): the lock-step against one chunk of 4-sample groups
-// 1.18-1.47x at C = 128 to 512, 0.95-1.0x from C = 1024; groups of 8 against the lock-step
-// 1.11-1.22x at C = 768 to 4096, 0.94-1.02x at C = 256 and 512 (groups of 16: 1.02-1.13x).
-// With the wrapping prefetch, the lock-step measured 0.79-0.90x at C = 512 to 2048 again.
+// How the statistics and the backward's pass 1 walk (N, C) input. A sample shorter than
+// kLockStepMaxSampleBytes (tuning.hpp; 2 KiB, C < 512) is folded kSampleGroup samples at a time
+// from kBatchNormStreams chunks in lock-step: the samples of one group are in effect one stream of
+// x, and four chunks make four. Longer samples are folded Fold::kLongGroup at a time from one
+// chunk: each sample is a stream of its own (two in the backward, x and dy), and a larger group
+// loads and stores the per-channel accumulators (which no longer stay in L1 beside the data) less
+// often. The statistics take 8 samples (8 streams), the backward 4 (8 streams).
 inline bool lock_step_chunks(int64_t channels) {
-  return channels * int64_t{sizeof(float)} < 2048;
+  return channels * int64_t{sizeof(float)} < kLockStepMaxSampleBytes;
 }
 
 // The samples of `count` chunks of (N, C) input, folded by fold_at(chunk, first_sample) as
-// lock_step_chunks says: kStreams chunks in lock-step as far as the shortest goes, then the rest
-// of each chunk (every chunk of a smaller group) on its own. Either way each chunk's sums are
-// those of its samples in order.
+// lock_step_chunks says: kBatchNormStreams chunks in lock-step as far as the shortest goes, then
+// the rest of each chunk (every chunk of a smaller group) on its own. Either way each chunk's sums
+// are those of its samples in order.
 template <class FoldAt>
 void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const FoldAt& fold_at) {
   using Fold = decltype(fold_at(0, int64_t{0}));
@@ -215,14 +206,15 @@ void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const F
     return;
   }
   int64_t done = 0;
-  if (count == kStreams) {
+  if (count == kBatchNormStreams) {
     int64_t common = chunks[0].samples.end - chunks[0].samples.begin;
-    for (int k = 1; k < kStreams; ++k) {
+    for (int k = 1; k < kBatchNormStreams; ++k) {
       common = std::min(common, chunks[k].samples.end - chunks[k].samples.begin);
     }
     for (; done + kSampleGroup <= common; done += kSampleGroup) {
-      Fold folds[kStreams];
-      for (int k = 0; k < kStreams; ++k) folds[k] = fold_at(k, chunks[k].samples.begin + done);
+      Fold folds[kBatchNormStreams];
+      for (int k = 0; k < kBatchNormStreams; ++k)
+        folds[k] = fold_at(k, chunks[k].samples.begin + done);
       across_channels<kSampleGroup>(folds, channels, channels);
     }
   }
@@ -368,10 +360,10 @@ void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_
   // The stretches: a multiple of lcm(C, n) elements each, so that they start at channel c and
   // (for streaming stores) at aligned addresses.
   const int64_t unit = std::lcm(channels, n);
-  const int64_t stretch = (end - i) / (kStreams * unit) * unit;
+  const int64_t stretch = (end - i) / (kBatchNormStreams * unit) * unit;
   if (stretch > 0) {
-    normalise_windows<kStreams>(x + i, y + i, stretch, stretch, channels, c, t, stream);
-    i += kStreams * stretch;
+    normalise_windows<kBatchNormStreams>(x + i, y + i, stretch, stretch, channels, c, t, stream);
+    i += kBatchNormStreams * stretch;
   }
   const int64_t step = n % channels;
   for (; i + n <= end; i += n) {
@@ -646,24 +638,22 @@ void training_dx_along_length(const float* dy, const float* x, float* dx, int64_
   for (; i < length; ++i) dx[i] = training_dx_scalar(dy[i], x[i], t, c);
 }
 
-// Pass 2 over samples [begin, end). With length 1, kStreams samples from kStreams stretches of
-// the range go together, so that they are four streams of x and dy (kStreams): 1.05-1.12x the
-// speed of four consecutive samples at C = 64 to 4096 (whole backward, one thread, calls
-// alternating in one process); and with `stream` (length 1 only: training_dx_across_channels'
-// alignment), dx is written with non-temporal stores, fenced before returning: 1.07-1.10x at
-// C = 64 to 4096 (the same measurement).
+// Pass 2 over samples [begin, end). With length 1, kBatchNormStreams samples from as many
+// stretches of the range go together, so that they are that many streams of x and dy; and with
+// `stream` (length 1 only: training_dx_across_channels' alignment), dx is written with
+// non-temporal stores, fenced before returning.
 void backward_training_dx(const float* dy, const float* x, float* dx, const BatchShape& shape,
                           const BackwardTables& t, int64_t begin, int64_t end, bool stream) {
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
-    const int64_t stretch = (end - begin) / kStreams;
+    const int64_t stretch = (end - begin) / kBatchNormStreams;
     for (int64_t i = 0; i < stretch; ++i) {
       const int64_t offset = (begin + i) * channels;
-      training_dx_across_channels<kStreams>(dy + offset, x + offset, dx + offset,
-                                            stretch * channels, channels, t, stream);
+      training_dx_across_channels<kBatchNormStreams>(dy + offset, x + offset, dx + offset,
+                                                     stretch * channels, channels, t, stream);
     }
-    for_sample_groups(begin + kStreams * stretch, end, [&](int64_t first, auto rows) {
+    for_sample_groups(begin + kBatchNormStreams * stretch, end, [&](int64_t first, auto rows) {
       const int64_t offset = first * channels;
       training_dx_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
                                           t, stream);
@@ -849,18 +839,19 @@ void for_each_chunk(const BatchShape& shape, int64_t chunks, const Body& body) {
   parallel_chunks(chunks, shape.batch, shape.channels * shape.length, body);
 }
 
-// Runs body(group, count) over the batch's fixed chunks kStreams consecutive ones at a time
-// (fewer in the last group), groups spread over threads: group[k] is chunk first + k's samples
+// Runs body(group, count) over the batch's fixed chunks kBatchNormStreams consecutive ones at a
+// time (fewer in the last group), groups spread over threads: group[k] is chunk first + k's samples
 // and its sums in `partials`.
 template <class Body>
 void for_each_chunk_group(const BatchShape& shape, int64_t chunks, ChannelPartials& partials,
                           const Body& body) {
-  const int64_t groups = (chunks + kStreams - 1) / kStreams;
+  const int64_t groups = (chunks + kBatchNormStreams - 1) / kBatchNormStreams;
   parallel_chunks(groups, shape.batch, shape.channels * shape.length,
                   [&](int64_t group_index, int64_t, int64_t) {
-                    const int64_t first = group_index * kStreams;
-                    const int count = static_cast<int>(std::min<int64_t>(kStreams, chunks - first));
-                    SumsChunk group[kStreams] = {};
+                    const int64_t first = group_index * kBatchNormStreams;
+                    const int count =
+                        static_cast<int>(std::min<int64_t>(kBatchNormStreams, chunks - first));
+                    SumsChunk group[kBatchNormStreams] = {};
                     for (int k = 0; k < count; ++k) {
                       const int64_t chunk = first + k;
                       group[k].samples = {chunk_begin(shape.batch, chunks, chunk),

@@ -1,6 +1,6 @@
 // GroupNorm on the norm engine (group_norm_kernels.hpp). A block is a run of whole rows (one row
-// per (sample, group)) of at most kBlockValues values, or one row when a row is longer: the
-// engine writes the block's x_hat into a float32 buffer of the calling thread, still in cache
+// per (sample, group)) of at most kGroupNormBlockValues values, or one row when a row is longer:
+// the engine writes the block's x_hat into a float32 buffer of the calling thread, still in cache
 // when the per-channel passes (SIMD, per target, below) read it back.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/group_norm_kernels.cpp"
@@ -130,16 +130,16 @@ HWY_AFTER_NAMESPACE();
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/scratch.hpp"
 #include "ops/cpu/threading.hpp"
+#include "ops/cpu/tuning.hpp"
 
 namespace addnorm::cpu {
 
 namespace {
 
-// 32 Ki float32 values (128 KiB) a block: a few blocks of buffers fit in one core's L2.
-constexpr int64_t kBlockValues = int64_t{1} << 15;
-
+// kGroupNormBlockValues (tuning.hpp), 32 Ki float32 values (128 KiB) a block: a few blocks of
+// buffers fit in one core's L2.
 int64_t rows_per_block(int64_t dim) {
-  return std::max<int64_t>(1, kBlockValues / dim);
+  return std::max<int64_t>(1, kGroupNormBlockValues / dim);
 }
 
 const void* row_at(const void* base, DType storage, int64_t element) {

@@ -13,6 +13,7 @@
 #include "addnorm/dtype.hpp"
 #include "addnorm/norm_kind.hpp"
 #include "ops/cpu/norm_numerics.hpp"
+#include "ops/cpu/tuning.hpp"
 
 namespace addnorm::cpu {
 
@@ -35,21 +36,17 @@ Fn for_storage(DType storage, Fn float32, Fn bfloat16, Fn float16) {
 // the threshold the output will not stay in cache for the caller anyway, and streaming saves
 // the read that an ordinary store's write-allocate costs: a forward then moves 8 bytes per
 // element instead of 12. Below it, the output is left in cache for whatever reads it next.
-// 8 MiB is twice this machine's L2 (2 x 2 MiB); the shared L3 is not counted on.
-inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
+// kStreamingStoreBytes (tuning.hpp), 8 MiB, is twice this machine's L2 (2 x 2 MiB); the shared
+// L3 is not counted on.
 inline bool streams_output(int64_t bytes) {
   return bytes >= kStreamingStoreBytes;
 }
 
 // Whether a norm forward (LayerNorm, RMSNorm, pre-norm; not post-norm) whose outputs (y, and h
-// with a residual) are all 16-bit streams them, per CPU family. AMD EPYC (Zen 5) uses ordinary
-// stores: chosen from calls of two builds alternating (1.07-1.39x), which favours ordinary stores
-// (a streaming call pays the other's dirty lines in L3); with each sample after a call of its own
-// kind, streaming measured 0.93-1.11x for bfloat16 LayerNorm and 1.00-1.05x for the pre-norm
-// (D = 64-4096, 1 and 2 threads): a wash. Float32 outputs stream on every CPU (ordinary stores
-// 0.81-1.00x there). Intel keeps streaming 16-bit outputs, as the forward was tuned on Xeon (not
-// re-measured since). The backward's 16-bit dx is never streamed (streaming it measured
-// 0.91-1.03x at D = 64-4096 on AMD EPYC, each sample after its own call).
+// with a residual) are all 16-bit streams them, per CPU family: AMD EPYC (Zen 5) uses ordinary
+// stores, where streaming them measured a wash at best; Intel keeps streaming them, as the
+// forward was tuned on Xeon. Float32 outputs stream on every CPU; the backward's 16-bit dx never
+// does. The measurements: docs/performance.md, "Tunables: what was tried".
 bool streams_narrow_outputs();
 
 // Post-norm's input stage: the norm's input is h = x + Dropout(s) (dropout.hpp), formed in

@@ -21,6 +21,7 @@
 #include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/row_storage-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
+#include "ops/cpu/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -577,7 +578,7 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
                         : 1.0 / std::sqrt(moments.variance + a.eps);
   // Multiplied by 1 / D, which does not wait on the sums, rather than divided by D on the
-  // row's critical path (5-9% at D = 64; it changes results by at most a float64 ulp).
+  // row's critical path (it changes results by at most a float64 ulp).
   const double inverse_count = 1.0 / count;
   r.mean_g = centre ? sums.g * inverse_count : 0.0;
   r.mean_g_xhat = xhat_scale(r.rstd) * (sums.gd - (moments.mean - shift) * sums.g) * inverse_count;
@@ -589,20 +590,11 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
 // Short rows (up to these lengths, a whole number of float32 registers) take pass 1 a group at a
 // time, one row per float64 lane (short_backward_stats), as the forward's short rows take their
 // moments: a short row's fixed costs (five horizontal sums, scalar quotients, a square root and
-// two divisions on a serial chain) otherwise outweigh its own arithmetic. Measured against the
-// row-at-a-time pass 1, calls alternating in one process (LayerNorm with dgamma and dbeta, 64 MiB
-// of x from memory unless said; AMD EPYC, Zen 5):
-//  - float32 streams: 1.28-1.29x at D = 64 (1.53x in cache), 1.13-1.15x at D = 128, 1.11-1.12x
-//    at D = 256, 1.02-1.05x at D = 512-768, 1.00-1.02x at D = 1024 (1 and 2 threads); RMSNorm
-//    1.18x at D = 64;
-//  - 16-bit streams, whose row-at-a-time pass 1 sums in float32 blocks: bfloat16 1.31-1.32x at
-//    D = 64, 1.06-1.07x at D = 128 with the group's sums in float64 lanes. Their short rows now
-//    sum in float32 lanes as their longer rows do (short_half_backward_stats): against the float64
-//    lanes 1.08x at D = 64 and 1.16x at D = 128 (1 and 2 threads, 32 MiB, each sample after a
-//    call of its own kind); against the row-at-a-time pass 1, 1.00x at D = 256 and 0.92-0.97x at
-//    D = 512-1024, so the group path stops at D = 128.
-constexpr int64_t kShortBackwardMaxDim = 1024;
-constexpr int64_t kShortHalfBackwardMaxDim = 128;
+// two divisions on a serial chain) otherwise outweigh its own arithmetic: up to
+// kShortBackwardMaxDim for float32 streams and kShortHalfBackwardMaxDim for 16-bit ones
+// (tuning.hpp), whose short rows sum in float32 lanes as their longer rows do
+// (short_half_backward_stats). What each measured: docs/performance.md, "Tunables: what was
+// tried".
 
 // A group of short rows' pass-1 totals, one row per float64 lane (row_totals; max_g: row_maxima),
 // and the shifts they were taken from.
@@ -694,6 +686,9 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
   constexpr size_t kRows = hn::MaxLanes(dd);
+  static_assert(kShortHalfBackwardMaxDim <=
+                    2 * kFloat32BlockAdditions * static_cast<int64_t>(hn::MaxLanes(df)),
+                "a short 16-bit row is one block of float32 sums");
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
   const auto zero = hn::Zero(dd);
@@ -816,14 +811,12 @@ void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, dou
   }
 }
 
-// Four rows a group, or eight for float32 rows of up to 2048 in a call whose dx is streamed (8 MiB
-// or more, a size meant to be beyond the caches): there more rows' loads in flight before pass 2
-// waits on them gained 7-17% at D = 512-2048 and 4-7% at D = 64 (AMD EPYC Zen 5, one thread, calls
-// alternating), while in cache the extra rows' constants cost 5-8% from D = 512, and at D = 4096
-// (256 KiB of rows a group) it was 24% slower. Only float32 rows get the wider group: its instances
-// of pass 2 cost compile time. The results are the same bits either way (one addition per row,
-// in row order, into dgamma and dbeta).
-constexpr int64_t kWideGroupMaxDim = 2048;
+// Four rows a group, or eight for float32 rows of up to kWideGroupMaxDim (tuning.hpp) in a call
+// whose dx is streamed (a size meant to be beyond the caches): there more rows' loads are in
+// flight before pass 2 waits on them, while in cache the extra rows' constants cost more than
+// they gain. Only float32 rows get the wider group: its instances of pass 2 cost compile time.
+// The results are the same bits either way (one addition per row, in row order, into dgamma and
+// dbeta).
 
 template <class S, class B, Affine kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,

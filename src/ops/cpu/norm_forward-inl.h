@@ -46,6 +46,7 @@
 #include "ops/cpu/narrow-inl.h"
 #include "ops/cpu/row_storage-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
+#include "ops/cpu/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -159,9 +160,8 @@ RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, boo
 // ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
 #if HWY_TARGET != HWY_SCALAR
 
-// How far ahead the statistics pass prefetches (4 KiB): the hardware prefetcher alone keeps
-// too few lines in flight.
-constexpr int64_t kPrefetchHalves = 2048;
+// The statistics pass prefetches kPrefetchHalves ahead (tuning.hpp): the hardware prefetcher
+// alone keeps too few lines in flight.
 
 // bfloat16 rows of even length without a residual are also read as 32-bit pairs: the even
 // element of a pair is the pair shifted left by 16 bits, the odd one the pair with its low 16
@@ -541,9 +541,7 @@ inline bool all_finite(const float* values, int64_t count) {
   return true;
 }
 
-// Rows are done in groups of up to kMaxGroup rows and kGroupBytes of input (see below).
-constexpr int64_t kMaxGroup = 8;
-constexpr int64_t kGroupBytes = int64_t{16} << 10;
+// Rows are done in groups of up to kMaxGroup rows and kGroupBytes of input (tuning.hpp).
 
 // The outputs of one row from its moments: normalised in float32 lanes where they hold the row
 // (forward_fits_float32), in float64 lanes otherwise, NaN for a row holding a NaN or Inf (which
@@ -590,30 +588,17 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 
 // ---- short rows: one row per float64 lane ----------------------------------------------------
 #if HWY_TARGET != HWY_SCALAR
-// Rows up to this length (and a whole number of float32 registers) go through short_rows: their
-// per-row fixed costs (horizontal sums, scalar quotients, a square root and a division, each on
-// a serial chain, and a call of the normalising pass) otherwise outweigh a short row's own
-// arithmetic. Measured against the general loop, calls alternating in one process (AMD EPYC,
-// Zen 5; 1 and 2 threads, in cache and from memory):
-//  - float32 streams: 1.3-1.4x at D = 64, 1.1-1.3x at D = 128-512, 1.07-1.17x at D = 1024;
-//    0.88-0.97x from D = 2048, where the general loop's interleaving of a row's sums with the
-//    row before pays;
-//  - 16-bit streams (whose general loop sums in float32 blocks): with the normalising pass called
-//    through a pointer (dispatch_short_rows says when), 1.14-1.16x at D = 64, 0.85-0.98x at
-//    D = 128, where the float64 lanes' extra arithmetic per element costs more than the fixed
-//    costs saved; bfloat16 with the pass inlined measured 1.00x at D = 128. With the next
-//    group's moments taken ahead (kMomentsAheadMaxDim), D = 128 measured 1.09-1.13x for
-//    bfloat16 LayerNorm and RMSNorm and 1.15-1.22x for float16 (1 and 2 threads).
-// Short 16-bit rows are summed in float64 lanes as float32 rows are (no less accurate), except
-// with a residual (pre-norm), whose rows sum in float32 lanes as their longer rows do
-// (short_half_row_moments): there the input stage (h = x + r rounded to h's type) then runs once
-// per float32 register instead of once per half register. Against the float64 lanes, bfloat16
-// pre-norm measured 1.01-1.06x at D = 64, 1.09-1.11x at D = 96 and 1.15-1.18x at D = 128; the
-// plain LayerNorm 0.89-0.93x at D = 64, 0.94-0.95x at D = 96 and 1.00-1.08x at D = 128, so it
-// keeps float64 lanes (1 and 2 threads, 32 MiB, each sample after a call of its own kind).
-constexpr int64_t kShortRowMaxDim = 1024;
-constexpr int64_t kShortHalfRowMaxDim = 128;
-
+// Rows up to kShortRowMaxDim (tuning.hpp; and a whole number of float32 registers) go through
+// short_rows: their per-row fixed costs (horizontal sums, scalar quotients, a square root and a
+// division, each on a serial chain, and a call of the normalising pass) otherwise outweigh a short
+// row's own arithmetic; from D = 2048 the general loop's interleaving of a row's sums with the row
+// before pays more (kShortRowMaxDim). 16-bit streams, whose general loop sums in float32 blocks,
+// stop at kShortHalfRowMaxDim, beyond which the float64 lanes' extra arithmetic per element costs
+// more than the fixed costs saved. Short 16-bit rows are summed in float64 lanes as float32 rows
+// are (no less accurate), except with a residual (pre-norm), whose rows sum in float32 lanes as
+// their longer rows do (short_half_row_moments): there the input stage (h = x + r rounded to h's
+// type) then runs once per float32 register instead of once per half register. What each measured:
+// docs/performance.md, "Tunables: what was tried".
 template <class SS>
 bool takes_short_rows(int64_t dim) {
   return is_short_row(dim, SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim);
@@ -626,11 +611,8 @@ bool takes_short_rows(int64_t dim) {
 // accumulator v mod 2), or from kFourChainsMinDim on four (vector pair p to accumulators
 // 2(p mod 2) and 2(p mod 2) + 1).
 // A row's sums are chains of dependent additions as long as the row's vectors over the
-// accumulators: four chains instead of two measured 1.03x at D = 512 and 1.05-1.08x at D = 1024
-// in cache (1 MiB, 1 and 2 threads; the two builds alternating in separate processes, AMD EPYC
-// Zen 5), but 0.98-1.03x at D = 256 and 0.95-0.98x at D = 64 from memory, so shorter rows keep
-// two (their chains are short already).
-constexpr int64_t kFourChainsMinDim = 512;
+// accumulators: four chains pay in cache from D = 512 (kFourChainsMinDim), shorter rows keep two
+// (their chains are short already).
 
 template <class SS, class SB, bool kResidual, class RowAt>
 void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_t dim, bool centre,
@@ -692,6 +674,10 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
   constexpr size_t kRows = hn::MaxLanes(dd);
+  // centred_block stops after one block: a longer short row would lose its end.
+  static_assert(
+      kShortHalfRowMaxDim <= 2 * kFloat32BlockAdditions * static_cast<int64_t>(hn::MaxLanes(df)),
+      "a short 16-bit row is one block of float32 sums");
   RowPointers<SS, SB> rows[kRows];  // the group's rows; spare lanes copy (fill_spare_lane)
   for (int64_t k = 0; k < count; ++k) rows[k] = row_at(first + k);
   const auto zero = hn::Zero(dd);
@@ -727,14 +713,10 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   });
 }
 
-// Rows up to this length take the next group's moments before this group's outputs: the
-// group's quotients, square roots and divisions (a serial chain of some 60 cycles) and the next
-// group's loads from memory then overlap this group's normalising pass, instead of every pass
-// waiting on the chain before it. Calls alternating in one process, 64 MiB (AMD EPYC, Zen 5):
-// float32 LayerNorm 1.15-1.23x at D = 64 (1.32x in cache), 1.09-1.12x at D = 128, but
-// 0.96-1.02x at D = 256 (cause not established: two groups there, 16 KiB, still fit L1);
-// bfloat16 1.02-1.10x at D = 64. Each row's results are the same bits either way.
-constexpr int64_t kMomentsAheadMaxDim = 128;
+// Rows up to kMomentsAheadMaxDim (tuning.hpp) take the next group's moments before this group's
+// outputs: the group's quotients, square roots and divisions (a serial chain of some 60 cycles)
+// and the next group's loads from memory then overlap this group's normalising pass, instead of
+// every pass waiting on the chain before it. Each row's results are the same bits either way.
 
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
 // group at a time (for the next group ahead of this one's outputs, kMomentsAheadMaxDim), then
@@ -775,11 +757,10 @@ void short_rows(const NormForward& a, int64_t begin, int64_t end, const Paramete
 }
 
 // normalise_row of one affine form and store kind, called directly: inlined into short_rows,
-// which gains 1.2x at D = 64 over the call through a pointer per row. Compiled for the two
-// common cases only, float32 throughout and bfloat16 throughout (1.19-1.23x at D = 64, 1 and 2
-// threads, calls alternating in one process): each such short_rows instance holds a copy of
-// the normalising pass, and for every storage pair they took this file's compile time from 61
-// to 133 s.
+// which saves a call through a pointer per row. Compiled for the two common cases only, float32
+// throughout and bfloat16 throughout: each such short_rows instance holds a copy of the
+// normalising pass, and for every storage pair they took this file's compile time from 61 to
+// 133 s (docs/performance.md, "Tunables: what was tried").
 template <class SS, class SB>
 constexpr bool kInlinesShortRows = std::is_same_v<SS, SB> &&
                                    (std::is_same_v<SS, Float32Rows> ||
@@ -914,10 +895,8 @@ void RowLoop<SS, SB, kResidual>::groups(const NormForward& a, int64_t begin, int
   RowMoments next_moments[kMaxGroup];
   double rstds[kMaxGroup];
   constexpr bool kInterleaved = !std::is_same_v<Next, NoNextRow>;
-  // Rows shorter than this run their sums alone: the interleaving's set-up per row costs
-  // more than it saves there (measured on AMD EPYC, Zen 5: 5-8% slower at D = 128 and 256,
-  // 4-15% faster from D = 512 on, 1 and 2 threads).
-  constexpr int64_t kInterleaveMinDim = 512;
+  // Rows shorter than kInterleaveMinDim (tuning.hpp) run their sums alone: the interleaving's
+  // set-up per row costs more than it saves there.
   const bool interleave = kInterleaved && dim >= kInterleaveMinDim;
   for (int64_t first = begin; first < end; first += group) {
     const int64_t count = std::min(group, end - first);
@@ -959,9 +938,8 @@ void RowLoop<SS, SB, kResidual>::groups(const NormForward& a, int64_t begin, int
 // the L1 cache), from which both passes read; short rows as short_rows does. The buffer comes
 // from the thread's scratch (scratch.hpp), so steady-state calls do not allocate. y may be x or
 // s: a block's rows are all read before any of its outputs is written. (Building the next group
-// inside the normalising pass, as the float32 forward steps its sums, measured 5-30% slower on
-// AMD EPYC, Zen 5, D = 128-8192: the Philox work then competes with the normalising pass instead
-// of overlapping its stores.)
+// inside the normalising pass, as the float32 forward steps its sums, was slower: the Philox
+// work then competes with the normalising pass instead of overlapping its stores.)
 template <class SB>
 void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   using SH = Float32Rows;  // h
@@ -1001,9 +979,8 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   };
 #if HWY_TARGET != HWY_SCALAR
   // Short rows where a block fills a group (D <= 512 on AVX-512): a smaller block would sum
-  // its last row again in the spare lanes. In-process A/B against the row loop (AMD EPYC, Zen 5,
-  // p = 0.1, 1 and 2 threads): 1.2-1.3x at D = 64, 1.13-1.17x at D = 128, 1.1x at D = 256,
-  // 1.01-1.05x at D = 512; at D = 1024 (four rows a block) 0.9x, so it keeps the row loop.
+  // its last row again in the spare lanes, and at D = 1024 (four rows a block) the row loop was
+  // faster.
   if (takes_short_rows<SH>(dim) && block >= static_cast<int64_t>(hn::MaxLanes(DoubleTag()))) {
     for_each_block([&](int64_t block_first, int64_t block_end) {
       dispatch_short_rows<SH, SB, false>(
@@ -1056,13 +1033,9 @@ void add_rows(const NormForward& a, int64_t begin, int64_t end) {
 // The pre-norm of a 16-bit residual stream whose outputs are not streamed (streams_output): a
 // block of rows at a time, h = x + r is stored first (add_rows), then the plain norm runs on h
 // from the cache (RowLoop, set up once). The fused passes formed and rounded h twice, once for
-// the statistics and once for the outputs, and could not read bfloat16 rows as 32-bit pairs;
-// with h stored first, bfloat16 measured 1.02-1.03x at D = 128, 1.23-1.26x at D = 512,
-// 1.17-1.22x at D = 1024 and 1.06-1.10x at D = 4096 (1 and 2 threads, 32 MiB, AMD EPYC Zen 5,
-// each sample after a call of its own kind), with blocks of kAddBlockBytes of h: 16 KiB blocks
-// (set-up each) measured 0.9-1.0x, 128 and 512 KiB a few percent below 256. Same bits: the norm
-// sees the same h, and the pairs give normalise_row's bits.
-constexpr int64_t kAddBlockBytes = int64_t{256} << 10;
+// the statistics and once for the outputs, and could not read bfloat16 rows as 32-bit pairs.
+// h is stored kAddBlockBytes at a time (tuning.hpp). Same bits: the norm sees the same h, and
+// the pairs give normalise_row's bits.
 
 template <class SS, class SB>
 void add_then_norm_rows(const NormForward& a, int64_t begin, int64_t end) {

@@ -52,7 +52,7 @@ void norm_forward(const NormForward& call) {
   // Whether the outputs stream is decided for the call as made (a post-norm call keeps post-norm's
   // rule where it then runs as the residual stage). 16-bit outputs per CPU family
   // (streams_narrow_outputs), except post-norm's: its forward is bound by the dropout mask's
-  // Philox work, and streaming measured 1.00-1.06x on AMD EPYC too. A call with a float32 output
+  // Philox work, and streaming does not lose on AMD EPYC there. A call with a float32 output
   // (y, or h where a residual is added) keeps streaming, as float32 calls do.
   const bool narrow =
       call.branch_storage != DType::float32 && (!call.residual || call.storage != DType::float32);

@@ -77,8 +77,8 @@ using PhiloxV32 = hn::Vec<PhiloxU32Tag>;
 class PhiloxGroups {
  public:
   // Groups a step evaluates side by side. Ten rounds are one chain of dependent multiplies, so
-  // one group at a time leaves the multiplier idle: four chains ran 1.36x one on AVX3 and 1.2x
-  // on AVX2 (Philox alone, in cache, AMD EPYC Zen 5).
+  // one group at a time leaves the multiplier idle (docs/performance.md, "Tunables: what was
+  // tried").
   static constexpr int kGroupsPerStep = 4;
 
   explicit PhiloxGroups(uint64_t seed) {

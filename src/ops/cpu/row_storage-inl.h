@@ -116,8 +116,7 @@ int64_t store_start(const typename S::Elem* p, int64_t dim, bool stream) {
 // Stores one step of a row: the lanes of `lo`, and with kVectors = 2 those of `hi` after them
 // (16-bit rows: one full register of 16-bit lanes). kNaNs: the values may be NaN (narrow-inl.h).
 // Forced inline: GCC kept the bfloat16 instance with NaN handling out of line in the pre-norm's
-// normalising pass (a call per 32 elements, 11% of its samples); inlined, the bfloat16 pre-norm
-// forward measured 1.03-1.10x (D = 64-4096, one thread, 32 MiB, each sample after its own call).
+// normalising pass (a call per 32 elements, 11% of its samples).
 template <class S, bool kNaNs, int64_t kVectors>
 HWY_INLINE void store_step(FloatTag df, hn::Vec<FloatTag> lo, hn::Vec<FloatTag> hi,
                            typename S::Elem* p, bool stream) {

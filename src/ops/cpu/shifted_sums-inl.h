@@ -15,14 +15,12 @@
 #include "ops/cpu/lane_ops-inl.h"
 #include "ops/cpu/norm_numerics.hpp"
 #include "ops/cpu/row_storage-inl.h"
+#include "ops/cpu/tuning.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// How far ahead the streaming passes prefetch, in floats.
-constexpr int64_t kPrefetchFloats = 512;
 
 // Shifted sums of one row: with d = x - shift, sum(d) and sum(d^2), in float64. Choosing the
 // shift from the row itself (its first element) keeps the one-pass variance
@@ -49,10 +47,8 @@ struct ShiftedSums {
 // accumulator lane in the same order however the steps are interleaved: the sums, and so every
 // output, are bit for bit those of an uninterrupted run.
 //
-// How far ahead a run prefetches, in floats (4 KiB): interleaved with the forward's normalising
-// pass (its one caller that steps) the run advances at that pass's pace, and 4 KiB measured
-// 4-10% faster than 2 KiB there (AMD EPYC, Zen 5, 1 and 2 threads, D = 512-8192).
-constexpr int64_t kRunPrefetchFloats = 1024;
+// A run prefetches kRunPrefetchFloats ahead (tuning.hpp): interleaved with the forward's
+// normalising pass (its one caller that steps) it advances at that pass's pace.
 
 template <class SR, bool kResidual>
 class ShiftedSumsRun {

@@ -8,16 +8,14 @@
 #include <cstdint>
 
 #include "ops/cpu/scratch.hpp"
+#include "ops/cpu/tuning.hpp"
 
 namespace addnorm::cpu {
 
-// Below this many elements a call runs on the calling thread: waking threads costs more. On a
-// 2-vCPU AMD EPYC (Zen 5) VM, LayerNorm forward of D = 4096, calls back to back: 8 rows (32 Ki
-// elements) took 7.6 us on 2 threads against 6.4 us on 1; 16 rows (64 Ki) 10.9 against 12.5 us.
-inline constexpr int64_t kParallelThreshold = int64_t{1} << 16;
-
 // Runs body(begin, end) over [0, rows), one contiguous range of rows per thread, so each
-// thread streams through its own part of memory and small rows cost no per-row dispatch.
+// thread streams through its own part of memory and small rows cost no per-row dispatch. A call
+// below kParallelThreshold elements (tuning.hpp) runs on the calling thread: waking threads
+// costs more.
 template <class Body>
 void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
   if (rows * dim < kParallelThreshold || omp_get_max_threads() == 1) {

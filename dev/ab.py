@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""A/B of the kernels' speed tunables: builds addnorm-bench with the default tunables and with a
+variant (src/ops/cpu/tuning.hpp, through CMake's ADDNORM_TUNING), runs the two in turn, and prints
+for every case the variant's speed over the base's, round by round, and each side's share of the
+plain loop measured in its own run.
+
+    /usr/bin/python3 dev/ab.py kMomentsAheadMaxDim=0
+    /usr/bin/python3 dev/ab.py kShortRowMaxDim=512 --rounds 4 --check -- --dims 512,1024 --threads 1
+    /usr/bin/python3 dev/ab.py kAddBlockBytes=16384 -- --ops add_norm_pre_fwd --dtypes bf16
+
+Each side is built in build-dev/<tunables>/ (kept, so a second experiment reuses the base) for this
+CPU's best SIMD target and the scalar one only, unless --all-targets. --check also builds the
+variant's tests and runs the case table on it (the numerics contract must hold for any value).
+The runs alternate base, variant, base, ... in separate processes, pinned (OMP_PROC_BIND=close,
+OMP_PLACES=cores); a ratio is taken between the two runs of one round, so a drift of the shared
+machine's speed between rounds does not enter it. Arguments after -- go to addnorm-bench
+(default: float32 LayerNorm forward, D = 64 to 8192, 1 and 2 threads, addnorm and plain).
+What was measured this way, and the verdicts, go to docs/performance.md ("Tunables: what was
+tried"); the bench itself is documented there too. Needs the bench's dependencies
+(scripts/install-deps.sh libdnnl-dev ocl-icd-opencl-dev libtorch-dev).
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BENCH_ARGS = [
+    "--ops", "layer_norm_fwd", "--dims", "64,128,512,1024,4096,8192", "--threads", "1,2",
+    "--dtypes", "f32", "--impls", "addnorm,plain", "--reps", "5", "--case-seconds", "1",
+    "--no-decode", "--no-in-cache", "--quiet",
+]
+TUNING_FORM = re.compile(r"^(k[A-Za-z0-9]+=[0-9]+)(,k[A-Za-z0-9]+=[0-9]+)*$")
+
+
+def tunables():
+    """The tunables tuning.hpp defines, name -> default, as written there."""
+    text = (ROOT / "src/ops/cpu/tuning.hpp").read_text()
+    return dict(re.findall(r'tuned\("(k\w+)",\s*([^)]+)\)', text))
+
+
+def check_tuning(tuning):
+    """The tuning string's form and names (CMake checks them too; this fails before a build)."""
+    if tuning == "":
+        return
+    if not TUNING_FORM.match(tuning):
+        raise ValueError(f"tunables: expected kName=value,... with values of digits, got {tuning!r}")
+    known = tunables()
+    for item in tuning.split(","):
+        name = item.split("=")[0]
+        if name not in known:
+            raise ValueError(f"tunables: src/ops/cpu/tuning.hpp has no {name} "
+                             f"(it has {', '.join(sorted(known))})")
+
+
+def build_dir(tuning):
+    return ROOT / "build-dev" / (tuning.replace("=", "-").replace(",", "_") or "default")
+
+
+def disabled_targets(all_targets):
+    """Highway targets left out: all but AVX-512 and scalar on an AVX-512 CPU, for a quicker build."""
+    if all_targets:
+        return "HWY_SSSE3"
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return "(HWY_SSSE3|HWY_SSE4|HWY_AVX2)" if "avx512f" in flags else "HWY_SSSE3"
+
+
+def build(tuning, all_targets, targets):
+    where = build_dir(tuning)
+    subprocess.run(
+        ["cmake", "-S", str(ROOT), "-B", str(where), "-DCMAKE_BUILD_TYPE=Release",
+         "-DADDNORM_BUILD_BENCH=ON", "-DADDNORM_BUILD_PYTHON=OFF", "-DADDNORM_BUILD_TORCH_OPS=OFF",
+         f"-DADDNORM_BUILD_TESTS={'ON' if 'addnorm_tests' in targets else 'OFF'}",
+         f"-DADDNORM_TUNING={tuning}",
+         f"-DADDNORM_DISABLED_SIMD_TARGETS={disabled_targets(all_targets)}"],
+        check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", str(where), f"-j{os.cpu_count()}", "--target", *targets],
+                   check=True, stdout=subprocess.DEVNULL)
+    return where
+
+
+def run_bench(where, bench_args, out):
+    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
+    subprocess.run([str(where / "bench" / "addnorm-bench"), *bench_args, "--json", str(out)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def case_key(record):
+    regime = "decode" if record.get("decode") else ("in cache" if record["in_cache"] else "memory")
+    return (record["op"], record["dtype"], record["rows"], record["dim"], record["threads"], regime)
+
+
+def addnorm_records(run):
+    return {case_key(r): r for r in run["records"] if r["impl"] == "addnorm"}
+
+
+def summarise(base_runs, variant_runs):
+    """Rows of (case, variant/base speed ratios by round, base share of plain, variant share of
+    plain): a ratio compares the two runs of one round; a share is addnorm's speed over plain's
+    in the same run, its median over the rounds (the bench's `ratios` are of times measured
+    interleaved: addnorm's median over plain's)."""
+    if len(base_runs) != len(variant_runs):
+        raise ValueError("summarise: the base and the variant need the same number of rounds")
+    rows = []
+    base_by_round = [addnorm_records(run) for run in base_runs]
+    variant_by_round = [addnorm_records(run) for run in variant_runs]
+    for key in sorted(set.intersection(*(set(r) for r in base_by_round + variant_by_round))):
+        ratios = [v[key]["gbps"] / b[key]["gbps"] for b, v in zip(base_by_round, variant_by_round)]
+
+        def share(by_round):
+            shares = [1.0 / r[key]["ratios"]["plain"] for r in by_round
+                      if "plain" in r[key]["ratios"]]
+            return statistics.median(shares) if shares else None
+
+        rows.append((key, ratios, share(base_by_round), share(variant_by_round)))
+    return rows
+
+
+def markdown(rows, base, variant, cpu):
+    def fmt(value):
+        return "–" if value is None else f"{value:.2f}"
+
+    lines = [f"Variant `{variant}` against base `{base or 'defaults'}` ({cpu}):", "",
+             "| op | dtype | rows × D | threads | regime | variant / base (min, median, max) "
+             "| base share of plain | variant share of plain |", "|---|---|---|---|---|---|---|---|"]
+    for (op, dtype, rows_, dim, threads, regime), ratios, base_share, variant_share in rows:
+        lines.append(f"| {op} | {dtype} | {rows_} × {dim} | {threads} | {regime} | "
+                     f"{min(ratios):.2f}, {statistics.median(ratios):.2f}, {max(ratios):.2f} | "
+                     f"{fmt(base_share)} | {fmt(variant_share)} |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("variant", help="tunables of the variant, kName=value,...")
+    parser.add_argument("--base", default="", help="tunables of the base (default: none)")
+    parser.add_argument("--rounds", type=int, default=3, help="base-variant pairs of runs")
+    parser.add_argument("--all-targets", action="store_true", help="build every SIMD target")
+    parser.add_argument("--check", action="store_true",
+                        help="run the case table's tests on the variant first")
+    parser.add_argument("--list", action="store_true", help="list the tunables and exit")
+    args, bench_args = parser.parse_known_args(argv)
+    if args.list:
+        for name, default in tunables().items():
+            print(f"{name} = {default}")
+        return 0
+    bench_args = [a for a in bench_args if a != "--"] or DEFAULT_BENCH_ARGS
+    if args.rounds < 1:
+        parser.error("--rounds: expected at least 1")
+    try:
+        check_tuning(args.base)
+        check_tuning(args.variant)
+    except ValueError as error:
+        parser.error(str(error))
+    base = build(args.base, args.all_targets, ["addnorm_bench"])
+    variant_targets = ["addnorm_bench"] + (["addnorm_tests"] if args.check else [])
+    variant = build(args.variant, args.all_targets, variant_targets)
+    if args.check:
+        subprocess.run([str(variant / "tests" / "addnorm_tests"), "--gtest_filter=*CaseTable*"],
+                       check=True)
+    runs = variant / "runs"
+    runs.mkdir(exist_ok=True)
+    base_runs, variant_runs = [], []
+    for round_ in range(args.rounds):
+        base_runs.append(run_bench(base, bench_args, runs / f"base-{round_}.json"))
+        variant_runs.append(run_bench(variant, bench_args, runs / f"variant-{round_}.json"))
+        print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
+    cpu = base_runs[0]["meta"].get("cpu", "unknown CPU")
+    print(markdown(summarise(base_runs, variant_runs), args.base, args.variant, cpu))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,120 @@
+"""dev/'s scripts: ab.py's reading of tuning.hpp, its checks of a tunables string, and its
+summary (ratios round by round, shares of plain), on records written here in addnorm-bench's
+shape; block_sums_error.py's emulation against float64 sums. (No build and no benchmark runs.)"""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "dev"))
+import ab  # noqa: E402  (dev/ is not a package)
+import block_sums_error  # noqa: E402
+
+
+def test_tunables_are_read_from_tuning_hpp_with_their_defaults():
+    text = (REPO_ROOT / "src/ops/cpu/tuning.hpp").read_text()
+    found = ab.tunables()
+    assert found["kShortRowMaxDim"] == "1024"
+    assert found["kMomentsAheadMaxDim"] == "128"
+    # Every `inline constexpr ... = tuned(` line is one tunable, none missed.
+    assert len(found) == len(re.findall(r"= tuned\(", text)) + len(
+        re.findall(r"static_cast<int>\(tuned\(", text))
+
+
+@pytest.mark.parametrize("tuning", ["kShortRowMaxDim=512", "kMaxGroup=4,kGroupBytes=8192", ""])
+def test_a_well_formed_tunables_string_is_accepted(tuning):
+    ab.check_tuning(tuning)
+
+
+@pytest.mark.parametrize("tuning, message", [
+    ("kNoSuchThing=3", "has no kNoSuchThing"),
+    ("kShortRowMaxDim=-1", "expected kName=value"),
+    ("kShortRowMaxDim=1e3", "expected kName=value"),
+    ("kShortRowMaxDim", "expected kName=value"),
+    ("kShortRowMaxDim=512,", "expected kName=value"),
+    ("ShortRowMaxDim=512", "expected kName=value"),
+])
+def test_a_bad_tunables_string_is_refused_by_name(tuning, message):
+    with pytest.raises(ValueError, match=message):
+        ab.check_tuning(tuning)
+
+
+def test_a_bad_tunables_string_fails_before_any_build():
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "dev/ab.py"), "kNoSuchThing=1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "has no kNoSuchThing" in result.stderr
+    assert not (REPO_ROOT / "build-dev" / "kNoSuchThing-1").exists()
+
+
+def run(records):
+    return {"meta": {"cpu": "test CPU"}, "records": records}
+
+
+def rec(impl, gbps, *, dim=128, threads=1, time_over_plain=None, in_cache=False):
+    """A record; time_over_plain: its median time over plain's in the same run (`ratios`)."""
+    return {"impl": impl, "op": "layer_norm_fwd", "dtype": "f32", "rows": 1024, "dim": dim,
+            "threads": threads, "in_cache": in_cache, "decode": False, "gbps": gbps,
+            "ratios": {} if time_over_plain is None else {"plain": time_over_plain}}
+
+
+def test_summary_takes_ratios_within_each_round_and_median_shares():
+    # Shares of plain 0.5, 0.8, 0.625 (times 2, 1.25, 1.6 plain's).
+    base = [run([rec("addnorm", 10.0, time_over_plain=2.0), rec("plain", 20.0)]),
+            run([rec("addnorm", 20.0, time_over_plain=1.25), rec("plain", 25.0)]),
+            run([rec("addnorm", 30.0, time_over_plain=1.6), rec("plain", 48.0)])]
+    # The machine's speed drifts between rounds; the variant is 1.1x, 1.2x, 0.9x its round's base.
+    variant = [run([rec("addnorm", 11.0, time_over_plain=4.0)]),
+               run([rec("addnorm", 24.0, time_over_plain=1.0)]),
+               run([rec("addnorm", 27.0, time_over_plain=2.0)])]
+    [(key, ratios, base_share, variant_share)] = ab.summarise(base, variant)
+    assert key == ("layer_norm_fwd", "f32", 1024, 128, 1, "memory")
+    assert ratios == pytest.approx([1.1, 1.2, 0.9])
+    assert base_share == pytest.approx(0.625)
+    assert variant_share == pytest.approx(0.5)
+    table = ab.markdown(ab.summarise(base, variant), "", "kMaxGroup=4", "test CPU")
+    assert "0.90, 1.10, 1.20" in table and "test CPU" in table
+
+
+def test_summary_keeps_only_cases_both_sides_ran_in_every_round():
+    base = [run([rec("addnorm", 10.0), rec("addnorm", 10.0, dim=256)])]
+    variant = [run([rec("addnorm", 12.0, dim=256), rec("addnorm", 9.0, in_cache=True)])]
+    rows = ab.summarise(base, variant)
+    assert [row[0][3] for row in rows] == [256]
+    assert rows[0][1] == pytest.approx([1.2])
+    assert rows[0][2] is None  # no plain in that run: no share
+    with pytest.raises(ValueError, match="same number of rounds"):
+        ab.summarise(base, variant + variant)
+
+
+def test_block_sums_flushed_every_addition_are_as_exact_as_float64():
+    # With one addition a block, each lane's sums are flushed to float64 at once: what is left
+    # is rstd's rounding to float32 (0.5 ulp) and that of each square and pair sum, a few 2^-24
+    # of single values spread over the row's 512.
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        row = block_sums_error.to_bfloat16(rng.uniform(-2.45, 2.45, 512))
+        for lanes in (4, 16):
+            assert block_sums_error.rstd_ulps(row, lanes, 1) <= 0.6
+
+
+def test_longer_blocks_and_fewer_lanes_lose_more():
+    rng = np.random.default_rng(3)
+    rows = [block_sums_error.to_bfloat16(rng.uniform(-2.45, 2.45, 1024)) for _ in range(40)]
+    worst = {(lanes, block): max(block_sums_error.rstd_ulps(r, lanes, block) for r in rows)
+             for lanes in (4, 16) for block in (16, 64)}
+    assert worst[(4, 64)] > 2 * worst[(4, 16)]
+    assert worst[(4, 64)] > worst[(16, 64)]
+    assert worst[(4, 16)] <= 4 and worst[(16, 16)] <= 4  # the case table's bound
+
+
+def test_to_bfloat16_rounds_to_nearest_even():
+    # bfloat16 has 7 fraction bits: its unit at 1 is 2^-7. Ties go to the even neighbour.
+    values = np.array([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-9, 1.0 + 2**-9, 1.0 + 2**-7 + 2**-8],
+                      dtype=np.float32)
+    want = [1.0, 1.0, 1.0 + 2**-7, 1.0, 1.0 + 2 * 2**-7]
+    np.testing.assert_array_equal(block_sums_error.to_bfloat16(values), want)
