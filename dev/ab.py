@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A/B of the kernels' speed tunables: builds addnorm-bench with the default tunables and with a
-variant (src/ops/cpu/tuning.hpp, through CMake's ADDNORM_TUNING), runs the two in turn, and prints
+variant (src/ops/cpu's `tuned()` values, through CMake's ADDNORM_TUNING), runs the two in turn, and prints
 for every case the variant's speed over the base's, round by round, and each side's share of the
 plain loop measured in its own run.
 
@@ -38,10 +38,17 @@ DEFAULT_BENCH_ARGS = [
 TUNING_FORM = re.compile(r"^(k[A-Za-z0-9]+=[0-9]+)(,k[A-Za-z0-9]+=[0-9]+)*$")
 
 
+TUNABLE_DEFINITION = re.compile(r'[=(] ?tuned\("(k\w+)",\s*([^;]+?)\)\)?;')
+
+
 def tunables():
-    """The tunables tuning.hpp defines, name -> default, as written there."""
-    text = (ROOT / "src/ops/cpu/tuning.hpp").read_text()
-    return dict(re.findall(r'tuned\("(k\w+)",\s*([^)]+)\)', text))
+    """The tunables the kernels define (`= tuned("kName", default)` in src/ops/cpu), name ->
+    (default as written there, the file that defines it)."""
+    found = {}
+    for path in sorted((ROOT / "src/ops/cpu").iterdir()):
+        for name, default in TUNABLE_DEFINITION.findall(path.read_text()):
+            found[name] = (default, str(path.relative_to(ROOT)))
+    return found
 
 
 def check_tuning(tuning):
@@ -54,7 +61,7 @@ def check_tuning(tuning):
     for item in tuning.split(","):
         name = item.split("=")[0]
         if name not in known:
-            raise ValueError(f"tunables: src/ops/cpu/tuning.hpp has no {name} "
+            raise ValueError(f"tunables: src/ops/cpu has no {name} "
                              f"(it has {', '.join(sorted(known))})")
 
 
@@ -138,7 +145,7 @@ def markdown(rows, base, variant, cpu):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("variant", help="tunables of the variant, kName=value,...")
+    parser.add_argument("variant", nargs="?", help="tunables of the variant, kName=value,...")
     parser.add_argument("--base", default="", help="tunables of the base (default: none)")
     parser.add_argument("--rounds", type=int, default=3, help="base-variant pairs of runs")
     parser.add_argument("--all-targets", action="store_true", help="build every SIMD target")
@@ -147,9 +154,11 @@ def main(argv):
     parser.add_argument("--list", action="store_true", help="list the tunables and exit")
     args, bench_args = parser.parse_known_args(argv)
     if args.list:
-        for name, default in tunables().items():
-            print(f"{name} = {default}")
+        for name, (default, where) in sorted(tunables().items()):
+            print(f"{name} = {default}  ({where})")
         return 0
+    if args.variant is None:
+        parser.error("the variant's tunables are required (kName=value,...; --list names them)")
     bench_args = [a for a in bench_args if a != "--"] or DEFAULT_BENCH_ARGS
     if args.rounds < 1:
         parser.error("--rounds: expected at least 1")

@@ -1,4 +1,4 @@
-"""dev/'s scripts: ab.py's reading of tuning.hpp, its checks of a tunables string, and its
+"""dev/'s scripts: ab.py's reading of the kernels' tunables, its checks of a tunables string, and its
 summary (ratios round by round, shares of plain), on records written here in addnorm-bench's
 shape; block_sums_error.py's emulation against float64 sums. (No build and no benchmark runs.)"""
 import re
@@ -15,14 +15,18 @@ import ab  # noqa: E402  (dev/ is not a package)
 import block_sums_error  # noqa: E402
 
 
-def test_tunables_are_read_from_tuning_hpp_with_their_defaults():
-    text = (REPO_ROOT / "src/ops/cpu/tuning.hpp").read_text()
+def test_tunables_are_read_from_the_kernels_with_their_defaults():
     found = ab.tunables()
-    assert found["kShortRowMaxDim"] == "1024"
-    assert found["kMomentsAheadMaxDim"] == "128"
-    # Every `inline constexpr ... = tuned(` line is one tunable, none missed.
-    assert len(found) == len(re.findall(r"= tuned\(", text)) + len(
-        re.findall(r"static_cast<int>\(tuned\(", text))
+    assert found["kShortRowMaxDim"] == ("1024", "src/ops/cpu/norm_forward-inl.h")
+    assert found["kMomentsAheadMaxDim"][0] == "128"
+    assert found["kBatchNormStreams"] == ("4", "src/ops/cpu/batch_norm_kernels.cpp")
+    assert found["kStreamingStoreBytes"] == ("int64_t{8} << 20", "src/ops/cpu/kernels.hpp")
+    # Every definition is found, none twice, and tuning.hpp's own description is not one.
+    code = [line for path in (REPO_ROOT / "src/ops/cpu").iterdir()
+            for line in path.read_text().splitlines() if not line.lstrip().startswith("//")]
+    definitions = [name for line in code for name in re.findall(r'tuned\("(k\w+)"', line)]
+    assert sorted(definitions) == sorted(found)
+    assert "kName" not in found
 
 
 @pytest.mark.parametrize("tuning", ["kShortRowMaxDim=512", "kMaxGroup=4,kGroupBytes=8192", ""])

@@ -81,12 +81,14 @@ struct BackwardSums {
   double* dy_d;
 };
 
-// The passes over (N, C) input walk kBatchNormStreams (tuning.hpp) distant stretches of it in
+// The passes over (N, C) input walk kBatchNormStreams distant stretches of it in
 // lock-step, a vector of each in turn: the normalising pass and the backward's pass 2 stretches
 // of their range, the statistics and the backward's pass 1 chunks of the batch (for C < 512:
 // across_chunks). One stretch at a time ran at half the speed from memory: with six table loads
 // and the arithmetic to each vector of x, too few cache lines were in flight (docs/performance.md,
 // "Tunables: what was tried").
+inline constexpr int kBatchNormStreams = static_cast<int>(tuned("kBatchNormStreams", 4));
+static_assert(kBatchNormStreams >= 1, "at least one stretch");
 
 struct SampleRange {
   int64_t begin, end;
@@ -175,12 +177,13 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
 }
 
 // How the statistics and the backward's pass 1 walk (N, C) input. A sample shorter than
-// kLockStepMaxSampleBytes (tuning.hpp; 2 KiB, C < 512) is folded kSampleGroup samples at a time
+// kLockStepMaxSampleBytes (2 KiB, C < 512) is folded kSampleGroup samples at a time
 // from kBatchNormStreams chunks in lock-step: the samples of one group are in effect one stream of
 // x, and four chunks make four. Longer samples are folded Fold::kLongGroup at a time from one
 // chunk: each sample is a stream of its own (two in the backward, x and dy), and a larger group
 // loads and stores the per-channel accumulators (which no longer stay in L1 beside the data) less
 // often. The statistics take 8 samples (8 streams), the backward 4 (8 streams).
+inline constexpr int64_t kLockStepMaxSampleBytes = tuned("kLockStepMaxSampleBytes", 2048);
 inline bool lock_step_chunks(int64_t channels) {
   return channels * int64_t{sizeof(float)} < kLockStepMaxSampleBytes;
 }

@@ -136,8 +136,10 @@ namespace addnorm::cpu {
 
 namespace {
 
-// kGroupNormBlockValues (tuning.hpp), 32 Ki float32 values (128 KiB) a block: a few blocks of
+// kGroupNormBlockValues, 32 Ki float32 values (128 KiB) a block: a few blocks of
 // buffers fit in one core's L2.
+constexpr int64_t kGroupNormBlockValues = tuned("kGroupNormBlockValues", int64_t{1} << 15);
+static_assert(kGroupNormBlockValues >= 1, "a block holds at least one row");
 int64_t rows_per_block(int64_t dim) {
   return std::max<int64_t>(1, kGroupNormBlockValues / dim);
 }

@@ -36,8 +36,9 @@ Fn for_storage(DType storage, Fn float32, Fn bfloat16, Fn float16) {
 // the threshold the output will not stay in cache for the caller anyway, and streaming saves
 // the read that an ordinary store's write-allocate costs: a forward then moves 8 bytes per
 // element instead of 12. Below it, the output is left in cache for whatever reads it next.
-// kStreamingStoreBytes (tuning.hpp), 8 MiB, is twice this machine's L2 (2 x 2 MiB); the shared
+// kStreamingStoreBytes, 8 MiB, is twice this machine's L2 (2 x 2 MiB); the shared
 // L3 is not counted on.
+inline constexpr int64_t kStreamingStoreBytes = tuned("kStreamingStoreBytes", int64_t{8} << 20);
 inline bool streams_output(int64_t bytes) {
   return bytes >= kStreamingStoreBytes;
 }

@@ -591,10 +591,12 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
 // time, one row per float64 lane (short_backward_stats), as the forward's short rows take their
 // moments: a short row's fixed costs (five horizontal sums, scalar quotients, a square root and
 // two divisions on a serial chain) otherwise outweigh its own arithmetic: up to
-// kShortBackwardMaxDim for float32 streams and kShortHalfBackwardMaxDim for 16-bit ones
-// (tuning.hpp), whose short rows sum in float32 lanes as their longer rows do
+// kShortBackwardMaxDim for float32 streams and kShortHalfBackwardMaxDim for 16-bit ones,
+// whose short rows sum in float32 lanes as their longer rows do
 // (short_half_backward_stats). What each measured: docs/performance.md, "Tunables: what was
 // tried".
+constexpr int64_t kShortBackwardMaxDim = tuned("kShortBackwardMaxDim", 1024);
+constexpr int64_t kShortHalfBackwardMaxDim = tuned("kShortHalfBackwardMaxDim", 128);
 
 // A group of short rows' pass-1 totals, one row per float64 lane (row_totals; max_g: row_maxima),
 // and the shifts they were taken from.
@@ -811,12 +813,13 @@ void norm_backward_groups(const NormBackward& a, int64_t begin, int64_t end, dou
   }
 }
 
-// Four rows a group, or eight for float32 rows of up to kWideGroupMaxDim (tuning.hpp) in a call
+// Four rows a group, or eight for float32 rows of up to kWideGroupMaxDim in a call
 // whose dx is streamed (a size meant to be beyond the caches): there more rows' loads are in
 // flight before pass 2 waits on them, while in cache the extra rows' constants cost more than
 // they gain. Only float32 rows get the wider group: its instances of pass 2 cost compile time.
 // The results are the same bits either way (one addition per row, in row order, into dgamma and
 // dbeta).
+constexpr int64_t kWideGroupMaxDim = tuned("kWideGroupMaxDim", 2048);
 
 template <class S, class B, Affine kScale>
 void norm_backward_rows_as(const NormBackward& a, int64_t begin, int64_t end,

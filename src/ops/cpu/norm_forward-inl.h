@@ -160,8 +160,9 @@ RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, boo
 // ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
 #if HWY_TARGET != HWY_SCALAR
 
-// The statistics pass prefetches kPrefetchHalves ahead (tuning.hpp): the hardware prefetcher
+// The statistics pass prefetches kPrefetchHalves ahead (4 KiB): the hardware prefetcher
 // alone keeps too few lines in flight.
+constexpr int64_t kPrefetchHalves = tuned("kPrefetchHalves", 2048);
 
 // bfloat16 rows of even length without a residual are also read as 32-bit pairs: the even
 // element of a pair is the pair shifted left by 16 bits, the odd one the pair with its low 16
@@ -541,7 +542,10 @@ inline bool all_finite(const float* values, int64_t count) {
   return true;
 }
 
-// Rows are done in groups of up to kMaxGroup rows and kGroupBytes of input (tuning.hpp).
+// Rows are done in groups of up to kMaxGroup rows and kGroupBytes of input (see below).
+constexpr int64_t kMaxGroup = tuned("kMaxGroup", 8);
+constexpr int64_t kGroupBytes = tuned("kGroupBytes", int64_t{16} << 10);
+static_assert(kMaxGroup >= 1 && kGroupBytes >= 1, "a group holds at least one row");
 
 // The outputs of one row from its moments: normalised in float32 lanes where they hold the row
 // (forward_fits_float32), in float64 lanes otherwise, NaN for a row holding a NaN or Inf (which
@@ -588,7 +592,7 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 
 // ---- short rows: one row per float64 lane ----------------------------------------------------
 #if HWY_TARGET != HWY_SCALAR
-// Rows up to kShortRowMaxDim (tuning.hpp; and a whole number of float32 registers) go through
+// Rows up to kShortRowMaxDim (and a whole number of float32 registers) go through
 // short_rows: their per-row fixed costs (horizontal sums, scalar quotients, a square root and a
 // division, each on a serial chain, and a call of the normalising pass) otherwise outweigh a short
 // row's own arithmetic; from D = 2048 the general loop's interleaving of a row's sums with the row
@@ -599,6 +603,9 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
 // their longer rows do (short_half_row_moments): there the input stage (h = x + r rounded to h's
 // type) then runs once per float32 register instead of once per half register. What each measured:
 // docs/performance.md, "Tunables: what was tried".
+constexpr int64_t kShortRowMaxDim = tuned("kShortRowMaxDim", 1024);
+constexpr int64_t kShortHalfRowMaxDim = tuned("kShortHalfRowMaxDim", 128);
+
 template <class SS>
 bool takes_short_rows(int64_t dim) {
   return is_short_row(dim, SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim);
@@ -613,6 +620,7 @@ bool takes_short_rows(int64_t dim) {
 // A row's sums are chains of dependent additions as long as the row's vectors over the
 // accumulators: four chains pay in cache from D = 512 (kFourChainsMinDim), shorter rows keep two
 // (their chains are short already).
+constexpr int64_t kFourChainsMinDim = tuned("kFourChainsMinDim", 512);
 
 template <class SS, class SB, bool kResidual, class RowAt>
 void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_t dim, bool centre,
@@ -713,10 +721,11 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   });
 }
 
-// Rows up to kMomentsAheadMaxDim (tuning.hpp) take the next group's moments before this group's
+// Rows up to kMomentsAheadMaxDim take the next group's moments before this group's
 // outputs: the group's quotients, square roots and divisions (a serial chain of some 60 cycles)
 // and the next group's loads from memory then overlap this group's normalising pass, instead of
 // every pass waiting on the chain before it. Each row's results are the same bits either way.
+constexpr int64_t kMomentsAheadMaxDim = tuned("kMomentsAheadMaxDim", 128);
 
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
 // group at a time (for the next group ahead of this one's outputs, kMomentsAheadMaxDim), then
@@ -895,8 +904,9 @@ void RowLoop<SS, SB, kResidual>::groups(const NormForward& a, int64_t begin, int
   RowMoments next_moments[kMaxGroup];
   double rstds[kMaxGroup];
   constexpr bool kInterleaved = !std::is_same_v<Next, NoNextRow>;
-  // Rows shorter than kInterleaveMinDim (tuning.hpp) run their sums alone: the interleaving's
+  // Rows shorter than kInterleaveMinDim run their sums alone: the interleaving's
   // set-up per row costs more than it saves there.
+  constexpr int64_t kInterleaveMinDim = tuned("kInterleaveMinDim", 512);
   const bool interleave = kInterleaved && dim >= kInterleaveMinDim;
   for (int64_t first = begin; first < end; first += group) {
     const int64_t count = std::min(group, end - first);
@@ -1034,8 +1044,10 @@ void add_rows(const NormForward& a, int64_t begin, int64_t end) {
 // block of rows at a time, h = x + r is stored first (add_rows), then the plain norm runs on h
 // from the cache (RowLoop, set up once). The fused passes formed and rounded h twice, once for
 // the statistics and once for the outputs, and could not read bfloat16 rows as 32-bit pairs.
-// h is stored kAddBlockBytes at a time (tuning.hpp). Same bits: the norm sees the same h, and
+// h is stored kAddBlockBytes at a time. Same bits: the norm sees the same h, and
 // the pairs give normalise_row's bits.
+constexpr int64_t kAddBlockBytes = tuned("kAddBlockBytes", int64_t{256} << 10);
+static_assert(kAddBlockBytes >= 1, "a block holds at least one row");
 
 template <class SS, class SB>
 void add_then_norm_rows(const NormForward& a, int64_t begin, int64_t end) {

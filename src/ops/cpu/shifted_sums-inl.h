@@ -22,6 +22,9 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// How far ahead the streaming passes prefetch, in floats.
+constexpr int64_t kPrefetchFloats = tuned("kPrefetchFloats", 512);
+
 // Shifted sums of one row: with d = x - shift, sum(d) and sum(d^2), in float64. Choosing the
 // shift from the row itself (its first element) keeps the one-pass variance
 // sum(d^2)/D - (sum(d)/D)^2 exact to float64 rounding times D: no element lies further than
@@ -47,8 +50,9 @@ struct ShiftedSums {
 // accumulator lane in the same order however the steps are interleaved: the sums, and so every
 // output, are bit for bit those of an uninterrupted run.
 //
-// A run prefetches kRunPrefetchFloats ahead (tuning.hpp): interleaved with the forward's
+// A run prefetches kRunPrefetchFloats ahead (4 KiB): interleaved with the forward's
 // normalising pass (its one caller that steps) it advances at that pass's pace.
+constexpr int64_t kRunPrefetchFloats = tuned("kRunPrefetchFloats", 1024);
 
 template <class SR, bool kResidual>
 class ShiftedSumsRun {

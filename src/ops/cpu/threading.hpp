@@ -12,10 +12,11 @@
 
 namespace addnorm::cpu {
 
+// Below this many elements a call runs on the calling thread: waking threads costs more.
+inline constexpr int64_t kParallelThreshold = tuned("kParallelThreshold", int64_t{1} << 16);
+
 // Runs body(begin, end) over [0, rows), one contiguous range of rows per thread, so each
-// thread streams through its own part of memory and small rows cost no per-row dispatch. A call
-// below kParallelThreshold elements (tuning.hpp) runs on the calling thread: waking threads
-// costs more.
+// thread streams through its own part of memory and small rows cost no per-row dispatch.
 template <class Body>
 void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
   if (rows * dim < kParallelThreshold || omp_get_max_threads() == 1) {
