@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """A/B of the kernels' speed tunables: builds addnorm-bench with the default tunables and with a
-variant (src/ops/cpu's `tuned()` values, through CMake's ADDNORM_TUNING), runs the two in turn, and prints
-for every case the variant's speed over the base's, round by round, and each side's share of the
-plain loop measured in its own run.
+variant (src/ops/cpu's `tuned()` values, through CMake's ADDNORM_TUNING), runs them in turn, and
+prints for every case the variant's speed over the base's round by round, the same for a second
+run of the base (the control: what the machine's noise alone does to the same code), and each
+side's share of the plain loop measured in its own run.
 
     /usr/bin/python3 dev/ab.py kMomentsAheadMaxDim=0
     /usr/bin/python3 dev/ab.py kShortRowMaxDim=512 --rounds 4 --check -- --dims 512,1024 --threads 1
@@ -11,9 +12,10 @@ plain loop measured in its own run.
 Each side is built in build-dev/<tunables>/ (kept, so a second experiment reuses the base) for this
 CPU's best SIMD target and the scalar one only, unless --all-targets. --check also builds the
 variant's tests and runs the case table on it (the numerics contract must hold for any value).
-The runs alternate base, variant, base, ... in separate processes, pinned (OMP_PROC_BIND=close,
-OMP_PLACES=cores); a ratio is taken between the two runs of one round, so a drift of the shared
-machine's speed between rounds does not enter it. Arguments after -- go to addnorm-bench
+A round runs base, variant, base again, in separate processes, pinned (OMP_PROC_BIND=close,
+OMP_PLACES=cores); a ratio is taken between the runs of one round, so a drift of the shared
+machine's speed between rounds does not enter it, and a difference inside the control's spread
+is noise. Arguments after -- go to addnorm-bench
 (default: float32 LayerNorm forward, D = 64 to 8192, 1 and 2 threads, addnorm and plain).
 What was measured this way, and the verdicts, go to docs/performance.md ("Tunables: what was
 tried"); the bench itself is documented there too. Needs the bench's dependencies
@@ -21,6 +23,7 @@ tried"); the bench itself is documented there too. Needs the bench's dependencie
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -107,39 +110,66 @@ def addnorm_records(run):
     return {case_key(r): r for r in run["records"] if r["impl"] == "addnorm"}
 
 
-def summarise(base_runs, variant_runs):
-    """Rows of (case, variant/base speed ratios by round, base share of plain, variant share of
-    plain): a ratio compares the two runs of one round; a share is addnorm's speed over plain's
-    in the same run, its median over the rounds (the bench's `ratios` are of times measured
-    interleaved: addnorm's median over plain's)."""
-    if len(base_runs) != len(variant_runs):
-        raise ValueError("summarise: the base and the variant need the same number of rounds")
-    rows = []
+@dataclasses.dataclass
+class CaseSummary:
+    """One case's comparison: speed ratios by round (variant over base; the control's over the
+    base, where the base ran twice a round: the machine's noise for the same code), and each
+    side's median share of plain."""
+    key: tuple
+    ratios: list
+    base_share: float = None
+    variant_share: float = None
+    noise: list = None
+
+
+def summarise(base_runs, variant_runs, control_runs=None):
+    """A CaseSummary per case that every run has: a ratio compares runs of one round; a share is
+    addnorm's speed over plain's in the same run, its median over the rounds (the bench's
+    `ratios` are of times measured interleaved: addnorm's median over plain's)."""
+    control_runs = control_runs or []
+    if len(base_runs) != len(variant_runs) or control_runs and len(control_runs) != len(base_runs):
+        raise ValueError("summarise: the base, the variant and the control need the same number "
+                         "of rounds")
     base_by_round = [addnorm_records(run) for run in base_runs]
     variant_by_round = [addnorm_records(run) for run in variant_runs]
-    for key in sorted(set.intersection(*(set(r) for r in base_by_round + variant_by_round))):
-        ratios = [v[key]["gbps"] / b[key]["gbps"] for b, v in zip(base_by_round, variant_by_round)]
+    control_by_round = [addnorm_records(run) for run in control_runs]
+    every = base_by_round + variant_by_round + control_by_round
+    summaries = []
+    for key in sorted(set.intersection(*(set(r) for r in every))):
+
+        def speed_over_base(by_round):
+            return [r[key]["gbps"] / b[key]["gbps"] for b, r in zip(base_by_round, by_round)]
 
         def share(by_round):
             shares = [1.0 / r[key]["ratios"]["plain"] for r in by_round
                       if "plain" in r[key]["ratios"]]
             return statistics.median(shares) if shares else None
 
-        rows.append((key, ratios, share(base_by_round), share(variant_by_round)))
-    return rows
+        summaries.append(CaseSummary(key, speed_over_base(variant_by_round), share(base_by_round),
+                                     share(variant_by_round),
+                                     speed_over_base(control_by_round) or None))
+    return summaries
 
 
-def markdown(rows, base, variant, cpu):
+def markdown(summaries, base, variant, cpu):
     def fmt(value):
         return "–" if value is None else f"{value:.2f}"
 
-    lines = [f"Variant `{variant}` against base `{base or 'defaults'}` ({cpu}):", "",
+    def spread(ratios):
+        if not ratios:
+            return "–"
+        return f"{min(ratios):.2f}, {statistics.median(ratios):.2f}, {max(ratios):.2f}"
+
+    lines = [f"Variant `{variant}` against base `{base or 'defaults'}` ({cpu}). A difference "
+             "inside the control's spread (the base run twice a round) is noise.", "",
              "| op | dtype | rows × D | threads | regime | variant / base (min, median, max) "
-             "| base share of plain | variant share of plain |", "|---|---|---|---|---|---|---|---|"]
-    for (op, dtype, rows_, dim, threads, regime), ratios, base_share, variant_share in rows:
-        lines.append(f"| {op} | {dtype} | {rows_} × {dim} | {threads} | {regime} | "
-                     f"{min(ratios):.2f}, {statistics.median(ratios):.2f}, {max(ratios):.2f} | "
-                     f"{fmt(base_share)} | {fmt(variant_share)} |")
+             "| control: base / base | base share of plain | variant share of plain |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for case in summaries:
+        op, dtype, rows, dim, threads, regime = case.key
+        lines.append(f"| {op} | {dtype} | {rows} × {dim} | {threads} | {regime} | "
+                     f"{spread(case.ratios)} | {spread(case.noise)} | {fmt(case.base_share)} | "
+                     f"{fmt(case.variant_share)} |")
     return "\n".join(lines)
 
 
@@ -175,13 +205,14 @@ def main(argv):
                        check=True)
     runs = variant / "runs"
     runs.mkdir(exist_ok=True)
-    base_runs, variant_runs = [], []
+    base_runs, variant_runs, control_runs = [], [], []
     for round_ in range(args.rounds):
         base_runs.append(run_bench(base, bench_args, runs / f"base-{round_}.json"))
         variant_runs.append(run_bench(variant, bench_args, runs / f"variant-{round_}.json"))
+        control_runs.append(run_bench(base, bench_args, runs / f"control-{round_}.json"))
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
     cpu = base_runs[0]["meta"].get("cpu", "unknown CPU")
-    print(markdown(summarise(base_runs, variant_runs), args.base, args.variant, cpu))
+    print(markdown(summarise(base_runs, variant_runs, control_runs), args.base, args.variant, cpu))
     return 0
 
 

@@ -75,24 +75,32 @@ def test_summary_takes_ratios_within_each_round_and_median_shares():
     variant = [run([rec("addnorm", 11.0, time_over_plain=4.0)]),
                run([rec("addnorm", 24.0, time_over_plain=1.0)]),
                run([rec("addnorm", 27.0, time_over_plain=2.0)])]
-    [(key, ratios, base_share, variant_share)] = ab.summarise(base, variant)
-    assert key == ("layer_norm_fwd", "f32", 1024, 128, 1, "memory")
-    assert ratios == pytest.approx([1.1, 1.2, 0.9])
-    assert base_share == pytest.approx(0.625)
-    assert variant_share == pytest.approx(0.5)
-    table = ab.markdown(ab.summarise(base, variant), "", "kMaxGroup=4", "test CPU")
-    assert "0.90, 1.10, 1.20" in table and "test CPU" in table
+    # The base again in each round (the control): 0.95x, 1.0x, 1.05x the first run.
+    control = [run([rec("addnorm", 9.5)]), run([rec("addnorm", 20.0)]),
+               run([rec("addnorm", 31.5)])]
+    [case] = ab.summarise(base, variant, control)
+    assert case.key == ("layer_norm_fwd", "f32", 1024, 128, 1, "memory")
+    assert case.ratios == pytest.approx([1.1, 1.2, 0.9])
+    assert case.noise == pytest.approx([0.95, 1.0, 1.05])
+    assert case.base_share == pytest.approx(0.625)
+    assert case.variant_share == pytest.approx(0.5)
+    table = ab.markdown(ab.summarise(base, variant, control), "", "kMaxGroup=4", "test CPU")
+    assert "| 0.90, 1.10, 1.20 | 0.95, 1.00, 1.05 | 0.62 | 0.50 |" in table
+    assert "test CPU" in table
+    assert ab.summarise(base, variant)[0].noise is None  # no control run: no noise column
 
 
 def test_summary_keeps_only_cases_both_sides_ran_in_every_round():
     base = [run([rec("addnorm", 10.0), rec("addnorm", 10.0, dim=256)])]
     variant = [run([rec("addnorm", 12.0, dim=256), rec("addnorm", 9.0, in_cache=True)])]
-    rows = ab.summarise(base, variant)
-    assert [row[0][3] for row in rows] == [256]
-    assert rows[0][1] == pytest.approx([1.2])
-    assert rows[0][2] is None  # no plain in that run: no share
+    cases = ab.summarise(base, variant)
+    assert [case.key[3] for case in cases] == [256]
+    assert cases[0].ratios == pytest.approx([1.2])
+    assert cases[0].base_share is None  # no plain in that run: no share
     with pytest.raises(ValueError, match="same number of rounds"):
         ab.summarise(base, variant + variant)
+    with pytest.raises(ValueError, match="same number of rounds"):
+        ab.summarise(base, variant, variant + variant)
 
 
 def test_block_sums_flushed_every_addition_are_as_exact_as_float64():
