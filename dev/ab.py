@@ -15,8 +15,12 @@ variant's tests and runs the case table on it (the numerics contract must hold f
 A round runs base, variant, base again, in separate processes, pinned (OMP_PROC_BIND=close,
 OMP_PLACES=cores); a ratio is taken between the runs of one round, so a drift of the shared
 machine's speed between rounds does not enter it, and a difference inside the control's spread
-is noise. Arguments after -- go to addnorm-bench
-(default: float32 LayerNorm forward, D = 64 to 8192, 1 and 2 threads, addnorm and plain).
+is noise. Options after -- go to addnorm-bench, over the same-named ones of the default (float32
+LayerNorm forward, D = 64 to 8192, 1 and 2 threads, addnorm and plain, out of cache). Each
+experiment's bench records are kept in build-dev/<variant>/runs/ until the next one with the
+same variant. Building for this CPU's target only is quicker but does not compile SSE4: a value
+that SSE4 refuses (kShortHalfRowMaxDim above 128, which must fit one block of float32 sums with 4
+lanes) passes here and fails the release build; --all-targets finds it.
 What was measured this way, and the verdicts, go to docs/performance.md ("Tunables: what was
 tried"); the bench itself is documented there too. Needs the bench's dependencies
 (scripts/install-deps.sh libdnnl-dev ocl-icd-opencl-dev libtorch-dev).
@@ -66,6 +70,34 @@ def check_tuning(tuning):
         if name not in known:
             raise ValueError(f"tunables: src/ops/cpu has no {name} "
                              f"(it has {', '.join(sorted(known))})")
+
+
+def merged_tuning(base, variant):
+    """The variant's build: the base's tunables with the variant's over them."""
+    values = dict(item.split("=") for item in base.split(",") if item)
+    values.update(item.split("=") for item in variant.split(",") if item)
+    return ",".join(f"{name}={value}" for name, value in values.items())
+
+
+def options(args):
+    """addnorm-bench arguments as [(option, value or None)], in order."""
+    pairs, i = [], 0
+    while i < len(args):
+        if not args[i].startswith("--"):
+            raise ValueError(f"bench arguments: expected an option at {args[i]!r}")
+        takes_value = i + 1 < len(args) and not args[i + 1].startswith("--")
+        pairs.append((args[i], args[i + 1] if takes_value else None))
+        i += 2 if takes_value else 1
+    return pairs
+
+
+def bench_arguments(given):
+    """DEFAULT_BENCH_ARGS with the options in `given` (addnorm-bench's) over the same-named ones,
+    and the others added."""
+    merged = dict(options(DEFAULT_BENCH_ARGS))
+    merged.update(options(given))
+    return [text for option, value in merged.items()
+            for text in ([option] if value is None else [option, value])]
 
 
 def build_dir(tuning):
@@ -176,33 +208,36 @@ def markdown(summaries, base, variant, cpu):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("variant", nargs="?", help="tunables of the variant, kName=value,...")
-    parser.add_argument("--base", default="", help="tunables of the base (default: none)")
+    parser.add_argument("--base", default="",
+                        help="tunables of the base (default: none); the variant is built with "
+                             "them too, its own over them")
     parser.add_argument("--rounds", type=int, default=3, help="base-variant pairs of runs")
     parser.add_argument("--all-targets", action="store_true", help="build every SIMD target")
     parser.add_argument("--check", action="store_true",
                         help="run the case table's tests on the variant first")
     parser.add_argument("--list", action="store_true", help="list the tunables and exit")
-    args, bench_args = parser.parse_known_args(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
     if args.list:
         for name, (default, where) in sorted(tunables().items()):
             print(f"{name} = {default}  ({where})")
         return 0
     if args.variant is None:
         parser.error("the variant's tunables are required (kName=value,...; --list names them)")
-    bench_args = [a for a in bench_args if a != "--"] or DEFAULT_BENCH_ARGS
     if args.rounds < 1:
         parser.error("--rounds: expected at least 1")
     try:
         check_tuning(args.base)
         check_tuning(args.variant)
+        bench_args = bench_arguments(argv[split + 1:])
     except ValueError as error:
         parser.error(str(error))
     base = build(args.base, args.all_targets, ["addnorm_bench"])
     variant_targets = ["addnorm_bench"] + (["addnorm_tests"] if args.check else [])
-    variant = build(args.variant, args.all_targets, variant_targets)
-    if args.check:
-        subprocess.run([str(variant / "tests" / "addnorm_tests"), "--gtest_filter=*CaseTable*"],
-                       check=True)
+    variant = build(merged_tuning(args.base, args.variant), args.all_targets, variant_targets)
+    if args.check:  # the contract's tests: the case table, and the 16-bit backward's block sums
+        subprocess.run([str(variant / "tests" / "addnorm_tests"),
+                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
     runs = variant / "runs"
     runs.mkdir(exist_ok=True)
     base_runs, variant_runs, control_runs = [], [], []

@@ -130,3 +130,29 @@ def test_to_bfloat16_rounds_to_nearest_even():
                       dtype=np.float32)
     want = [1.0, 1.0, 1.0 + 2**-7, 1.0, 1.0 + 2 * 2**-7]
     np.testing.assert_array_equal(block_sums_error.to_bfloat16(values), want)
+
+
+def test_bench_options_go_over_the_defaults_by_name():
+    args = ab.bench_arguments(["--dims", "512,1024", "--threads", "1", "--in-cache-mib", "2"])
+    pairs = dict(ab.options(args))
+    assert pairs["--dims"] == "512,1024" and pairs["--threads"] == "1"
+    assert pairs["--ops"] == "layer_norm_fwd" and pairs["--impls"] == "addnorm,plain"
+    assert pairs["--in-cache-mib"] == "2" and "--quiet" in pairs
+    assert args.count("--dims") == 1
+    assert ab.bench_arguments([]) == ab.DEFAULT_BENCH_ARGS
+    with pytest.raises(ValueError, match="expected an option"):
+        ab.bench_arguments(["512"])
+
+
+def test_the_variant_is_built_with_the_base_tunables_under_its_own():
+    assert ab.merged_tuning("kMaxGroup=4,kGroupBytes=8192", "kMaxGroup=2") == \
+        "kMaxGroup=2,kGroupBytes=8192"
+    assert ab.merged_tuning("", "kMaxGroup=2") == "kMaxGroup=2"
+
+
+def test_an_unknown_option_before_the_separator_fails_before_any_build():
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "dev/ab.py"), "kMaxGroup=4",
+                             "--dims", "64"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "unrecognized arguments: --dims 64" in result.stderr
+    assert not (REPO_ROOT / "build-dev" / "kMaxGroup-4").exists()

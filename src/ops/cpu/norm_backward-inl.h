@@ -405,7 +405,7 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
 // element at a time, add_elements). Twice the lanes of float64 and no promotions: this pass was
 // half of a bfloat16 backward's time in float64 lanes (D = 512, perf). The price is a few tens
 // of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
-// about 1e-5 in dx: some 2e-3 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
+// about 2e-6 in dx: some 5e-4 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
 // in float64 where float32 lanes cannot hold it (backward_block_sums_hold). kLow: with a low
 // part (centred on the mean's hi + lo split rather than an estimate). BlockSumLanes holds one
 // block's float32 lanes; backward_block_sums takes a row block by block.

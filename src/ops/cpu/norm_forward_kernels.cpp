@@ -59,11 +59,9 @@ void norm_forward(const NormForward& call) {
   NormForward decided = call;
   decided.stream_outputs = streams_output(call.rows * call.dim * dtype_size(call.branch_storage)) &&
                            (!narrow || call.dropout || streams_narrow_outputs());
-  const NormForward streamed = routed(decided);
-  const NormForward& args = streamed;
+  const NormForward args = routed(decided);
   const ForwardRows rows = forward_rows_for(args);
-  parallel_rows(args.rows, args.dim,
-                [&](int64_t begin, int64_t end) { rows(streamed, begin, end); });
+  parallel_rows(args.rows, args.dim, [&](int64_t begin, int64_t end) { rows(args, begin, end); });
 }
 
 void norm_forward_range(const NormForward& call, int64_t begin, int64_t end) {

@@ -1,9 +1,10 @@
-// The kernels' speed tunables: every number that chose a path, a group size, a prefetch distance
-// or a threshold is a constexpr value defined beside the code it tunes as
-// `tuned("kName", default)`, the default being the measured winner. What was measured, and how
-// to measure it again, is in docs/performance.md ("Tunables: what was tried"). No value changes
-// what the numerics contract promises (docs/numerics.md): some change the order of a row's
-// additions, and so a last bit; none makes a result depend on the thread count.
+// The kernels' speed tunables: the numbers that chose a path, a group size, a prefetch distance
+// or a threshold are constexpr values defined beside the code they tune as
+// `tuned("kName", default)`, the default being the measured winner (a few that shape a loop's
+// code, such as BatchNorm's sample groups and Philox's groups a step, are plain constants). What
+// was measured, and how to measure it again, is in docs/performance.md ("Tunables: what was
+// tried"). No value changes what the numerics contract promises (docs/numerics.md): some change the
+// order of a row's additions, and so a last bit; none makes a result depend on the thread count.
 //
 // A dev/ build overrides them (dev/ab.py): CMake's ADDNORM_TUNING="kName=value,..." reaches
 // this file as the string ADDNORM_TUNING_OVERRIDES, and tuned() reads it at compile time.
@@ -34,9 +35,9 @@ constexpr int64_t parse_count(std::string_view digits) {
 
 }  // namespace tuning_detail
 
-// `name`'s value in ADDNORM_TUNING_OVERRIDES ("kName=value,..."), or `fallback`.
-constexpr int64_t tuned(std::string_view name, int64_t fallback) {
-  std::string_view rest = tuning_detail::kOverrides;
+// `name`'s value in `overrides` ("kName=value,..."), or `fallback`.
+constexpr int64_t tuned_in(std::string_view overrides, std::string_view name, int64_t fallback) {
+  std::string_view rest = overrides;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
@@ -45,6 +46,11 @@ constexpr int64_t tuned(std::string_view name, int64_t fallback) {
     if (item.substr(0, equals) == name) return tuning_detail::parse_count(item.substr(equals + 1));
   }
   return fallback;
+}
+
+// `name`'s value in this build's ADDNORM_TUNING_OVERRIDES, or `fallback`.
+constexpr int64_t tuned(std::string_view name, int64_t fallback) {
+  return tuned_in(tuning_detail::kOverrides, name, fallback);
 }
 
 }  // namespace addnorm::cpu
