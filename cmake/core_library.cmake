@@ -14,27 +14,13 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/version.hpp.in
 
 # dev/ only: the kernels' speed tunables overridden for an A/B build (dev/ab.py), as
 # "kName=value,..." (src/ops/cpu/tuning.hpp). Every target of such a tree, tests included, sees
-# the same values. Each name is checked against the tunables the kernels define
-# (`= tuned("kName", default)`), so a misspelt one cannot pass unnoticed as the default.
+# the same values. cmake/tuning.cmake checks the string against the tunables the kernels define,
+# so a misspelt name cannot pass unnoticed as the default.
 set(ADDNORM_TUNING "" CACHE STRING
     "dev/ only: kernel tunables overridden, kName=value,... (src/ops/cpu/tuning.hpp)")
 if(ADDNORM_TUNING)
-  file(GLOB addnorm_kernel_files ${PROJECT_SOURCE_DIR}/src/ops/cpu/*)
-  set(addnorm_tunables "")
-  foreach(kernel_file IN LISTS addnorm_kernel_files)
-    file(STRINGS ${kernel_file} definitions REGEX "[=(] ?tuned\\(\"k[A-Za-z0-9]+\"")
-    string(APPEND addnorm_tunables "${definitions}")
-  endforeach()
-  string(REPLACE "," ";" addnorm_tuning_items "${ADDNORM_TUNING}")
-  foreach(item IN LISTS addnorm_tuning_items)
-    if(NOT item MATCHES "^(k[A-Za-z0-9]+)=([0-9]+)$")
-      message(FATAL_ERROR "ADDNORM_TUNING: '${item}' is not kName=value with a value of digits")
-    endif()
-    string(FIND "${addnorm_tunables}" "tuned(\"${CMAKE_MATCH_1}\"" at)
-    if(at EQUAL -1)
-      message(FATAL_ERROR "ADDNORM_TUNING: src/ops/cpu has no tunable ${CMAKE_MATCH_1}")
-    endif()
-  endforeach()
+  include(${CMAKE_CURRENT_LIST_DIR}/tuning.cmake)
+  addnorm_check_tuning("${ADDNORM_TUNING}")
   add_compile_definitions("ADDNORM_TUNING_OVERRIDES=\"${ADDNORM_TUNING}\"")
 endif()
 

@@ -42,34 +42,36 @@ DEFAULT_BENCH_ARGS = [
     "--dtypes", "f32", "--impls", "addnorm,plain", "--reps", "5", "--case-seconds", "1",
     "--no-decode", "--no-in-cache", "--quiet",
 ]
-TUNING_FORM = re.compile(r"^(k[A-Za-z0-9]+=[0-9]+)(,k[A-Za-z0-9]+=[0-9]+)*$")
+TUNING_SCRIPT = ROOT / "cmake" / "tuning.cmake"  # the one reader of the kernels' tunables
 
 
-TUNABLE_DEFINITION = re.compile(r'[=(] ?tuned\("(k\w+)",\s*([^;]+?)\)\)?;')
+def tuning_script(*definitions):
+    """Runs cmake/tuning.cmake in script mode with -D`definitions`: its output, or ValueError with
+    its message (CMake's own check, the one the build runs)."""
+    result = subprocess.run(["cmake", *(f"-D{d}" for d in definitions), "-P", str(TUNING_SCRIPT)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        message = re.sub(r"\s+", " ", result.stderr)
+        found = re.search(r"ADDNORM_TUNING: (.*?)(?: Call Stack|$)", message)
+        raise ValueError(f"tunables: {found.group(1) if found else message.strip()}")
+    return result.stdout + result.stderr
 
 
 def tunables():
     """The tunables the kernels define (`= tuned("kName", default)` in src/ops/cpu), name ->
     (default as written there, the file that defines it)."""
     found = {}
-    for path in sorted((ROOT / "src/ops/cpu").iterdir()):
-        for name, default in TUNABLE_DEFINITION.findall(path.read_text()):
-            found[name] = (default, str(path.relative_to(ROOT)))
+    for line in tuning_script("ADDNORM_TUNING_LIST=ON").splitlines():
+        listed = re.fullmatch(r"(k\w+) = (.+)  \((.+)\)", line)
+        if listed:
+            found[listed.group(1)] = (listed.group(2), listed.group(3))
     return found
 
 
 def check_tuning(tuning):
-    """The tuning string's form and names (CMake checks them too; this fails before a build)."""
-    if tuning == "":
-        return
-    if not TUNING_FORM.match(tuning):
-        raise ValueError(f"tunables: expected kName=value,... with values of digits, got {tuning!r}")
-    known = tunables()
-    for item in tuning.split(","):
-        name = item.split("=")[0]
-        if name not in known:
-            raise ValueError(f"tunables: src/ops/cpu has no {name} "
-                             f"(it has {', '.join(sorted(known))})")
+    """Fails with ValueError before any build when CMake would refuse the tuning string."""
+    if tuning != "":
+        tuning_script(f"ADDNORM_TUNING={tuning}")
 
 
 def merged_tuning(base, variant):

@@ -1,4 +1,4 @@
-"""dev/'s scripts: ab.py's reading of the kernels' tunables, its checks of a tunables string, and its
+"""dev/'s scripts: the kernels' tunables as cmake/tuning.cmake reads and checks them (through ab.py), and its
 summary (ratios round by round, shares of plain), on records written here in addnorm-bench's
 shape; block_sums_error.py's emulation against float64 sums. (No build and no benchmark runs.)"""
 import re
@@ -35,12 +35,12 @@ def test_a_well_formed_tunables_string_is_accepted(tuning):
 
 
 @pytest.mark.parametrize("tuning, message", [
-    ("kNoSuchThing=3", "has no kNoSuchThing"),
-    ("kShortRowMaxDim=-1", "expected kName=value"),
-    ("kShortRowMaxDim=1e3", "expected kName=value"),
-    ("kShortRowMaxDim", "expected kName=value"),
-    ("kShortRowMaxDim=512,", "expected kName=value"),
-    ("ShortRowMaxDim=512", "expected kName=value"),
+    ("kNoSuchThing=3", "has no tunable kNoSuchThing"),
+    ("kShortRowMaxDim=-1", "is not kName=value"),
+    ("kShortRowMaxDim=1e3", "is not kName=value"),
+    ("kShortRowMaxDim", "is not kName=value"),
+    ("kShortRowMaxDim=512,", "has an empty item"),
+    ("ShortRowMaxDim=512", "is not kName=value"),
 ])
 def test_a_bad_tunables_string_is_refused_by_name(tuning, message):
     with pytest.raises(ValueError, match=message):
@@ -51,7 +51,7 @@ def test_a_bad_tunables_string_fails_before_any_build():
     result = subprocess.run([sys.executable, str(REPO_ROOT / "dev/ab.py"), "kNoSuchThing=1"],
                             capture_output=True, text=True)
     assert result.returncode == 2
-    assert "has no kNoSuchThing" in result.stderr
+    assert "has no tunable kNoSuchThing" in result.stderr
     assert not (REPO_ROOT / "build-dev" / "kNoSuchThing-1").exists()
 
 

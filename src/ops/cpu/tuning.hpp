@@ -8,7 +8,7 @@
 //
 // A dev/ build overrides them (dev/ab.py): CMake's ADDNORM_TUNING="kName=value,..." reaches
 // this file as the string ADDNORM_TUNING_OVERRIDES, and tuned() reads it at compile time.
-// CMake checks each name against the tunables in src/ops/cpu (cmake/core_library.cmake); a
+// cmake/tuning.cmake checks each name against the tunables in src/ops/cpu; a
 // release build has none.
 #ifndef ADDNORM_OPS_CPU_TUNING_HPP_
 #define ADDNORM_OPS_CPU_TUNING_HPP_
