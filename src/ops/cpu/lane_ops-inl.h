@@ -168,6 +168,12 @@ inline bool is_short_row(int64_t dim, int64_t max_dim) {
   return dim <= max_dim && dim % static_cast<int64_t>(hn::Lanes(FloatTag())) == 0;
 }
 
+// The longest row that one block of float32 sums holds (kFloat32BlockAdditions pairs of
+// registers): the short 16-bit paths sum a row as one block, so their limits must not pass it.
+// At 16 additions it is 128 with SSE4's 4 lanes.
+constexpr int64_t kOneBlockMaxDim =
+    2 * kFloat32BlockAdditions * static_cast<int64_t>(hn::MaxLanes(FloatTag()));
+
 // moments_from and 1 / sqrt(variance + eps) (norm_numerics.hpp) for a group of rows, one per
 // lane: the same operations, each rounded as the scalar ones.
 struct MomentLanes {
@@ -204,6 +210,18 @@ inline hn::Mask<DoubleTag> block_sums_hold_lanes(const MomentLanes& m, hn::Vec<D
   const auto offset = hn::Div(sum, hn::Set(dd, static_cast<double>(dim)));
   return hn::And(holds, hn::Le(hn::Mul(offset, offset),
                                hn::Mul(hn::Set(dd, kCloseEstimateSpread), m.variance)));
+}
+
+// forward_fits_float32 (norm_numerics.hpp) for a group of rows, one per lane. NaN fails.
+inline hn::Mask<DoubleTag> forward_fits_float32_lanes(hn::Vec<DoubleTag> centre,
+                                                      hn::Vec<DoubleTag> variance,
+                                                      hn::Vec<DoubleTag> rstd) {
+  const DoubleTag dd;
+  const auto centre_holds = hn::Lt(hn::Abs(centre), hn::Set(dd, kFloat32LanesMaxCentre));
+  const auto lanes_hold = hn::And(hn::And(hn::Lt(rstd, hn::Set(dd, kFloat32LanesMaxRstd)),
+                                          hn::Ge(rstd, hn::Set(dd, kFloat32LanesMinRstd))),
+                                  hn::Ge(variance, hn::Set(dd, kFloat32LanesMinVariance)));
+  return hn::And(centre_holds, hn::Or(hn::IsInf(rstd), lanes_hold));
 }
 
 // Calls redo(k) for each of a group's first `count` lanes that `holds` does not hold: the rows

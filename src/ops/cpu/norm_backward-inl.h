@@ -688,8 +688,7 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
   constexpr size_t kRows = hn::MaxLanes(dd);
-  static_assert(kShortHalfBackwardMaxDim <=
-                    2 * kFloat32BlockAdditions * static_cast<int64_t>(hn::MaxLanes(df)),
+  static_assert(kShortHalfBackwardMaxDim <= kOneBlockMaxDim,
                 "a short 16-bit row is one block of float32 sums");
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);

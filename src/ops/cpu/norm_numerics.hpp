@@ -111,15 +111,19 @@ inline double xhat_scale(double rstd) {
 // numbers (below 2^64, at least 2^-100), x - centre cannot overflow (|centre| < 2^100: any
 // x - centre_hi then rounds to at most FLT_MAX), and the spread is clear of float32's denormal
 // grid (kFloat32LanesMinVariance). NaNs fail every test.
+// The bounds are named for the lanes' form of these tests too (lane_ops-inl.h).
+inline constexpr double kFloat32LanesMaxCentre = 0x1p100;
+inline constexpr double kFloat32LanesMaxRstd = 0x1p64;
+inline constexpr double kFloat32LanesMinRstd = 0x1p-100;
 inline bool float32_lanes_hold(double centre, double variance, double rstd) {
-  return std::fabs(centre) < 0x1p100 && rstd < 0x1p64 && rstd >= 0x1p-100 &&
-         variance >= kFloat32LanesMinVariance;
+  return std::fabs(centre) < kFloat32LanesMaxCentre && rstd < kFloat32LanesMaxRstd &&
+         rstd >= kFloat32LanesMinRstd && variance >= kFloat32LanesMinVariance;
 }
 
 // The same for a forward's normalising pass, which also takes the zero-spread rows with eps = 0
 // (rstd infinite, scaled by xhat_scale = 0: every output is then exactly the shift).
 inline bool forward_fits_float32(double centre, double variance, double rstd) {
-  return (std::isinf(rstd) && std::fabs(centre) < 0x1p100) ||
+  return (std::isinf(rstd) && std::fabs(centre) < kFloat32LanesMaxCentre) ||
          float32_lanes_hold(centre, variance, rstd);
 }
 
