@@ -8,7 +8,12 @@ side's share of the plain loop measured in its own run.
     /usr/bin/python3 dev/ab.py kMomentsAheadMaxDim=0
     /usr/bin/python3 dev/ab.py kShortRowMaxDim=512 --rounds 4 --check -- --dims 512,1024 --threads 1
     /usr/bin/python3 dev/ab.py kAddBlockBytes=16384 -- --ops add_norm_pre_fwd --dtypes bf16
+    /usr/bin/python3 dev/ab.py --base-commit HEAD -- --tensor-mib 0.25 --dims 64,128,256 --threads 1
 
+With --base-commit, the base is that commit (checked out once as a git worktree in
+build-dev/src-<commit>/) and the variant the working tree, each with its tunables: the A/B of a
+code change. On a shared machine, tensors that stay in L2 (`--tensor-mib 0.25`) time a change to
+the per-row work to a few percent, where 64 MiB tensors spread 0.6-1.3x between runs.
 Each side is built in build-dev/<tunables>/ (kept, so a second experiment reuses the base) for this
 CPU's best SIMD target and the scalar one only, unless --all-targets. --check also builds the
 variant's tests and runs the case table on it (the numerics contract must hold for any value).
@@ -102,8 +107,29 @@ def bench_arguments(given):
             for text in ([option] if value is None else [option, value])]
 
 
-def build_dir(tuning):
-    return ROOT / "build-dev" / (tuning.replace("=", "-").replace(",", "_") or "default")
+def build_dir(tuning, commit=None):
+    """build-dev/<tunables>/ for the working tree, build-dev/<commit>-<tunables>/ for a commit."""
+    name = tuning.replace("=", "-").replace(",", "_") or "default"
+    return ROOT / "build-dev" / (f"{commit}-{name}" if commit else name)
+
+
+def resolve_commit(revision):
+    """The full hash of a revision of this repository (ValueError if git does not know it)."""
+    result = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet",
+                             f"{revision}^{{commit}}"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ValueError(f"--base-commit: git knows no commit {revision!r}")
+    return result.stdout.strip()
+
+
+def commit_source(commit):
+    """A checkout of `commit` to build the base from: a detached git worktree in
+    build-dev/src-<commit>/, made once and kept (build-dev/ is ignored)."""
+    where = ROOT / "build-dev" / f"src-{commit[:12]}"
+    if not where.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), commit],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return where
 
 
 def disabled_targets(all_targets):
@@ -114,10 +140,12 @@ def disabled_targets(all_targets):
     return "(HWY_SSSE3|HWY_SSE4|HWY_AVX2)" if "avx512f" in flags else "HWY_SSSE3"
 
 
-def build(tuning, all_targets, targets):
-    where = build_dir(tuning)
+def build(tuning, all_targets, targets, commit=None):
+    """Builds `targets` with `tuning` from the working tree, or from `commit`'s checkout."""
+    where = build_dir(tuning, commit[:12] if commit else None)
+    source = commit_source(commit) if commit else ROOT
     subprocess.run(
-        ["cmake", "-S", str(ROOT), "-B", str(where), "-DCMAKE_BUILD_TYPE=Release",
+        ["cmake", "-S", str(source), "-B", str(where), "-DCMAKE_BUILD_TYPE=Release",
          "-DADDNORM_BUILD_BENCH=ON", "-DADDNORM_BUILD_PYTHON=OFF", "-DADDNORM_BUILD_TORCH_OPS=OFF",
          f"-DADDNORM_BUILD_TESTS={'ON' if 'addnorm_tests' in targets else 'OFF'}",
          f"-DADDNORM_TUNING={tuning}",
@@ -185,6 +213,12 @@ def summarise(base_runs, variant_runs, control_runs=None):
     return summaries
 
 
+def side_label(tuning, source=None):
+    """How the report names a side: its source (where a commit is compared with the working
+    tree) and its tunables."""
+    return ", ".join(part for part in (source, tuning) if part) or "defaults"
+
+
 def markdown(summaries, base, variant, cpu):
     def fmt(value):
         return "–" if value is None else f"{value:.2f}"
@@ -194,7 +228,7 @@ def markdown(summaries, base, variant, cpu):
             return "–"
         return f"{min(ratios):.2f}, {statistics.median(ratios):.2f}, {max(ratios):.2f}"
 
-    lines = [f"Variant `{variant}` against base `{base or 'defaults'}` ({cpu}). A difference "
+    lines = [f"Variant `{variant}` against base `{base}` ({cpu}). A difference "
              "inside the control's spread (the base run twice a round) is noise.", "",
              "| op | dtype | rows × D | threads | regime | variant / base (min, median, max) "
              "| control: base / base | base share of plain | variant share of plain |",
@@ -213,6 +247,10 @@ def main(argv):
     parser.add_argument("--base", default="",
                         help="tunables of the base (default: none); the variant is built with "
                              "them too, its own over them")
+    parser.add_argument("--base-commit", metavar="REVISION",
+                        help="build the base from this commit (a git worktree in build-dev/) and "
+                             "the variant from the working tree: the A/B of a code change; the "
+                             "variant's tunables are then optional")
     parser.add_argument("--rounds", type=int, default=3, help="base-variant pairs of runs")
     parser.add_argument("--all-targets", action="store_true", help="build every SIMD target")
     parser.add_argument("--check", action="store_true",
@@ -224,19 +262,23 @@ def main(argv):
         for name, (default, where) in sorted(tunables().items()):
             print(f"{name} = {default}  ({where})")
         return 0
-    if args.variant is None:
-        parser.error("the variant's tunables are required (kName=value,...; --list names them)")
+    if args.variant is None and args.base_commit is None:
+        parser.error("the variant's tunables are required (kName=value,...; --list names them), "
+                     "or --base-commit")
     if args.rounds < 1:
         parser.error("--rounds: expected at least 1")
+    variant_tuning = args.variant or ""
     try:
-        check_tuning(args.base)
-        check_tuning(args.variant)
+        commit = resolve_commit(args.base_commit) if args.base_commit else None
+        if commit is None:  # a commit's build checks its own tunables, as that commit defines them
+            check_tuning(args.base)
+        check_tuning(variant_tuning)
         bench_args = bench_arguments(argv[split + 1:])
     except ValueError as error:
         parser.error(str(error))
-    base = build(args.base, args.all_targets, ["addnorm_bench"])
+    base = build(args.base, args.all_targets, ["addnorm_bench"], commit)
     variant_targets = ["addnorm_bench"] + (["addnorm_tests"] if args.check else [])
-    variant = build(merged_tuning(args.base, args.variant), args.all_targets, variant_targets)
+    variant = build(merged_tuning(args.base, variant_tuning), args.all_targets, variant_targets)
     if args.check:  # the contract's tests: the case table, and the 16-bit backward's block sums
         subprocess.run([str(variant / "tests" / "addnorm_tests"),
                         "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
@@ -249,7 +291,11 @@ def main(argv):
         control_runs.append(run_bench(base, bench_args, runs / f"control-{round_}.json"))
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
     cpu = base_runs[0]["meta"].get("cpu", "unknown CPU")
-    print(markdown(summarise(base_runs, variant_runs, control_runs), args.base, args.variant, cpu))
+    base_label = side_label(args.base, f"commit {commit[:12]}" if commit else None)
+    variant_label = side_label(merged_tuning(args.base, variant_tuning),
+                               "the working tree" if commit else None)
+    print(markdown(summarise(base_runs, variant_runs, control_runs), base_label, variant_label,
+                   cpu))
     return 0
 
 

@@ -156,3 +156,27 @@ def test_an_unknown_option_before_the_separator_fails_before_any_build():
     assert result.returncode == 2
     assert "unrecognized arguments: --dims 64" in result.stderr
     assert not (REPO_ROOT / "build-dev" / "kMaxGroup-4").exists()
+
+
+def test_an_unknown_base_commit_fails_before_any_build():
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "dev/ab.py"), "--base-commit",
+                             "no-such-revision"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "git knows no commit 'no-such-revision'" in result.stderr
+
+
+def test_neither_tunables_nor_a_base_commit_is_refused():
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "dev/ab.py")], capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert "or --base-commit" in result.stderr
+
+
+def test_a_commit_builds_apart_from_the_working_tree_and_the_report_names_both():
+    commit = ab.resolve_commit("HEAD")
+    assert re.fullmatch(r"[0-9a-f]{40}", commit)
+    assert ab.build_dir("", commit[:12]).name == f"{commit[:12]}-default"
+    assert ab.build_dir("kMaxGroup=4").name == "kMaxGroup-4"
+    assert ab.side_label("", f"commit {commit[:12]}") == f"commit {commit[:12]}"
+    assert ab.side_label("kMaxGroup=4", "the working tree") == "the working tree, kMaxGroup=4"
+    assert ab.side_label("") == "defaults"
