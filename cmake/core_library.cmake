@@ -19,7 +19,7 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/version.hpp.in
 set(ADDNORM_TUNING "" CACHE STRING
     "dev/ only: kernel tunables overridden, kName=value,... (src/ops/cpu/tuning.hpp)")
 if(ADDNORM_TUNING)
-  include(${CMAKE_CURRENT_LIST_DIR}/tuning.cmake)
+  include("${CMAKE_CURRENT_LIST_DIR}/tuning.cmake")
   addnorm_check_tuning("${ADDNORM_TUNING}")
   add_compile_definitions("ADDNORM_TUNING_OVERRIDES=\"${ADDNORM_TUNING}\"")
 endif()

@@ -11,19 +11,20 @@ side's share of the plain loop measured in its own run.
     /usr/bin/python3 dev/ab.py --base-commit HEAD -- --tensor-mib 0.25 --dims 64,128,256 --threads 1
 
 With --base-commit, the base is that commit (checked out once as a git worktree in
-build-dev/src-<commit>/) and the variant the working tree, each with its tunables: the A/B of a
-code change. On a shared machine, tensors that stay in L2 (`--tensor-mib 0.25`) time a change to
-the per-row work to a few percent, where 64 MiB tensors spread 0.6-1.3x between runs.
-Each side is built in build-dev/<tunables>/ (kept, so a second experiment reuses the base) for this
-CPU's best SIMD target and the scalar one only, unless --all-targets. --check also builds the
-variant's tests and runs the case table on it (the numerics contract must hold for any value).
+build-dev/src-<first 12 hex digits>/, built in build-dev/<those digits>-<tunables>/) and the
+variant the working tree, each with its tunables: the A/B of a code change. On a shared
+machine, tensors that stay in L2 (`--tensor-mib 0.25`) time a change to the per-row work to a
+few percent, where 64 MiB tensors spread 0.6-1.3x between runs.
+Otherwise each side is built in build-dev/<tunables>/. Builds are kept, so a second experiment
+reuses the base; each is for this CPU's best SIMD target and the scalar one only, unless
+--all-targets. --check also builds the variant's tests and runs the case table on it (the numerics contract must hold for any value).
 A round runs base, variant, base again, in separate processes, pinned (OMP_PROC_BIND=close,
 OMP_PLACES=cores); a ratio is taken between the runs of one round, so a drift of the shared
 machine's speed between rounds does not enter it, and a difference inside the control's spread
 is noise. Options after -- go to addnorm-bench, over the same-named ones of the default (float32
 LayerNorm forward, D = 64 to 8192, 1 and 2 threads, addnorm and plain, out of cache). Each
-experiment's bench records are kept in build-dev/<variant>/runs/ until the next one with the
-same variant. Building for this CPU's target only is quicker but does not compile SSE4: a value
+experiment's bench records are kept in build-dev/<variant>/runs/ (runs-<commit>/ against a
+commit) until the next one with the same sides. Building for this CPU's target only is quicker but does not compile SSE4: a value
 that SSE4 refuses (kShortHalfRowMaxDim above 128, which must fit one block of float32 sums with 4
 lanes) passes here and fails the release build; --all-targets finds it.
 What was measured this way, and the verdicts, go to docs/performance.md ("Tunables: what was
@@ -36,6 +37,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,8 +55,13 @@ TUNING_SCRIPT = ROOT / "cmake" / "tuning.cmake"  # the one reader of the kernels
 def tuning_script(*definitions):
     """Runs cmake/tuning.cmake in script mode with -D`definitions`: its output, or ValueError with
     its message (CMake's own check, the one the build runs)."""
-    result = subprocess.run(["cmake", *(f"-D{d}" for d in definitions), "-P", str(TUNING_SCRIPT)],
-                            capture_output=True, text=True)
+    try:
+        result = subprocess.run(
+            ["cmake", *(f"-D{d}" for d in definitions), "-P", str(TUNING_SCRIPT)],
+            capture_output=True, text=True)
+    except FileNotFoundError as error:
+        raise ValueError("tunables: cmake is not on PATH (scripts/install-deps.sh installs it)") \
+            from error
     if result.returncode != 0:
         message = re.sub(r"\s+", " ", result.stderr)
         found = re.search(r"ADDNORM_TUNING: (.*?)(?: Call Stack|$)", message)
@@ -124,11 +131,25 @@ def resolve_commit(revision):
 
 def commit_source(commit):
     """A checkout of `commit` to build the base from: a detached git worktree in
-    build-dev/src-<commit>/, made once and kept (build-dev/ is ignored)."""
+    build-dev/src-<first 12 digits>/, made once and kept (build-dev/ is ignored). One that does
+    not hold the commit (a checkout cut short, a folder left by hand) is made again; ValueError
+    with git's message if git cannot."""
     where = ROOT / "build-dev" / f"src-{commit[:12]}"
-    if not where.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), commit],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A folder in build-dev/ that is not a checkout of its own would report this repository's HEAD.
+    head = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel", "HEAD"],
+                          capture_output=True, text=True) if where.exists() else None
+    if head is not None and head.returncode == 0 and \
+            head.stdout.split() == [str(where.resolve()), commit]:
+        return where
+    git = ["git", "-C", str(ROOT), "worktree"]
+    subprocess.run([*git, "remove", "--force", str(where)], capture_output=True)
+    shutil.rmtree(where, ignore_errors=True)  # what was not a worktree: ab.py's folder, not yours
+    subprocess.run([*git, "prune"], capture_output=True)  # a folder deleted by hand
+    added = subprocess.run([*git, "add", "--detach", str(where), commit], capture_output=True,
+                           text=True)
+    if added.returncode != 0:
+        raise ValueError(f"--base-commit: git could not check out {commit[:12]} in {where}: "
+                         f"{added.stderr.strip()}")
     return where
 
 
@@ -272,8 +293,10 @@ def main(argv):
         commit = resolve_commit(args.base_commit) if args.base_commit else None
         if commit is None:  # a commit's build checks its own tunables, as that commit defines them
             check_tuning(args.base)
-        check_tuning(variant_tuning)
+        check_tuning(merged_tuning(args.base, variant_tuning))  # what the working tree builds
         bench_args = bench_arguments(argv[split + 1:])
+        if commit:
+            commit_source(commit)
     except ValueError as error:
         parser.error(str(error))
     base = build(args.base, args.all_targets, ["addnorm_bench"], commit)
@@ -282,7 +305,8 @@ def main(argv):
     if args.check:  # the contract's tests: the case table, and the 16-bit backward's block sums
         subprocess.run([str(variant / "tests" / "addnorm_tests"),
                         "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
-    runs = variant / "runs"
+    # A variant's runs, per base: the same working tree against another commit keeps its own.
+    runs = variant / (f"runs-{commit[:12]}" if commit else "runs")
     runs.mkdir(exist_ok=True)
     base_runs, variant_runs, control_runs = [], [], []
     for round_ in range(args.rounds):

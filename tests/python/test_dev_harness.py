@@ -2,6 +2,7 @@
 summary (ratios round by round, shares of plain), on records written here in addnorm-bench's
 shape; block_sums_error.py's emulation against float64 sums. (No build and no benchmark runs.)"""
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ def test_a_well_formed_tunables_string_is_accepted(tuning):
     ("kShortRowMaxDim", "is not kName=value"),
     ("kShortRowMaxDim=512,", "has an empty item"),
     ("ShortRowMaxDim=512", "is not kName=value"),
+    ("kMaxGroup=4;kGroupBytes=8192", "has a ';'"),
 ])
 def test_a_bad_tunables_string_is_refused_by_name(tuning, message):
     with pytest.raises(ValueError, match=message):
@@ -180,3 +182,25 @@ def test_a_commit_builds_apart_from_the_working_tree_and_the_report_names_both()
     assert ab.side_label("", f"commit {commit[:12]}") == f"commit {commit[:12]}"
     assert ab.side_label("kMaxGroup=4", "the working tree") == "the working tree, kMaxGroup=4"
     assert ab.side_label("") == "defaults"
+
+
+def test_a_commit_checkout_that_holds_another_commit_is_made_again(tmp_path, monkeypatch):
+    # A worktree cut short, or a folder left where the checkout goes, is replaced by the commit.
+    monkeypatch.setattr(ab, "ROOT", REPO_ROOT)
+    commit = ab.resolve_commit("HEAD")
+    where = REPO_ROOT / "build-dev" / f"src-{commit[:12]}"
+    if where.exists():
+        pytest.skip("a real checkout of HEAD is in build-dev/; not disturbing it")
+    where.mkdir(parents=True)
+    (where / "left-over").write_text("not a checkout")
+    try:
+        assert ab.commit_source(commit) == where
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True)
+        assert head.stdout.strip() == commit
+        assert not (where / "left-over").exists()
+    finally:
+        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(where)],
+                       capture_output=True)
+        shutil.rmtree(where, ignore_errors=True)
+        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "prune"], capture_output=True)

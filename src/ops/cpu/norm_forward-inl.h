@@ -622,8 +622,8 @@ bool takes_short_rows(int64_t dim) {
 // (their chains are short already).
 constexpr int64_t kFourChainsMinDim = tuned("kFourChainsMinDim", 512);
 
-// A group's moments and rstds, one row a float64 lane (the lanes past the group's rows repeat
-// its last row).
+// A group's moments and rstds, one row a float64 lane; the lanes past the group's rows are spare
+// and never read.
 constexpr size_t kGroupRows = hn::MaxLanes(DoubleTag());
 struct GroupMoments {
   HWY_ALIGN double mean[kGroupRows];
@@ -652,11 +652,10 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
                        GroupMoments& group) {
   const DoubleTag dd;
   const HalfFloatTag dh;
-  constexpr size_t kRows = hn::MaxLanes(dd);
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  hn::Vec<DoubleTag> sums[kRows], squares[kRows];
-  HWY_ALIGN double shifts[kRows];
-  for (size_t k = 0; k < kRows; ++k) {
+  hn::Vec<DoubleTag> sums[kGroupRows], squares[kGroupRows];
+  HWY_ALIGN double shifts[kGroupRows];
+  for (size_t k = 0; k < kGroupRows; ++k) {
     if (fill_spare_lane(k, count, shifts, sums, squares)) continue;
     const RowPointers<SS, SB> p = row_at(first + static_cast<int64_t>(k));
     shifts[k] = kCentre ? static_cast<double>(input_one<SS, SB, kResidual>(p, 0)) : 0.0;
@@ -706,16 +705,15 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   const DoubleTag dd;
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
-  constexpr size_t kRows = hn::MaxLanes(dd);
   // centred_block stops after one block: a longer short row would lose its end.
   static_assert(kShortHalfRowMaxDim <= kOneBlockMaxDim,
                 "a short 16-bit row is one block of float32 sums");
-  RowPointers<SS, SB> rows[kRows];  // the group's rows; spare lanes copy (fill_spare_lane)
+  RowPointers<SS, SB> rows[kGroupRows];  // the group's rows; spare lanes copy (fill_spare_lane)
   for (int64_t k = 0; k < count; ++k) rows[k] = row_at(first + k);
   const auto zero = hn::Zero(dd);
-  HWY_ALIGN float estimates[kRows];
-  hn::Vec<DoubleTag> sums[kRows], squares[kRows];
-  for (size_t k = 0; k < kRows; ++k) {
+  HWY_ALIGN float estimates[kGroupRows];
+  hn::Vec<DoubleTag> sums[kGroupRows], squares[kGroupRows];
+  for (size_t k = 0; k < kGroupRows; ++k) {
     if (fill_spare_lane(k, count, estimates, sums, squares)) continue;
     estimates[k] = centre ? register_mean(input<SS, SB, kResidual>(df, rows[k], 0)) : 0.0f;
     const auto hi = hn::Set(df, estimates[k]);
@@ -745,7 +743,7 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
 // rows at once, one row a float64 lane: the same operations as output_row's, rounded alike, in a
 // few vector instructions instead of some thirty scalar ones a row. Only where the group's
 // moments were taken ahead (kMomentsAheadMaxDim): there the float32 LayerNorm and RMSNorm forward
-// ran 1.03-1.16x faster in cache at D = 64 and 128; for longer rows, whose moments are taken just
+// ran 1.04-1.12x faster in L2 at D = 64 and 128; for longer rows, whose moments are taken just
 // before their outputs, it puts this work on the chain between them, and ran 0.96-0.98x
 // (docs/performance.md, "Tunables: what was tried").
 struct GroupOutputs {
@@ -765,7 +763,7 @@ struct GroupOutputs {
 inline void group_outputs(const NormForward& a, int64_t first, int64_t count,
                           const GroupMoments& group, GroupOutputs& out) {
   const DoubleTag dd;
-  const hn::Rebind<float, DoubleTag> df;
+  const HalfFloatTag df;  // one float per float64 lane
   const auto mean = hn::Load(dd, group.mean);
   const auto variance = hn::Load(dd, group.variance);
   const auto rstd = hn::Load(dd, group.rstd);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,67 @@ TEST_P(KernelPaths, HugeGradientsDoNotOverflow) {
       EXPECT_LE(std::fabs(dx[i] - want.dx[i]),
                 4 * (float_ulp(want.dx[i]) + float_ulp(want.scale[i])))
           << i;
+    }
+  }
+}
+
+// Short rows take their output set-up a group at a time (group_outputs: one row a float64 lane,
+// the same rule and roundings as output_row's). Rows the float32 lanes do not take sit among
+// ordinary ones here, with eps = 0: constant rows (rstd +inf, x_hat exactly 0, so y is exactly
+// beta) and a row holding a NaN (NaN throughout, its statistics NaN). Eleven rows make whole and
+// partial groups on every target; each row must get the bits it gets in a call of its own.
+TEST_P(KernelPaths, ShortRowGroupsGiveEachRowItsOwnOutputs) {
+  const int64_t rows = 11, dim = 64;
+  auto x = random_floats(static_cast<size_t>(rows * dim), 61, -2.0f, 3.0f);
+  for (int64_t row : {2, 9}) {
+    std::fill(x.begin() + row * dim, x.begin() + (row + 1) * dim, 42.5f);
+  }
+  x[static_cast<size_t>(4 * dim + 7)] = std::numeric_limits<float>::quiet_NaN();
+  const auto gamma = random_floats(static_cast<size_t>(dim), 62, 0.5f, 1.5f);
+  const auto beta = random_floats(static_cast<size_t>(dim), 63);
+  for (const bool centre : {true, false}) {
+    SCOPED_TRACE(centre ? "LayerNorm" : "RMSNorm");
+    auto forward = [&](int64_t first, int64_t count, float* y, float* mean, float* rstd) {
+      cpu::NormForward f;
+      f.x = x.data() + first * dim;
+      f.gamma = gamma.data();
+      f.beta = centre ? beta.data() : nullptr;
+      f.y = y;
+      f.mean = centre ? mean : nullptr;
+      f.rstd = rstd;
+      f.rows = count;
+      f.dim = dim;
+      f.eps = 0;
+      f.norm = centre ? NormKind::layer_norm : NormKind::rms_norm;
+      cpu::norm_forward_range(f, 0, count);
+    };
+    std::vector<float> y(x.size()), mean(rows), rstd(rows);
+    forward(0, rows, y.data(), mean.data(), rstd.data());
+    for (int64_t row = 0; row < rows; ++row) {
+      SCOPED_TRACE("row " + std::to_string(row));
+      std::vector<float> y_alone(static_cast<size_t>(dim));
+      float mean_alone = 0, rstd_alone = 0;
+      forward(row, 1, y_alone.data(), &mean_alone, &rstd_alone);
+      const float* y_row = y.data() + row * dim;
+      EXPECT_EQ(std::memcmp(y_row, y_alone.data(), sizeof(float) * static_cast<size_t>(dim)), 0);
+      EXPECT_EQ(std::memcmp(&rstd[static_cast<size_t>(row)], &rstd_alone, sizeof(float)), 0);
+      if (centre) {
+        EXPECT_EQ(std::memcmp(&mean[static_cast<size_t>(row)], &mean_alone, sizeof(float)), 0);
+      }
+    }
+    for (int64_t i = 0; i < dim; ++i) {
+      EXPECT_TRUE(std::isnan(y[static_cast<size_t>(4 * dim + i)])) << i;
+    }
+    EXPECT_TRUE(std::isnan(rstd[4]));
+    if (centre) {
+      EXPECT_TRUE(std::isnan(mean[4]));
+      for (int64_t row : {2, 9}) {
+        EXPECT_EQ(mean[static_cast<size_t>(row)], 42.5f);
+        EXPECT_EQ(rstd[static_cast<size_t>(row)], std::numeric_limits<float>::infinity());
+        for (int64_t i = 0; i < dim; ++i) {
+          EXPECT_EQ(y[static_cast<size_t>(row * dim + i)], beta[static_cast<size_t>(i)]) << i;
+        }
+      }
     }
   }
 }
