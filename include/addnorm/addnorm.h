@@ -47,7 +47,12 @@
  *
  * Memory rules are the C++ API's: outputs may be exactly the memory of the input they replace
  * (y may be x, h may be x or r, dx may be dy or x, ds may be s) but may not otherwise overlap
- * another argument. Tensors have no zero dimension. */
+ * another argument.
+ *
+ * Empty batches: a tensor may have no elements (a dimension of 0), and then its data may be
+ * NULL. Nothing is read; dweight and dbias are 0 (sums over nothing), statistics over no
+ * elements (mean, rstd) are NaN, and BatchNorm's running statistics keep their values, as
+ * PyTorch's F.batch_norm leaves them. */
 #ifndef ADDNORM_ADDNORM_H
 #define ADDNORM_ADDNORM_H
 
@@ -100,7 +105,7 @@ typedef enum addnorm_momentum_convention {
  * int32_t so that the layout is the same in every language: 24 bytes on 64-bit targets. */
 typedef struct addnorm_tensor {
   void* data;           /* the elements; written only when the tensor is an output */
-  const int64_t* shape; /* rank dimensions, each >= 1; may be NULL when rank is 0 */
+  const int64_t* shape; /* rank dimensions, each >= 0; may be NULL when rank is 0 */
   int32_t rank;         /* 0 to ADDNORM_MAX_RANK */
   int32_t dtype;        /* an addnorm_dtype */
 } addnorm_tensor;

@@ -21,6 +21,10 @@
 // - Outputs may be exactly the memory of the input they replace (y may be x, h may be x or r,
 //   dx may be dy or x, ds may be s; docs/numerics.md lists them all) but must not otherwise
 //   overlap any other argument.
+// - A tensor may have no elements (a dimension of 0: an empty batch, as PyTorch allows); its
+//   data may then be null. Nothing is read; dgamma and dbeta are 0 (sums over nothing),
+//   statistics over no elements (mean, rstd) are NaN, and running statistics keep their values
+//   (src/ops/empty_batch.hpp).
 // - Results are within a few ulp of a float64 computation on the same float32 inputs;
 //   docs/numerics.md states the contract and the policy for constant, NaN and Inf rows.
 #pragma once

@@ -27,10 +27,6 @@ def _check(x, running_mean, running_var, weight, bias, training, eps):
     if not training and running_mean is None:
         raise ValueError("running_mean and running_var are None, expected both in inference "
                          "mode (training=False)")
-    per_channel = x.size // x.shape[1]
-    if training and per_channel < 2:
-        raise ValueError(f"x has shape {check.format_shape(x.shape)} with 1 value per channel, "
-                         "expected more than 1 in training mode")
     return x, running_mean, running_var, weight, bias, check.eps(eps)
 
 

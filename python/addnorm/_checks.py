@@ -19,7 +19,8 @@ def format_shape(shape):
 
 
 def tensor(name, value, like=None):
-    """value as a float32/float64 C-contiguous ndarray with no empty dimension.
+    """value as a float32/float64 C-contiguous ndarray. It may have no elements (an empty
+    batch); what each op then returns is the C++ library's rule (addnorm/ops.hpp).
 
     like: the array whose dtype value must share (x, usually). No copy is ever made: a strided
     array is rejected rather than silently copied.
@@ -39,9 +40,6 @@ def tensor(name, value, like=None):
         raise ValueError(f"{name} is not C-contiguous (strides {value.strides}), expected a "
                          f"C-contiguous array; addnorm never copies silently: pass "
                          f"numpy.ascontiguousarray({name})")
-    if any(d == 0 for d in value.shape):
-        raise ValueError(f"{name} has shape {format_shape(value.shape)}, expected every "
-                         "dimension to be at least 1")
     return value
 
 
@@ -63,7 +61,7 @@ def same_shape(name, value, expected):
 
 
 def normalized_shape(value):
-    """normalized_shape as a tuple of positive ints (an int means a 1-tuple, as in PyTorch)."""
+    """normalized_shape as a tuple of ints >= 0 (an int means a 1-tuple, as in PyTorch)."""
     if isinstance(value, numbers.Integral):
         dims = (int(value),)
     else:
@@ -78,9 +76,9 @@ def normalized_shape(value):
         dims = tuple(int(d) for d in dims)
     if not dims:
         raise ValueError("normalized_shape is empty, expected at least one dimension")
-    if any(d < 1 for d in dims):
-        raise ValueError(f"normalized_shape is {format_shape(dims)}, expected every dimension "
-                         "to be at least 1")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"normalized_shape is {format_shape(dims)}, expected non-negative "
+                         "dimensions")
     return dims
 
 

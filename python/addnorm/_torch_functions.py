@@ -55,7 +55,7 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
     and the running statistics updated are the average over the samples."""
     if (use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2
-            and input.numel() // (input.size(0) * input.size(1)) == 1):
+            and input.numel() == input.size(0) * input.size(1) > 0):
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{input.shape}")
     if use_input_stats and running_mean is None and running_var is None:

@@ -283,13 +283,9 @@ at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& para
   return gradient.to(parameter->scalar_type());
 }
 
-// An empty batch's parameter gradients: sums of nothing.
-void zero_parameter_grads(NormGrads& grads) {
-  if (grads.dweight.defined()) grads.dweight.zero_();
-  if (grads.dbias.defined()) grads.dbias.zero_();
-}
-
-NormGrads empty_grads(const at::Tensor& x, const NormTensors& t) {
+// The gradients' tensors, allocated for the library to write (an empty batch included: it
+// writes dweight and dbias as sums of nothing, src/ops/empty_batch.hpp).
+NormGrads allocate_grads(const at::Tensor& x, const NormTensors& t) {
   const auto wide = x.options().dtype(compute_type(x));
   NormGrads grads;
   grads.dx = at::empty(x.sizes(), x.options());
@@ -367,7 +363,7 @@ NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
   NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
   if (save_stats) add_stats(t, x, spec);
   const at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() > 0) norm_into(x, y, t, spec);
+  norm_into(x, y, t, spec);
   return {y, t.mean, t.rstd};
 }
 
@@ -382,10 +378,8 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
   use_saved_stats(t, x, spec);
-  NormGrads grads = empty_grads(x, t);
-  if (x.numel() == 0) {
-    zero_parameter_grads(grads);
-  } else if (is_16_bit(x.scalar_type())) {
+  NormGrads grads = allocate_grads(x, t);
+  if (is_16_bit(x.scalar_type())) {
     run_library([&] {
       add_norm_pre_backward(any_view(dy), optional_any(dh_next), any_view(x),
                             shape_of(spec.normalized_shape),
@@ -418,7 +412,6 @@ PreNormOutputs add_norm_pre_forward(const at::Tensor& x_in, const at::Tensor& r_
   NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
   if (save_stats) add_stats(t, x, spec);
   const at::Tensor h = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return {h, y, t.mean, t.rstd};
   const Shape shape = shape_of(spec.normalized_shape);
   if (is_16_bit(x.scalar_type())) {
     run_library([&] {
@@ -448,7 +441,6 @@ NormOutputs add_norm_post_forward(const at::Tensor& x_in, const at::Tensor& s_in
   NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
   if (save_stats) add_stats(t, x, spec);
   const at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return {y, t.mean, t.rstd};
   if (is_16_bit(x.scalar_type())) {
     run_library([&] {
       add_norm_post(any_view(x), any_view(s), shape_of(spec.normalized_shape), any_mutable(y),
@@ -480,9 +472,9 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
   use_saved_stats(t, x, spec);
-  NormGrads grads = empty_grads(x, t);
+  NormGrads grads = allocate_grads(x, t);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
-  if (x.numel() > 0 && is_16_bit(x.scalar_type())) {
+  if (is_16_bit(x.scalar_type())) {
     run_library([&] {
       add_norm_post_backward(
           any_view(dy), any_view(x), any_view(s), shape_of(spec.normalized_shape),
@@ -490,7 +482,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
            optional_mutable<float>(grads.dbias)},
           any_norm_options(t, spec), dropout_options<float>(dropout), stats_in<float>(t));
     });
-  } else if (x.numel() > 0) {
+  } else {
     with_element_type(x, [&](auto element) {
       using T = decltype(element);
       run_library([&] {
@@ -501,9 +493,6 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
             norm_options<T>(t, spec), dropout_options<T>(dropout), stats_in<T>(t));
       });
     });
-  } else {
-    if (grads.dweight.defined()) grads.dweight.zero_();
-    if (grads.dbias.defined()) grads.dbias.zero_();
   }
   return {grads.dx, ds, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
@@ -646,16 +635,14 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
   const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
   const RunningBuffers running = running_for(running_mean, running_var, x.scalar_type());
   const at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() > 0) {
-    with_element_type(x, [&](auto element) {
-      using T = decltype(element);
-      run_library([&] {
-        library::batch_norm(const_view<T>(x), mutable_view<T>(y), batch_options<T>(w, b, spec),
-                            running_views<T>(running));
-      });
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
+    run_library([&] {
+      library::batch_norm(const_view<T>(x), mutable_view<T>(y), batch_options<T>(w, b, spec),
+                          running_views<T>(running));
     });
-    running.write_back();
-  }
+  });
+  running.write_back();
   return narrow ? y.to(input.scalar_type()) : y;
 }
 
@@ -674,20 +661,16 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   // never writes them; in training they are not needed.
   const RunningBuffers running =
       spec.training ? RunningBuffers{} : running_for(running_mean, running_var, x.scalar_type());
-  NormGrads grads = empty_grads(x, {w, b, {}, {}});
-  if (x.numel() == 0) {
-    zero_parameter_grads(grads);
-  } else {
-    with_element_type(x, [&](auto element) {
-      using T = decltype(element);
-      run_library([&] {
-        library::batch_norm_backward(const_view<T>(dy), const_view<T>(x),
-                                     {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
-                                      optional_mutable<T>(grads.dbias)},
-                                     batch_options<T>(w, b, spec), running_views<T>(running));
-      });
+  NormGrads grads = allocate_grads(x, {w, b, {}, {}});
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
+    run_library([&] {
+      library::batch_norm_backward(const_view<T>(dy), const_view<T>(x),
+                                   {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+                                    optional_mutable<T>(grads.dbias)},
+                                   batch_options<T>(w, b, spec), running_views<T>(running));
     });
-  }
+  });
   return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
           like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
@@ -724,7 +707,6 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
     out.mean = at::empty({x.size(0), spec.num_groups}, options);
     out.rstd = at::empty({x.size(0), spec.num_groups}, options);
   }
-  if (x.numel() == 0) return out;
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     std::optional<BasicNormStats<T>> stats;
@@ -752,29 +734,25 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   check_like("grad_y", grad_y, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   const NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
-  NormGrads grads = empty_grads(x, t);
-  if (x.numel() == 0) {
-    zero_parameter_grads(grads);
-  } else {
-    with_element_type(x, [&](auto element) {
-      using T = decltype(element);
-      run_library([&] {
-        if constexpr (std::is_same_v<T, double>) {
-          library::group_norm_backward(
-              const_view<T>(dy), const_view<T>(x),
-              {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
-               optional_mutable<T>(grads.dbias)},
-              {spec.num_groups, optional_view<T>(t.weight), optional_view<T>(t.bias), spec.eps});
-        } else {
-          group_norm_backward(any_view(dy), any_view(x),
-                              {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
-                               optional_mutable<float>(grads.dbias)},
-                              {spec.num_groups, optional_any(t.weight), optional_any(t.bias),
-                               argument_as<float>("eps", spec.eps)});
-        }
-      });
+  NormGrads grads = allocate_grads(x, t);
+  with_element_type(x, [&](auto element) {
+    using T = decltype(element);
+    run_library([&] {
+      if constexpr (std::is_same_v<T, double>) {
+        library::group_norm_backward(
+            const_view<T>(dy), const_view<T>(x),
+            {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+             optional_mutable<T>(grads.dbias)},
+            {spec.num_groups, optional_view<T>(t.weight), optional_view<T>(t.bias), spec.eps});
+      } else {
+        group_norm_backward(any_view(dy), any_view(x),
+                            {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
+                             optional_mutable<float>(grads.dbias)},
+                            {spec.num_groups, optional_any(t.weight), optional_any(t.bias),
+                             argument_as<float>("eps", spec.eps)});
+      }
     });
-  }
+  });
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
@@ -787,7 +765,6 @@ at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
   }
   const at::Tensor x = input.contiguous();
   const at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return y;
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library(

@@ -4,6 +4,7 @@
 #include "addnorm/ops.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/post_norm_backward.hpp"
+#include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/storage.hpp"
 
@@ -33,6 +34,7 @@ void add_norm_post(AnyConstView x, AnyConstView s, const Shape& normalized_shape
                    std::optional<NormStats> stats) {
   const detail::RowLayout layout =
       detail::check_add_norm_post(x, s, normalized_shape, y, options, dropout, stats);
+  if (detail::empty_norm_forward(detail::fused_kind(options), stats, layout)) return;
   // In the engine (src/ops/cpu/norm_forward-inl.h): h = x + Dropout(s) is formed in float32, 16 KiB
   // of rows at a time, from x and s in their own storage types, normalised from the L1 cache
   // and written to y in y's type, with streaming stores when y is too large to stay in cache.
@@ -55,6 +57,7 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             std::optional<SavedStats> saved) {
   const detail::RowLayout layout = detail::check_add_norm_post_backward(
       dy, x, s, normalized_shape, grads, options, dropout, saved);
+  if (detail::empty_norm_backward(grads.dgamma, grads.dbeta, layout)) return;
   // The orchestration (h rebuilt block by block in cache, the norm's backward, the dropout's)
   // is the kernel layer's: src/ops/cpu/post_norm_backward.cpp.
   cpu::Scratch scratch;

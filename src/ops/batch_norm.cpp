@@ -3,6 +3,7 @@
 #include "ops/reference/batch_norm.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/batch_norm_kernels.hpp"
+#include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
 
 namespace addnorm {
@@ -26,6 +27,11 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
       detail::check_batch_norm(x, y, options, running, batch_stats);
+  const bool saves = options.training && batch_stats;
+  if (detail::empty_forward(layout.elements(), saves ? batch_stats->mean.data : nullptr,
+                            saves ? batch_stats->rstd.data : nullptr, layout.channels)) {
+    return;  // an empty batch leaves the running statistics as they are
+  }
   cpu::BatchNormForward args;
   describe(args, options, layout, running);
   args.x = x.data;
@@ -42,6 +48,10 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
       detail::check_batch_norm_backward(dy, x, grads, options, running);
+  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
+                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
+    return;
+  }
   cpu::BatchNormBackward args;
   describe(args, options, layout, running);
   args.dy = dy.data;

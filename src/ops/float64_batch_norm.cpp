@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "addnorm/float64.hpp"
+#include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/reference/batch_norm.hpp"
 
@@ -28,6 +29,11 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
       detail::check_batch_norm(x, y, options, running, batch_stats);
+  const bool saves = options.training && batch_stats;
+  if (detail::empty_forward(layout.elements(), saves ? batch_stats->mean.data : nullptr,
+                            saves ? batch_stats->rstd.data : nullptr, layout.channels)) {
+    return;  // an empty batch leaves the running statistics as they are
+  }
   for (int64_t c = 0; c < layout.channels; ++c) {
     Wide mean = 0, rstd = 0;
     if (options.training) {
@@ -56,6 +62,10 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
       detail::check_batch_norm_backward(dy, x, grads, options, running);
+  if (detail::empty_backward(layout.elements(), data_or_null(grads.dgamma),
+                             data_or_null(grads.dbeta), layout.channels)) {
+    return;
+  }
   const double* gamma = data_or_null(options.gamma);
   double* dgamma = data_or_null(grads.dgamma);
   double* dbeta = data_or_null(grads.dbeta);

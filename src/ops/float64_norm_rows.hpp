@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "addnorm/float64.hpp"
+#include "ops/empty_batch.hpp"
 #include "ops/reference/layer_norm.hpp"
 #include "ops/reference/rms_norm.hpp"
 #include "ops/validate.hpp"
@@ -21,6 +22,7 @@ auto data_or_null(const std::optional<View>& view) {
 inline void norm_forward(const double* h, double* y, const NormOptions& options, NormKind kind,
                          const std::optional<NormStats>& stats,
                          const addnorm::detail::RowLayout& layout) {
+  if (addnorm::detail::empty_norm_forward(kind, stats, layout)) return;
   double* rstd = stats ? stats->rstd.data : nullptr;
   const double eps = eps_of(options, kind);
   switch (kind) {
@@ -39,6 +41,7 @@ inline void norm_forward(const double* h, double* y, const NormOptions& options,
 inline void norm_backward(const double* dy, const double* h, const double* dh_next, double* dh,
                           double* dgamma, double* dbeta, const NormOptions& options, NormKind kind,
                           const double* saved_rstd, const addnorm::detail::RowLayout& layout) {
+  if (addnorm::detail::empty_backward(layout.rows * layout.dim, dgamma, dbeta, layout.dim)) return;
   const double eps = eps_of(options, kind);
   switch (kind) {
     case NormKind::layer_norm:

@@ -4,6 +4,7 @@
 #include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/group_norm_kernels.hpp"
+#include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/storage.hpp"
 
@@ -12,6 +13,10 @@ namespace addnorm {
 void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<float>(x, y, options, stats);
+  if (detail::empty_forward(layout.elements(), stats ? stats->mean.data : nullptr,
+                            stats ? stats->rstd.data : nullptr, layout.rows())) {
+    return;
+  }
   cpu::Scratch scratch;
   cpu::GroupNormForward args;
   args.x = x.data;
@@ -31,6 +36,10 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
                          const GroupNormOptions& options, std::optional<SavedStats> saved) {
   const reference::GroupLayout layout =
       detail::check_group_norm_backward<float>(dy, x, grads, options, saved);
+  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
+                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
+    return;
+  }
   cpu::Scratch scratch;
   cpu::GroupNormBackward args;
   args.dy = dy.data;
@@ -51,6 +60,10 @@ namespace float64 {
 void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<double>(x, y, options, stats);
+  if (detail::empty_forward(layout.elements(), stats ? stats->mean.data : nullptr,
+                            stats ? stats->rstd.data : nullptr, layout.rows())) {
+    return;
+  }
   reference::group_norm_forward<double>(x.data, options.gamma ? options.gamma->data : nullptr,
                                         options.beta ? options.beta->data : nullptr, y.data,
                                         stats ? stats->mean.data : nullptr,
@@ -61,6 +74,10 @@ void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
                          const GroupNormOptions& options, std::optional<SavedStats> saved) {
   const reference::GroupLayout layout =
       detail::check_group_norm_backward<double>(dy, x, grads, options, saved);
+  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
+                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
+    return;
+  }
   reference::group_norm_backward<double>(
       dy.data, x.data, options.gamma ? options.gamma->data : nullptr, grads.dx.data,
       grads.dgamma ? grads.dgamma->data : nullptr, grads.dbeta ? grads.dbeta->data : nullptr,

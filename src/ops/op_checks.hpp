@@ -294,7 +294,8 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
     throw Error(ErrorKind::value, "running_mean",
                 "and running_var are absent, expected both in inference mode");
   }
-  if (options.training && layout.per_channel() < 2) {
+  // PyTorch's rule: one value has no spread to learn from; none is an empty batch, allowed.
+  if (options.training && layout.per_channel() == 1) {
     throw Error(ErrorKind::shape, "x",
                 "has shape [" + std::to_string(layout.batch) + ", " +
                     std::to_string(layout.channels) + (layout.length > 1 ? ", ..." : "") +

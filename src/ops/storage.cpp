@@ -1,6 +1,7 @@
 #include "ops/storage.hpp"
 
 #include "ops/cpu/convert.hpp"
+#include "ops/empty_batch.hpp"
 
 namespace addnorm::detail {
 
@@ -65,6 +66,7 @@ void run_norm_forward(const AnyConstView& x, const std::optional<AnyConstView>& 
                       const std::optional<AnyMutableView>& h, const AnyMutableView& y,
                       const NormSettings& settings, const std::optional<NormStats>& stats,
                       const RowLayout& layout) {
+  if (empty_norm_forward(settings.norm, stats, layout)) return;
   cpu::Scratch scratch;
   cpu::NormForward args = forward_args(x, y, settings, stats, layout, scratch);
   args.residual = r ? r->data : nullptr;
@@ -77,6 +79,7 @@ void run_norm_backward(const AnyConstView& dy, const AnyConstView& x,
                        const OptionalMutable& dgamma, const OptionalMutable& dbeta,
                        const NormSettings& settings, const OptionalConst& saved_rstd,
                        const RowLayout& layout) {
+  if (empty_norm_backward(dgamma, dbeta, layout)) return;
   cpu::Scratch scratch;
   cpu::NormBackward args = backward_args(dy, x, dx, settings, layout, scratch);
   args.dh_next = dh_next ? dh_next->data : nullptr;

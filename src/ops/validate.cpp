@@ -12,17 +12,11 @@
 
 namespace addnorm::detail {
 
+// A tensor may have zero elements (an empty batch, as PyTorch allows); its data may then be null.
 template <class T>
 int64_t check_tensor(const char* name, const TensorView<T>& view) {
   const int64_t count = view.shape.numel(name);
-  for (int64_t dim : view.shape.dims()) {
-    if (dim == 0) {
-      throw Error(ErrorKind::shape, name,
-                  std::string("has shape ") + view.shape.to_string() +
-                      ", expected every dimension to be at least 1");
-    }
-  }
-  if (view.data == nullptr) {
+  if (view.data == nullptr && count > 0) {
     throw Error(ErrorKind::value, name,
                 std::string("has no data (null pointer), expected ") + std::to_string(count) +
                     " elements of data");

@@ -19,7 +19,8 @@ struct RowLayout {
   int64_t dim = 0;
 };
 
-// Checks that `view` has data and no zero or negative dimensions; returns its element count.
+// Checks that `view` has no negative dimension, an element count that fits, and data unless it
+// has no elements; returns its element count.
 template <class T>
 int64_t check_tensor(const char* name, const TensorView<T>& view);
 

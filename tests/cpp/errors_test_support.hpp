@@ -229,7 +229,8 @@ void add_tensor_rejections(std::vector<Rejection<Call>>& rejections, const std::
 }
 
 // Rejections of the first tensor argument, whose shape the others are checked against: no
-// data, a zero dimension, a negative dimension, and an element count that overflows.
+// data, a negative dimension, and an element count that overflows. (A zero dimension is an
+// empty batch, accepted: tests/cpp/empty_batch_test.cpp.)
 template <class Call, class Access>
 void add_leading_tensor_rejections(std::vector<Rejection<Call>>& rejections,
                                    const std::string& name, Access access) {
@@ -240,9 +241,6 @@ void add_leading_tensor_rejections(std::vector<Rejection<Call>>& rejections,
     return [access, shape](Call& call, ArenaOf<Call>&) { access(call).shape = shape; };
   };
   // Only the shape changes: validation must throw before anything reads these dimensions.
-  rejections.push_back({name + " with a zero dimension",
-                        reshaped({0, 8}),
-                        {name + " has shape [0, 8], expected every dimension to be at least 1"}});
   rejections.push_back({name + " with a negative dimension",
                         reshaped({-3, 8}),
                         {name + " has shape [-3, 8], expected non-negative dimensions"}});

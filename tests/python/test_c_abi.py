@@ -180,6 +180,58 @@ def test_version_is_the_projects(lib):
     assert lib.addnorm_version_number() == major * 10000 + minor * 100 + patch
 
 
+# ---- an empty batch ---------------------------------------------------------------------------
+
+def null_tensor(shape, dtype):
+    """A descriptor of a tensor with no elements and NULL data, as a caller holding an empty
+    batch may pass it."""
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    descriptor = Tensor(None, ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)), len(shape),
+                        CODES[np.dtype(dtype)])
+    descriptor.keep = dims
+    return ctypes.pointer(descriptor)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_empty_batch_gives_what_pytorch_gives(lib, dtype):
+    """No rows: nothing is read (the data pointers are NULL), dweight and dbias are PyTorch's
+    (sums of nothing), and BatchNorm leaves the running statistics as F.batch_norm does."""
+    torch = pytest.importorskip("torch")
+    weight, bias = data(40, (16,), dtype, 0.5, 1.5), data(41, (16,), dtype)
+    x = torch.empty((0, 16), dtype=torch.from_numpy(weight).dtype, requires_grad=True)
+    w, b = (torch.tensor(p, requires_grad=True) for p in (weight, bias))
+    torch.nn.functional.layer_norm(x, (16,), w, b).sum().backward()
+    empty = null_tensor((0, 16), dtype)
+    expect_ok(lib, lib.addnorm_layer_norm(empty, 1, tensor(weight), tensor(bias), DEFAULT_EPS,
+                                          empty, None, None))
+    dweight, dbias = np.full_like(weight, 7), np.full_like(bias, 7)
+    expect_ok(lib, lib.addnorm_layer_norm_backward(empty, empty, 1, tensor(weight), tensor(bias),
+                                                   DEFAULT_EPS, None, None, empty,
+                                                   tensor(dweight), tensor(dbias)))
+    same_bits(dweight, w.grad.numpy())
+    same_bits(dbias, b.grad.numpy())
+
+    channels = (0, 16, 5)
+    running_mean, running_var = data(42, (16,), dtype), data(43, (16,), dtype, 0.5, 2)
+    mine_mean, mine_var = running_mean.copy(), running_var.copy()
+    theirs_mean, theirs_var = torch.tensor(running_mean), torch.tensor(running_var)
+    x = torch.empty(channels, dtype=x.dtype, requires_grad=True)
+    w, b = (torch.tensor(p, requires_grad=True) for p in (weight, bias))
+    torch.nn.functional.batch_norm(x, theirs_mean, theirs_var, w, b, True, 0.2).sum().backward()
+    empty = null_tensor(channels, dtype)
+    expect_ok(lib, lib.addnorm_batch_norm(empty, tensor(weight), tensor(bias), True, 0.2,
+                                          MOMENTUM_PYTORCH, DEFAULT_EPS, False,
+                                          tensor(mine_mean), tensor(mine_var), empty, None, None))
+    same_bits(mine_mean, theirs_mean.numpy())
+    same_bits(mine_var, theirs_var.numpy())
+    dweight, dbias = np.full_like(weight, 7), np.full_like(bias, 7)
+    expect_ok(lib, lib.addnorm_batch_norm_backward(
+        empty, empty, tensor(weight), tensor(bias), True, DEFAULT_EPS, False, None, None, empty,
+        tensor(dweight), tensor(dbias)))
+    same_bits(dweight, w.grad.numpy())
+    same_bits(dbias, b.grad.numpy())
+
+
 # ---- the ops against the NumPy face and the references ----------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -38,8 +38,11 @@ def test_shape_mismatch_is_a_value_error():
         addnorm.batch_norm(np.ones(2, np.float32), None, None, training=True)
     with pytest.raises(ValueError, match=r"running_var has shape \[3\], expected \[4\]"):
         addnorm.batch_norm(X32, np.zeros(4, np.float32), np.ones(3, np.float32))
-    with pytest.raises(ValueError, match=r"x has shape \[2, 0\], expected every dimension"):
-        addnorm.layer_norm(np.ones((2, 0), np.float32), 0 + 1)
+    with pytest.raises(ValueError, match=r"normalized_shape is \[-1\], expected non-negative"):
+        addnorm.layer_norm(np.ones((2, 0), np.float32), -1)
+    # One value per channel is refused in training (PyTorch's rule); none, an empty batch, is not.
+    with pytest.raises(ValueError, match=r"x has shape \[1, 4\] with 1 value per channel"):
+        addnorm.batch_norm(np.ones((1, 4), np.float32), None, None, training=True)
 
 
 def test_non_contiguous_is_rejected_not_copied():

@@ -14,6 +14,7 @@ struct BatchLayout {
   int64_t channels = 0;  // C
   int64_t length = 1;    // L, 1 for (N, C)
   int64_t per_channel() const { return batch * length; }
+  int64_t elements() const { return per_channel() * channels; }
   int64_t index(int64_t n, int64_t c, int64_t l) const { return (n * channels + c) * length + l; }
 };
 

@@ -20,6 +20,7 @@ struct GroupLayout {
   int64_t groups = 1;    // G, dividing C
   int64_t spatial = 1;   // the product of x's dims after the channel axis
   int64_t rows() const { return batch * groups; }
+  int64_t elements() const { return batch * channels * spatial; }
   int64_t channels_per_group() const { return channels / groups; }
   int64_t dim() const { return channels_per_group() * spatial; }
   // The channel of element i of row `row`.
