@@ -1,4 +1,5 @@
-"""Empty batches (tensors with a dimension of 0) through the torch operators and the NumPy face,
+"""Empty batches (tensors with a dimension of 0) through the torch operators, the NumPy face and
+`addnorm run`,
 against what PyTorch 1.13 itself gives for the same call: the output's shape and dtype, the
 parameters' gradients (sums over nothing), and BatchNorm's running statistics, which
 F.batch_norm leaves as they were. The C++ library decides these values (src/ops/empty_batch.hpp);
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 import addnorm
 import addnorm.torch as at
+from run_cli import run_ok
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16]
 
@@ -132,3 +134,28 @@ def test_the_numpy_face(dtype):
     assert y.shape == (0, 3, 4)
     np.testing.assert_array_equal(running_mean, before[0])
     np.testing.assert_array_equal(running_var, before[1])
+
+
+def test_the_command_line(addnorm_bin, tmp_path):
+    """`addnorm run` on an empty .npy: PyTorch's shapes and parameter gradients, and BatchNorm's
+    running statistics written back unchanged."""
+    x = np.empty((0, 3, 8), np.float32)
+    weight = np.linspace(0.5, 1.5, 8).astype(np.float32)
+    forward = run_ok(addnorm_bin, tmp_path, "layer_norm", {"x": x, "weight": weight},
+                     ["--normalized_shape", "8"])
+    assert forward["y"].shape == (0, 3, 8) and forward["rstd"].shape == (0, 3)
+    backward = run_ok(addnorm_bin, tmp_path, "layer_norm", {"x": x, "dy": x, "weight": weight},
+                      ["--normalized_shape", "8", "--backward"])
+    wt = torch.tensor(weight, requires_grad=True)
+    F.layer_norm(torch.tensor(x), (8,), wt).sum().backward()
+    np.testing.assert_array_equal(backward["dweight"], wt.grad.numpy())
+
+    running_mean, running_var = weight[:3].copy(), weight[3:6].copy()
+    theirs_mean, theirs_var = torch.tensor(running_mean), torch.tensor(running_var)
+    F.batch_norm(torch.empty((0, 3, 4)), theirs_mean, theirs_var, training=True)
+    outputs = run_ok(addnorm_bin, tmp_path, "batch_norm",
+                     {"x": np.empty((0, 3, 4), np.float32), "running_mean": running_mean,
+                      "running_var": running_var}, ["--training"])
+    assert outputs["y"].shape == (0, 3, 4)
+    np.testing.assert_array_equal(outputs["running_mean"], theirs_mean.numpy())
+    np.testing.assert_array_equal(outputs["running_var"], theirs_var.numpy())
