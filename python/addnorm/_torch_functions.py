@@ -54,12 +54,16 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     no running statistics it is GroupNorm with one channel per group; otherwise, as PyTorch
     does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
     and the running statistics updated are the average over the samples."""
-    if (use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2
-            and input.numel() == input.size(0) * input.size(1) > 0):
-        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
-                         f"{input.shape}")
+    if use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2:
+        spatial = 1  # PyTorch's rule: the positions per (sample, channel), whatever N and C
+        for size in input.shape[2:]:
+            spatial *= size
+        if spatial == 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input "
+                             f"size {input.shape}")
     if use_input_stats and running_mean is None and running_var is None:
-        return torch.ops.addnorm.group_norm(input, input.size(1), weight, bias, eps)
+        # One channel a group; no channels is one group of none.
+        return torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias, eps)
     n, c = input.size(0), input.size(1)
     shape: List[int] = [1, n * c] + list(input.shape[2:])
     mean = running_mean.repeat(n) if running_mean is not None else None

@@ -216,8 +216,11 @@ std::vector<at::Tensor> group_norm_backward(const at::Tensor& grad_y, const at::
   const at::Tensor dy = grad_y.to(type);
   const at::Tensor g_full = weight.has_value() ? dy * per_channel(weight->to(type), rank) : dy;
   const int64_t n = input.size(0);
-  const at::Tensor x = input.to(type).reshape({n, num_groups, -1});
-  const at::Tensor g = g_full.reshape({n, num_groups, -1});
+  // The group's size in full, not -1: an empty batch cannot infer it.
+  int64_t group_size = input.size(1) / num_groups;
+  for (int64_t d = 2; d < rank; ++d) group_size *= input.size(d);
+  const at::Tensor x = input.to(type).reshape({n, num_groups, group_size});
+  const at::Tensor g = g_full.reshape({n, num_groups, group_size});
   const at::Tensor xc = x - x.mean(2, /*keepdim=*/true);
   const at::Tensor rstd = at::rsqrt(xc.pow(2).mean(2, /*keepdim=*/true) + eps);
   const at::Tensor x_hat = xc * rstd;

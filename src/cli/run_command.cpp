@@ -57,7 +57,7 @@ class OpCommand {
       given.momentum_given = state->momentum != nullptr && state->momentum->count() > 0;
       given.eps_given = state->eps != nullptr && state->eps->count() > 0;
       InputSet inputs;
-      OutputSet outputs;
+      OutputSet outputs(inputs);
       runner(given, inputs, outputs);
       outputs.write_all(given.out, inputs.output_dtype(), std::cout);
     });

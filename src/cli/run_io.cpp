@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <fstream>
@@ -21,7 +22,9 @@ Tensor InputSet::load(const std::string& argument, const std::string& path) {
   try {
     const NpyArray array = read_npy(path);
     if (array.dtype() == NpyDtype::float64) any_float64_ = true;
-    return array.to_tensor(path);
+    Tensor tensor = array.to_tensor(path);
+    largest_elements_ = std::max(largest_elements_, tensor.shape().numel());
+    return tensor;
   } catch (const Error& error) {
     throw Error("--" + argument + ": " + error.what());
   }
@@ -39,6 +42,15 @@ Tensor InputSet::load_for_backward(const std::string& argument, const std::strin
 }
 
 Tensor& OutputSet::add(const std::string& name, const Shape& shape) {
+  const int64_t largest = inputs_.largest_elements();
+  const int64_t elements = shape.numel(name.c_str());
+  if (elements > std::max<int64_t>(largest, 1)) {
+    throw Error(name + " would have shape " + shape.to_string() + " (" + std::to_string(elements) +
+                " elements), expected at most " + std::to_string(std::max<int64_t>(largest, 1)) +
+                ": no output may have more elements than the largest input (" +
+                std::to_string(largest) + ") or 1, and an input with no elements has no " +
+                "statistics to write");
+  }
   outputs_.push_back({name, Tensor(shape)});
   return outputs_.back().tensor;
 }

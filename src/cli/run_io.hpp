@@ -25,9 +25,12 @@ class InputSet {
   Tensor load_for_backward(const std::string& argument, const std::string& path);
 
   NpyDtype output_dtype() const { return any_float64_ ? NpyDtype::float64 : NpyDtype::float32; }
+  // The element count of the largest input loaded so far.
+  int64_t largest_elements() const { return largest_elements_; }
 
  private:
   bool any_float64_ = false;
+  int64_t largest_elements_ = 0;
 };
 
 // The read-only view of an optional input, as the ops take it.
@@ -43,6 +46,12 @@ inline constexpr const char* kRunManifest = "addnorm-run.json";
 // manifest, kRunManifest.
 class OutputSet {
  public:
+  // Outputs are bounded by `inputs`: none may have more elements than the largest input loaded
+  // before it (or 1). Every op's outputs are x-sized or smaller, but an x with no elements
+  // could otherwise name statistics for N x G empty groups of any size: a small file must not
+  // demand a large allocation.
+  explicit OutputSet(const InputSet& inputs) : inputs_(inputs) {}
+
   // A zero-filled output of `shape`; the reference stays valid as more outputs are added.
   Tensor& add(const std::string& name, const Shape& shape);
   // An output that starts as a copy of `initial` (for statistics an op updates in place).
@@ -57,6 +66,7 @@ class OutputSet {
     std::string name;
     Tensor tensor;
   };
+  const InputSet& inputs_;
   std::deque<Output> outputs_;  // a deque keeps references to earlier outputs valid
 };
 

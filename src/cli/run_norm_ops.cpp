@@ -69,14 +69,13 @@ void run_group_norm(const RunSettings& settings, InputSet& inputs, OutputSet& ou
   options.eps = settings.eps;
 
   if (!settings.backward) {
-    // Per (sample, group), sized only once num_groups is known to divide C: a hostile
-    // --num_groups must not size an allocation. Otherwise group_norm refuses x or num_groups
-    // before it looks at the statistics.
+    // Per (sample, group), sized only once num_groups is known to divide C, so at most x's
+    // element count; otherwise group_norm refuses x or num_groups before it looks at the
+    // statistics. (An x with no elements, whose C = 0 every num_groups divides, is bounded by
+    // OutputSet: no output outgrows the largest input.)
     const Shape& shape = x.shape();
-    // (At most x's element count, then: x is loaded already. An x with a zero dimension, C = 0
-    // included, which every num_groups divides, is refused before any statistics are sized.)
-    const bool fits = shape.rank() >= 2 && shape.numel() > 0 && options.num_groups >= 1 &&
-                      shape[1] % options.num_groups == 0;
+    const bool fits =
+        shape.rank() >= 2 && options.num_groups >= 1 && shape[1] % options.num_groups == 0;
     const Shape stats = fits ? Shape{shape[0], options.num_groups} : Shape{1};
     Tensor& y = outputs.add("y", x.shape());
     Tensor& mean = outputs.add("mean", stats);

@@ -29,13 +29,21 @@ Shape::Shape(std::span<const int64_t> dims) {
 
 int64_t Shape::numel(const char* what) const {
   // Bound the element count so that the byte size of a float64 copy still fits in int64.
+  // A dimension of 0 makes the count 0, but does not excuse the others: their product is
+  // bounded too, so that every partial product of the dims (Shape::product, the ops' layouts)
+  // fits in int64 ([0, 2^62, 4] is refused, as the .npy reader refuses it).
   constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;
   int64_t count = 1;
+  bool empty = false;
   for (int i = 0; i < rank_; ++i) {
     const int64_t dim = dims_[static_cast<size_t>(i)];
     if (dim < 0) {
       throw Error(ErrorKind::shape, what,
                   "has shape " + to_string() + ", expected non-negative dimensions");
+    }
+    if (dim == 0) {
+      empty = true;
+      continue;
     }
     // A multiply with an overflow check rather than a division: validation runs on every call,
     // and a 64-bit division per dimension was a fifth of a one-row call's time.
@@ -43,12 +51,13 @@ int64_t Shape::numel(const char* what) const {
     if (__builtin_mul_overflow(count, dim, &product) || product > kMaxElements) {
       throw Error(ErrorKind::shape, what,
                   "has shape " + to_string() +
-                      ", whose element count overflows, expected at most " +
+                      ", whose element count (the product of its non-zero dimensions) overflows, "
+                      "expected at most " +
                       std::to_string(kMaxElements) + " elements");
     }
     count = product;
   }
-  return count;
+  return empty ? 0 : count;
 }
 
 int64_t Shape::product(int begin, int end) const {

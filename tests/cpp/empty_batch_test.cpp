@@ -82,18 +82,30 @@ TYPED_TEST(EmptyBatch, RowNormsWriteSumsOfNothingAndNanStatistics) {
       expect_all(dgamma, 0.0, "dgamma");
       if (shifts) expect_all(dbeta, 0.0, "dbeta");
 
-      std::fill(dgamma.begin(), dgamma.end(), T(kUntouched));  // in place: the views stay valid
-      overloads::add_norm_pre(x, x, c.normalized, y, y, options);
+      // The fused ops: their statistics and gradients too (refilled in place, so that the views
+      // stay valid and each op must write them itself).
+      const auto refill = [&] {
+        for (auto* v : {&mean, &rstd, &dgamma, &dbeta})
+          std::fill(v->begin(), v->end(), T(kUntouched));
+      };
+      refill();
+      overloads::add_norm_pre(x, x, c.normalized, y, y, options, stats);
       overloads::add_norm_pre_backward(x, std::optional<In<T>>(x), x, c.normalized,
                                        {y, grad(dgamma), dbeta_view}, options);
+      if (norm_traits(kind).centres) expect_all(mean, NAN, "add_norm_pre mean");
+      expect_all(rstd, NAN, "add_norm_pre rstd");
       expect_all(dgamma, 0.0, "add_norm_pre dgamma");
+      if (shifts) expect_all(dbeta, 0.0, "add_norm_pre dbeta");
 
-      std::fill(dgamma.begin(), dgamma.end(), T(kUntouched));
+      refill();
       const BasicDropoutOptions<T> dropout{.p = T(0.25), .seed = 3};
-      overloads::add_norm_post(x, x, c.normalized, y, options, dropout);
+      overloads::add_norm_post(x, x, c.normalized, y, options, dropout, stats);
       overloads::add_norm_post_backward(x, x, x, c.normalized, {y, y, grad(dgamma), dbeta_view},
                                         options, dropout);
+      if (norm_traits(kind).centres) expect_all(mean, NAN, "add_norm_post mean");
+      expect_all(rstd, NAN, "add_norm_post rstd");
       expect_all(dgamma, 0.0, "add_norm_post dgamma");
+      if (shifts) expect_all(dbeta, 0.0, "add_norm_post dbeta");
     }
     // The plain ops reach the same code by their own entry points.
     overloads::layer_norm(x, c.normalized, y);
@@ -108,6 +120,50 @@ TYPED_TEST(EmptyBatch, ResidualAndDropoutDoNothing) {
   const BasicDropoutOptions<T> dropout{.p = T(0.5), .seed = 1};
   overloads::dropout(In<T>{nullptr, shape}, Out<T>{nullptr, shape}, dropout);
   overloads::dropout_backward(In<T>{nullptr, shape}, Out<T>{nullptr, shape}, dropout);
+  dropout_mask(TensorView<uint8_t>{nullptr, shape}, DropoutOptions{.p = 0.5f, .seed = 1});
+}
+
+// A zero dimension makes a tensor empty but does not excuse its other dimensions: their product
+// must still fit, or the ops' layouts (products of some of the dims) would overflow.
+TYPED_TEST(EmptyBatch, OtherDimensionsMustStillFit) {
+  using T = TypeParam;
+  const Shape absurd{0, 3, int64_t{1} << 62, 4};
+  try {
+    overloads::batch_norm(In<T>{nullptr, absurd}, Out<T>{nullptr, absurd});
+    ADD_FAILURE() << "an x of shape " << absurd.to_string() << " was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.argument(), "x");
+    EXPECT_NE(std::string(error.what()).find("overflows"), std::string::npos) << error.what();
+  }
+}
+
+// Zero channels: nothing to normalise and no parameters' elements, for both channel norms.
+TYPED_TEST(EmptyBatch, NoChannels) {
+  using T = TypeParam;
+  const Shape shape{2, 0, 5};
+  const In<T> x{nullptr, shape};
+  const Out<T> y{nullptr, shape};
+  overloads::batch_norm(x, y, BasicBatchNormOptions<T>{.training = true});
+  overloads::batch_norm_backward(x, x, {y, std::nullopt, std::nullopt},
+                                 BasicBatchNormOptions<T>{.training = true});
+  overloads::group_norm(x, y, BasicGroupNormOptions<T>{.num_groups = 1});
+  overloads::group_norm_backward(x, x, {y}, BasicGroupNormOptions<T>{.num_groups = 1});
+}
+
+// The 16-bit storage types reach the same rule through the any-storage views.
+TEST(EmptyBatchStorage, SixteenBitTypes) {
+  const Shape shape{0, 8}, normalized{8};
+  const std::vector<float> gamma(8, 1.0f);
+  std::vector<float> dgamma(8, float(kUntouched));
+  const AnyConstView x{nullptr, shape, DType::bfloat16};
+  const AnyMutableView y{nullptr, shape, DType::bfloat16};
+  const NormOptions options{.gamma = ConstView{gamma.data(), normalized}};
+  layer_norm(x, normalized, y, options);
+  layer_norm_backward(x, x, normalized, {y, MutableView{dgamma.data(), normalized}, std::nullopt},
+                      options);
+  expect_all(dgamma, 0.0, "dgamma");
+  group_norm(AnyConstView{nullptr, {0, 4, 3}, DType::float16},
+             AnyMutableView{nullptr, {0, 4, 3}, DType::float16}, GroupNormOptions{.num_groups = 2});
 }
 
 TYPED_TEST(EmptyBatch, GroupNormGivesNanStatisticsToGroupsOfNothing) {

@@ -197,3 +197,24 @@ def test_lab_seeds_are_taken_exactly(addnorm_bin, experiment):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "--seed: is -1, expected a whole number" in result.stderr, result.stderr
+
+
+def test_outputs_are_bounded_by_the_inputs(addnorm_bin, tmp_path):
+    """An .npy of a few bytes whose shape has a 0 (no elements) but a huge batch must not make
+    GroupNorm allocate statistics for every empty group: no output outgrows the largest input.
+    Run under a 1 GiB address-space limit, so that an allocation of the 2^33 x 7 statistics
+    would fail loudly rather than pass by overcommit."""
+    path = tmp_path / "hostile.npy"
+    np.save(path, np.empty((2**33, 0, 4), np.float32))
+    assert path.stat().st_size < 200
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    result = subprocess.run([str(addnorm_bin), "run", "group_norm", "--x", str(path),
+                             "--num_groups", "7", "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=60, preexec_fn=limit_memory)
+    assert result.returncode == 1, result
+    assert "mean would have shape [8589934592, 7]" in result.stderr
+    assert "expected at most 1" in result.stderr
+    assert not (tmp_path / "out").exists()

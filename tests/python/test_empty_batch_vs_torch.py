@@ -159,3 +159,30 @@ def test_the_command_line(addnorm_bin, tmp_path):
     assert outputs["y"].shape == (0, 3, 4)
     np.testing.assert_array_equal(outputs["running_mean"], theirs_mean.numpy())
     np.testing.assert_array_equal(outputs["running_var"], theirs_var.numpy())
+
+
+def test_instance_norm_follows_pytorchs_rules():
+    """No channels: an empty output, as F.instance_norm gives. One position per (sample, channel)
+    is refused whatever N and C, as PyTorch refuses it, an empty batch included."""
+    x = torch.empty((2, 0, 5))
+    expect_same([at.instance_norm(x)], [F.instance_norm(x)])
+    for shape in [(0, 3, 1), (2, 3, 1)]:
+        with pytest.raises(ValueError, match="Expected more than 1 spatial element"):
+            F.instance_norm(torch.empty(shape))
+        with pytest.raises(ValueError, match="Expected more than 1 spatial element"):
+            at.instance_norm(torch.empty(shape))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_group_norm_double_backward(dtype):
+    """Gradients of gradients on an empty batch: PyTorch's zeros, not a reshape error."""
+    results = []
+    for group_norm in (at.group_norm, F.group_norm):
+        weight, bias = parameters(6, dtype, 6)
+        x = torch.empty((0, 6, 5), dtype=dtype, requires_grad=True)
+        y = group_norm(x, 3, weight, bias)
+        (dweight,) = torch.autograd.grad((y * y).sum(), weight, create_graph=True)
+        (ddweight,) = torch.autograd.grad(dweight.sum(), weight, allow_unused=True)
+        results.append([dweight.detach(), torch.zeros(6, dtype=dtype) if ddweight is None
+                        else ddweight])
+    expect_same(*results)
