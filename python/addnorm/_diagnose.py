@@ -218,12 +218,33 @@ def diagnose(model, batch, loss_fn=None, *, batches=None, blocks=None, optimizer
                           optimizer=optimizer, lr=lr, seed=seed)
 
 
+def _scripted(model):
+    """The names of model's TorchScript submodules (torch.jit.script or trace): their calls
+    cannot be recorded, since the Recorder wraps each module's Python forward and a
+    ScriptModule's forward is compiled."""
+    scripted = [name for name, module in model.named_modules()
+                if name and isinstance(module, torch.jit.ScriptModule)]
+    # The outermost only: a scripted module's children are scripted with it.
+    return [name for name in scripted
+            if not any(name.startswith(outer + ".") for outer in scripted)]
+
+
 def _survey(model, batch, blocks):
     """One forward with every module's first call recorded, then the norms and blocks."""
     with probe.Recorder(model.modules()) as recorder:
         _output_of(model, batch)
     norms = probe.find_norms(model, recorder.calls)
-    return norms, probe.find_blocks(model, norms, recorder.calls, blocks), recorder.calls
+    try:
+        found = probe.find_blocks(model, norms, recorder.calls, blocks)
+    except ValueError as error:
+        scripted = _scripted(model)
+        if not scripted:
+            raise
+        shown = ", ".join(repr(name) for name in scripted[:4]) + (", ..." if scripted[4:] else "")
+        raise ValueError(f"{error}. TorchScript modules cannot be measured, their calls are "
+                         f"not recorded: {shown}; pass the eager modules they were made "
+                         "from") from None
+    return norms, found, recorder.calls
 
 
 def diagnose_pairs(pairs, loss_fn=None, *, blocks=None, optimizer=None, lr=1e-3, seed=0):
@@ -231,6 +252,11 @@ def diagnose_pairs(pairs, loss_fn=None, *, blocks=None, optimizer=None, lr=1e-3,
     batches (the command line's --seeds builds model and batch together for each seed)."""
     if not pairs or not all(isinstance(m, torch.nn.Module) for m, _ in pairs):
         raise TypeError("model is not an nn.Module (or a list of them)")
+    if any(isinstance(m, torch.jit.ScriptModule) for m, _ in pairs):
+        raise TypeError("model is a TorchScript module (torch.jit.script or trace), expected "
+                        "the eager nn.Module it was made from: diagnose records each "
+                        "submodule's calls by wrapping its Python forward, which a compiled "
+                        "module does not have")
     runs, structure = [], None
     for model_index, (one_model, batches) in enumerate(pairs):
         with _Preserved(one_model) as saved, torch.enable_grad():

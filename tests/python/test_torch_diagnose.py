@@ -290,6 +290,31 @@ def test_blocks_can_be_named_and_a_model_without_blocks_says_how():
         at.diagnose(model, tokens(), optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
 
 
+class ScriptableBlock(torch.nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.lin, self.norm = torch.nn.Linear(d, d), torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.norm(x + self.lin(x))
+
+
+def test_torchscript_modules_are_refused_by_name():
+    """TorchScript modules' calls cannot be recorded (their forward is compiled): a scripted
+    model is refused up front, and a stack whose blocks cannot be found because one of them is
+    scripted says which, instead of only that no blocks were found."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 16)
+    eager = torch.nn.Sequential(ScriptableBlock(), ScriptableBlock(), ScriptableBlock())
+    assert at.diagnose(eager, x).structure["blocks"] == ["0", "1", "2"]
+    with pytest.raises(TypeError, match="model is a TorchScript module"):
+        at.diagnose(torch.jit.script(eager), x)
+    mixed = torch.nn.Sequential(ScriptableBlock(), torch.jit.script(ScriptableBlock()))
+    with pytest.raises(ValueError, match=r"cannot find the blocks.*TorchScript modules cannot be "
+                                         r"measured, their calls are not recorded: '1'; pass"):
+        at.diagnose(mixed, x)
+
+
 def test_several_batches_give_a_spread():
     result = at.diagnose(encoder(4, True), tokens(0), batches=[tokens(1), tokens(2)])
     assert result.summary["top_to_bottom"]["n"] == 3
