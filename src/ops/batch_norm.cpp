@@ -27,10 +27,10 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
       detail::check_batch_norm(x, y, options, running, batch_stats);
-  const bool saves = options.training && batch_stats;
-  if (detail::empty_forward(layout.elements(), saves ? batch_stats->mean.data : nullptr,
-                            saves ? batch_stats->rstd.data : nullptr, layout.channels)) {
-    return;  // an empty batch leaves the running statistics as they are
+  // An empty batch leaves the running statistics as they are.
+  if (detail::empty_statistics(layout.elements(), options.training ? batch_stats : std::nullopt,
+                               layout.channels)) {
+    return;
   }
   cpu::BatchNormForward args;
   describe(args, options, layout, running);
@@ -48,10 +48,7 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
       detail::check_batch_norm_backward(dy, x, grads, options, running);
-  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
-                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
-    return;
-  }
+  if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
   cpu::BatchNormBackward args;
   describe(args, options, layout, running);
   args.dy = dy.data;

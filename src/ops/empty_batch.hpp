@@ -45,20 +45,36 @@ bool empty_backward(int64_t elements, T* dgamma, T* dbeta, int64_t parameters) {
   return true;
 }
 
-// The same for a row norm (mean: a centring kind's only).
+// The same for an op's optional statistics (`with_mean` false: a kind that does not centre
+// writes no mean) and for any gradients struct's optional dgamma and dbeta.
+template <class Stats>
+bool empty_statistics(int64_t elements, const std::optional<Stats>& stats, int64_t count,
+                      bool with_mean = true) {
+  using T = std::remove_pointer_t<decltype(stats->rstd.data)>;
+  T* mean = stats && with_mean ? stats->mean.data : nullptr;
+  return empty_forward(elements, mean, stats ? stats->rstd.data : nullptr, count);
+}
+template <class Grad>
+bool empty_parameter_grads(int64_t elements, const std::optional<Grad>& dgamma,
+                           const std::optional<Grad>& dbeta, int64_t parameters) {
+  using T = std::remove_pointer_t<decltype(dgamma->data)>;
+  return empty_backward<T>(elements, dgamma ? dgamma->data : nullptr, dbeta ? dbeta->data : nullptr,
+                           parameters);
+}
+template <class Grads>
+bool empty_gradients(int64_t elements, const Grads& grads, int64_t parameters) {
+  return empty_parameter_grads(elements, grads.dgamma, grads.dbeta, parameters);
+}
+
+// A row norm's: its rows hold no elements.
 template <class Stats>
 bool empty_norm_forward(NormKind kind, const std::optional<Stats>& stats, const RowLayout& layout) {
-  using T = std::remove_pointer_t<decltype(stats->rstd.data)>;
-  T* mean = stats && norm_traits(kind).centres ? stats->mean.data : nullptr;
-  return empty_forward(layout.rows * layout.dim, mean, stats ? stats->rstd.data : nullptr,
-                       layout.rows);
+  return empty_statistics(layout.rows * layout.dim, stats, layout.rows, norm_traits(kind).centres);
 }
 template <class Grad>
 bool empty_norm_backward(const std::optional<Grad>& dgamma, const std::optional<Grad>& dbeta,
                          const RowLayout& layout) {
-  using T = std::remove_pointer_t<decltype(dgamma->data)>;
-  return empty_backward<T>(layout.rows * layout.dim, dgamma ? dgamma->data : nullptr,
-                           dbeta ? dbeta->data : nullptr, layout.dim);
+  return empty_parameter_grads(layout.rows * layout.dim, dgamma, dbeta, layout.dim);
 }
 
 }  // namespace addnorm::detail

@@ -29,10 +29,10 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
       detail::check_batch_norm(x, y, options, running, batch_stats);
-  const bool saves = options.training && batch_stats;
-  if (detail::empty_forward(layout.elements(), saves ? batch_stats->mean.data : nullptr,
-                            saves ? batch_stats->rstd.data : nullptr, layout.channels)) {
-    return;  // an empty batch leaves the running statistics as they are
+  // An empty batch leaves the running statistics as they are.
+  if (detail::empty_statistics(layout.elements(), options.training ? batch_stats : std::nullopt,
+                               layout.channels)) {
+    return;
   }
   for (int64_t c = 0; c < layout.channels; ++c) {
     Wide mean = 0, rstd = 0;
@@ -62,10 +62,7 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
       detail::check_batch_norm_backward(dy, x, grads, options, running);
-  if (detail::empty_backward(layout.elements(), data_or_null(grads.dgamma),
-                             data_or_null(grads.dbeta), layout.channels)) {
-    return;
-  }
+  if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
   const double* gamma = data_or_null(options.gamma);
   double* dgamma = data_or_null(grads.dgamma);
   double* dbeta = data_or_null(grads.dbeta);

@@ -13,10 +13,7 @@ namespace addnorm {
 void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<float>(x, y, options, stats);
-  if (detail::empty_forward(layout.elements(), stats ? stats->mean.data : nullptr,
-                            stats ? stats->rstd.data : nullptr, layout.rows())) {
-    return;
-  }
+  if (detail::empty_statistics(layout.elements(), stats, layout.rows())) return;
   cpu::Scratch scratch;
   cpu::GroupNormForward args;
   args.x = x.data;
@@ -36,10 +33,7 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
                          const GroupNormOptions& options, std::optional<SavedStats> saved) {
   const reference::GroupLayout layout =
       detail::check_group_norm_backward<float>(dy, x, grads, options, saved);
-  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
-                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
-    return;
-  }
+  if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
   cpu::Scratch scratch;
   cpu::GroupNormBackward args;
   args.dy = dy.data;
@@ -60,10 +54,7 @@ namespace float64 {
 void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<double>(x, y, options, stats);
-  if (detail::empty_forward(layout.elements(), stats ? stats->mean.data : nullptr,
-                            stats ? stats->rstd.data : nullptr, layout.rows())) {
-    return;
-  }
+  if (detail::empty_statistics(layout.elements(), stats, layout.rows())) return;
   reference::group_norm_forward<double>(x.data, options.gamma ? options.gamma->data : nullptr,
                                         options.beta ? options.beta->data : nullptr, y.data,
                                         stats ? stats->mean.data : nullptr,
@@ -74,10 +65,7 @@ void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
                          const GroupNormOptions& options, std::optional<SavedStats> saved) {
   const reference::GroupLayout layout =
       detail::check_group_norm_backward<double>(dy, x, grads, options, saved);
-  if (detail::empty_backward(layout.elements(), grads.dgamma ? grads.dgamma->data : nullptr,
-                             grads.dbeta ? grads.dbeta->data : nullptr, layout.channels)) {
-    return;
-  }
+  if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
   reference::group_norm_backward<double>(
       dy.data, x.data, options.gamma ? options.gamma->data : nullptr, grads.dx.data,
       grads.dgamma ? grads.dgamma->data : nullptr, grads.dbeta ? grads.dbeta->data : nullptr,
