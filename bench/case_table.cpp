@@ -57,6 +57,16 @@ std::vector<NormCase> build_table() {
       }
     }
   }
+  // An empty batch (no rows, as PyTorch allows): outputs of no elements, dgamma and dbeta 0
+  // (sums over nothing) on every target and in float64 alike (src/ops/empty_batch.hpp).
+  for (DType storage : {DType::float32, DType::bfloat16}) {
+    for (Fusion fusion : kFusions) {
+      for (NormKind norm : kNorms) {
+        all.push_back(
+            {.fusion = fusion, .norm = norm, .rows = 0, .stream = storage, .branch = storage});
+      }
+    }
+  }
   // Post-norm with its dropout, the 2017 paper's p = 0.1 and a heavy one.
   for (NormKind norm : kNorms) {
     for (float p : {0.1f, 0.5f}) {
