@@ -143,9 +143,10 @@ TYPED_TEST(EmptyBatch, NoChannels) {
   const Shape shape{2, 0, 5};
   const In<T> x{nullptr, shape};
   const Out<T> y{nullptr, shape};
-  overloads::batch_norm(x, y, BasicBatchNormOptions<T>{.training = true});
-  overloads::batch_norm_backward(x, x, {y, std::nullopt, std::nullopt},
-                                 BasicBatchNormOptions<T>{.training = true});
+  BasicBatchNormOptions<T> training;  // PyTorch's defaults, in training mode
+  training.training = true;
+  overloads::batch_norm(x, y, training);
+  overloads::batch_norm_backward(x, x, {y, std::nullopt, std::nullopt}, training);
   overloads::group_norm(x, y, BasicGroupNormOptions<T>{.num_groups = 1});
   overloads::group_norm_backward(x, x, {y}, BasicGroupNormOptions<T>{.num_groups = 1});
 }

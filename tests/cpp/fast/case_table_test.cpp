@@ -71,7 +71,8 @@ struct Stored {
     std::vector<uint32_t> out;
     if (dtype == DType::float32) {
       out.resize(wide.size());
-      std::memcpy(out.data(), wide.data(), wide.size() * sizeof(float));
+      // (An empty batch's vectors have null data, which memcpy may not be given.)
+      if (!wide.empty()) std::memcpy(out.data(), wide.data(), wide.size() * sizeof(float));
     } else {
       out.assign(narrow.begin(), narrow.end());
     }
@@ -130,7 +131,7 @@ struct Outputs {
     for (const auto* part : {&mean, &rstd, &dgamma, &dbeta}) {
       const size_t at = all.size();
       all.resize(at + part->size());
-      std::memcpy(all.data() + at, part->data(), part->size() * sizeof(float));
+      if (!part->empty()) std::memcpy(all.data() + at, part->data(), part->size() * sizeof(float));
     }
     return all;
   }
