@@ -5,7 +5,7 @@ prints for every case the variant's speed over the base's round by round, the sa
 run of the base (the control: what the machine's noise alone does to the same code), and each
 side's share of the plain loop measured in its own run.
 
-    /usr/bin/python3 dev/ab.py kMomentsAheadMaxDim=0
+    /usr/bin/python3 dev/ab.py kInterleaveShortRows=0
     /usr/bin/python3 dev/ab.py kShortRowMaxDim=512 --rounds 4 --check -- --dims 512,1024 --threads 1
     /usr/bin/python3 dev/ab.py kAddBlockBytes=16384 -- --ops add_norm_pre_fwd --dtypes bf16
     /usr/bin/python3 dev/ab.py --base-commit HEAD -- --tensor-mib 0.25 --dims 64,128,256 --threads 1

@@ -20,6 +20,7 @@ def test_tunables_are_read_from_the_kernels_with_their_defaults():
     found = ab.tunables()
     assert found["kShortRowMaxDim"] == ("1024", "src/ops/cpu/norm_forward-inl.h")
     assert found["kMomentsAheadMaxDim"][0] == "128"
+    assert found["kInterleaveShortRows"][0] == "1"
     assert found["kBatchNormStreams"] == ("4", "src/ops/cpu/batch_norm_kernels.cpp")
     assert found["kStreamingStoreBytes"] == ("int64_t{8} << 20", "src/ops/cpu/kernels.hpp")
     # Every definition is found, none twice, and tuning.hpp's own description is not one.

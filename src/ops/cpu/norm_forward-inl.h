@@ -611,12 +611,6 @@ bool takes_short_rows(int64_t dim) {
   return is_short_row(dim, SS::kHalf ? kShortHalfRowMaxDim : kShortRowMaxDim);
 }
 
-// The moments of a group of rows, one per float64 lane: rows first ... first + count - 1, the
-// lanes past count repeating the last row (so a row's sums never depend on its group's size, nor
-// its results on how rows are split over threads). Each row's sums are shifted by its first
-// value as in the general loop (float64_lane_run), with two accumulators a row (vector v to
-// accumulator v mod 2), or from kFourChainsMinDim on four (vector pair p to accumulators
-// 2(p mod 2) and 2(p mod 2) + 1).
 // A row's sums are chains of dependent additions as long as the row's vectors over the
 // accumulators: four chains pay in cache from D = 512 (kFourChainsMinDim), shorter rows keep two
 // (their chains are short already).
@@ -645,21 +639,25 @@ struct GroupMoments {
   }
 };
 
-// Without kCentre (RMSNorm) the shift is 0 and the sums unused: the loop leaves out the
-// subtraction and the sums, two of its four operations an element, for the same squares.
-template <class SS, class SB, bool kResidual, bool kCentre, class RowAt>
-void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_t dim, float eps,
-                       GroupMoments& group) {
-  const DoubleTag dd;
-  const HalfFloatTag dh;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  hn::Vec<DoubleTag> sums[kGroupRows], squares[kGroupRows];
-  HWY_ALIGN double shifts[kGroupRows];
-  for (size_t k = 0; k < kGroupRows; ++k) {
-    if (fill_spare_lane(k, count, shifts, sums, squares)) continue;
-    const RowPointers<SS, SB> p = row_at(first + static_cast<int64_t>(k));
-    shifts[k] = kCentre ? static_cast<double>(input_one<SS, SB, kResidual>(p, 0)) : 0.0;
-    const auto shift = hn::Set(dd, shifts[k]);
+// A group's sums, one row at a time (add_row), then its moments at once (finish), so that the
+// forward can take a row's sums between the outputs of the group before (short_rows). Each row's
+// sums are shifted by its first value as in the general loop (float64_lane_run), with two
+// accumulators a row (vector v to accumulator v mod 2), or from kFourChainsMinDim on four (vector
+// pair p to accumulators 2(p mod 2) and 2(p mod 2) + 1). Without kCentre (RMSNorm) the shift is 0
+// and the sums unused: the loop leaves out the subtraction and the sums, two of its four
+// operations an element, for the same squares.
+template <class SS, class SB, bool kResidual, bool kCentre>
+class ShortRowSums {
+ public:
+  // Row k of the group of `count` rows whose pointers are p (lanes from count on are spare: they
+  // repeat the last row's sums and are never read).
+  HWY_INLINE void add_row(size_t k, int64_t count, const RowPointers<SS, SB>& p, int64_t dim) {
+    if (fill_spare_lane(k, count, shifts_, sums_, squares_)) return;
+    const DoubleTag dd;
+    const HalfFloatTag dh;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
+    shifts_[k] = kCentre ? static_cast<double>(input_one<SS, SB, kResidual>(p, 0)) : 0.0;
+    const auto shift = hn::Set(dd, shifts_[k]);
     auto s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
     auto s2 = hn::Zero(dd), s3 = hn::Zero(dd), q2 = hn::Zero(dd), q3 = hn::Zero(dd);
     auto add_pair = [&](int64_t i, hn::Vec<DoubleTag>& sa, hn::Vec<DoubleTag>& sb,
@@ -683,12 +681,36 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
       add_pair(i + 2 * n, s2, s3, q2, q3);
     }
     for (; i < dim; i += 2 * n) add_pair(i, s0, s1, q0, q1);  // dim: a whole number of pairs
-    sums[k] = hn::Add(hn::Add(s0, s1), hn::Add(s2, s3));
-    squares[k] = hn::Add(hn::Add(q0, q1), hn::Add(q2, q3));
+    sums_[k] = hn::Add(hn::Add(s0, s1), hn::Add(s2, s3));
+    squares_[k] = hn::Add(hn::Add(q0, q1), hn::Add(q2, q3));
   }
-  group.set_lanes(moments_lanes(kCentre ? row_totals(sums) : hn::Zero(dd), row_totals(squares),
-                                hn::Load(dd, shifts), dim, kCentre),
-                  eps);
+
+  // The group's moments, from the sums of all kGroupRows lanes.
+  void finish(int64_t dim, float eps, GroupMoments& group) const {
+    const DoubleTag dd;
+    group.set_lanes(moments_lanes(kCentre ? row_totals(sums_) : hn::Zero(dd), row_totals(squares_),
+                                  hn::Load(dd, shifts_), dim, kCentre),
+                    eps);
+  }
+
+ private:
+  hn::Vec<DoubleTag> sums_[kGroupRows], squares_[kGroupRows];
+  HWY_ALIGN double shifts_[kGroupRows];
+};
+
+// The moments of a group of rows, one per float64 lane: rows first ... first + count - 1, the
+// lanes past count repeating the last row (so a row's sums never depend on its group's size, nor
+// its results on how rows are split over threads).
+template <class SS, class SB, bool kResidual, bool kCentre, class RowAt>
+void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_t dim, float eps,
+                       GroupMoments& group) {
+  ShortRowSums<SS, SB, kResidual, kCentre> sums;
+  for (size_t k = 0; k < kGroupRows; ++k) {
+    const bool spare = static_cast<int64_t>(k) >= count;
+    sums.add_row(k, count, spare ? RowPointers<SS, SB>{} : row_at(first + static_cast<int64_t>(k)),
+                 dim);
+  }
+  sums.finish(dim, eps, group);
 }
 
 // short_row_moments for a 16-bit stream's rows, in float32 lanes as its longer rows
@@ -742,10 +764,10 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
 // whether float32 lanes hold it, the hi + lo splits of its centre and scale), for a group of short
 // rows at once, one row a float64 lane: the same operations as output_row's, rounded alike, in a
 // few vector instructions instead of some thirty scalar ones a row. Only where the group's
-// moments were taken ahead (kMomentsAheadMaxDim): there the float32 LayerNorm and RMSNorm forward
-// ran 1.04-1.12x faster in L2 at D = 64 and 128; for longer rows, whose moments are taken just
-// before their outputs, it puts this work on the chain between them, and ran 0.96-0.98x
-// (docs/performance.md, "Tunables: what was tried").
+// moments were taken ahead (kMomentsAheadMaxDim, kInterleaveShortRows): there the float32
+// LayerNorm and RMSNorm forward ran 1.04-1.12x faster in L2 at D = 64 and 128; for longer rows
+// whose moments are taken just before their outputs, it puts this work on the chain between
+// them, and ran 0.96-0.98x (docs/performance.md, "Tunables: what was tried").
 struct GroupOutputs {
   HWY_ALIGN float centre_hi[kGroupRows];
   HWY_ALIGN float centre_lo[kGroupRows];
@@ -794,17 +816,28 @@ inline void group_outputs(const NormForward& a, int64_t first, int64_t count,
 // every pass waiting on the chain before it. Each row's results are the same bits either way.
 constexpr int64_t kMomentsAheadMaxDim = tuned("kMomentsAheadMaxDim", 128);
 
+// Where outputs are streamed (from memory), a float32 stream's short rows of any length take the
+// next group's moments ahead one row at a time: row k of the next group is summed between the
+// outputs of rows k - 1 and k of this group, so that reads from memory alternate with the
+// streamed stores a row at a time, as in a plain loop, instead of in bursts of a group (eight
+// rows). 16-bit streams, whose outputs are not streamed on AMD EPYC, lost by it at D = 64 and
+// 128 and keep the group at once (docs/performance.md, "Tunables: what was tried").
+constexpr int64_t kInterleaveShortRows = tuned("kInterleaveShortRows", 1);
+
 // The short-row loop over rows begin ... end - 1, row_at(row) giving a row's pointers: moments a
-// group at a time (for the next group ahead of this one's outputs, kMomentsAheadMaxDim), then
-// each row's outputs by `normalise` (a NormaliseFn, or a callable that calls this call's
-// normalise_row instance directly: InlinedNormalise), set up for the group at once where the
-// moments are ahead (group_outputs), by output_row otherwise and for the rare row float32 lanes
-// do not hold.
+// group at a time (for the next group ahead of this one's outputs: kMomentsAheadMaxDim,
+// kInterleaveShortRows), then each row's outputs by `normalise` (a NormaliseFn, or a callable
+// that calls this call's normalise_row instance directly: InlinedNormalise), set up for the
+// group at once where the moments are ahead (group_outputs), by output_row otherwise and for the
+// rare row float32 lanes do not hold.
 template <class SS, class SB, bool kResidual, class Normalise, class RowAt>
 void short_rows(const NormForward& a, int64_t begin, int64_t end, const Parameters& w, Affine form,
                 const Normalise& normalise, const RowAt& row_at) {
   constexpr int64_t kRows = static_cast<int64_t>(kGroupRows);
   const bool centre = norm_traits(a.norm).centres;
+  constexpr bool kInterleaves = kInterleaveShortRows && !SS::kHalf;
+  const bool interleave = kInterleaves && a.stream_outputs;
+  const bool ahead = interleave || a.dim <= kMomentsAheadMaxDim;
   GroupMoments moments[2];
   GroupOutputs outputs;
   auto take_moments = [&](int64_t first, int slot) {
@@ -818,29 +851,40 @@ void short_rows(const NormForward& a, int64_t begin, int64_t end, const Paramete
       });
     }
   };
-  const bool ahead = a.dim <= kMomentsAheadMaxDim;
   if (ahead && begin < end) take_moments(begin, 0);
-  int slot = 0;
-  for (int64_t first = begin; first < end; first += kRows) {
-    const int64_t count = std::min(kRows, end - first);
-    if (!ahead) {
-      take_moments(first, slot);
-    } else if (first + kRows < end) {
-      take_moments(first + kRows, slot ^ 1);
-    }
-    const GroupMoments& group = moments[slot];
-    if (ahead) group_outputs(a, first, count, group, outputs);
-    for (int64_t k = 0; k < count; ++k) {
-      const RowPointers<SS, SB> p = row_at(first + k);
-      if (ahead && HWY_LIKELY(outputs.in_float32(k))) {
-        normalise(p, outputs.centre(k), outputs.scale(k), w, a.dim, nullptr);
-      } else {  // float64 lanes or NaN (output_row stores the same mean and rstd again)
-        output_row<SS, SB, kResidual>(a, p, first + k, group.row(k), group.rstd[k], form, w,
-                                      normalise, nullptr);
+  with_flag(centre && kInterleaves, [&](auto centre_c) {
+    ShortRowSums<SS, SB, kResidual, decltype(centre_c)::value> next_sums;
+    int slot = 0;
+    for (int64_t first = begin; first < end; first += kRows) {
+      const int64_t count = std::min(kRows, end - first);
+      const int64_t next_count = std::min(kRows, end - first - kRows);  // <= 0: no next group
+      if (!ahead) {
+        take_moments(first, slot);
+      } else if (!interleave && next_count > 0) {
+        take_moments(first + kRows, slot ^ 1);
       }
+      const GroupMoments& group = moments[slot];
+      if (ahead) group_outputs(a, first, count, group, outputs);
+      for (int64_t k = 0; k < count; ++k) {
+        // Only the last group is partial: a next group's rows, and its spare lanes, all come
+        // before this loop ends.
+        if (interleave && next_count > 0) {
+          next_sums.add_row(static_cast<size_t>(k), next_count,
+                            k < next_count ? row_at(first + kRows + k) : RowPointers<SS, SB>{},
+                            a.dim);
+        }
+        const RowPointers<SS, SB> p = row_at(first + k);
+        if (ahead && HWY_LIKELY(outputs.in_float32(k))) {
+          normalise(p, outputs.centre(k), outputs.scale(k), w, a.dim, nullptr);
+        } else {  // float64 lanes or NaN (output_row stores the same mean and rstd again)
+          output_row<SS, SB, kResidual>(a, p, first + k, group.row(k), group.rstd[k], form, w,
+                                        normalise, nullptr);
+        }
+      }
+      if (interleave && next_count > 0) next_sums.finish(a.dim, a.eps, moments[slot ^ 1]);
+      if (ahead) slot ^= 1;
     }
-    if (ahead) slot ^= 1;
-  }
+  });
 }
 
 // normalise_row of one affine form and store kind, called directly: inlined into short_rows,
