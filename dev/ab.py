@@ -27,6 +27,17 @@ experiment's bench records are kept in build-dev/<variant>/runs/ (runs-<commit>/
 commit) until the next one with the same sides. Building for this CPU's target only is quicker but does not compile SSE4: a value
 that SSE4 refuses (kShortHalfRowMaxDim above 128, which must fit one block of float32 sums with 4
 lanes) passes here and fails the release build; --all-targets finds it.
+With --in-process, no bench runs: each side's libaddnorm.so (and a copy of the base's, the
+control) is loaded into one process (dev/alternate.c, through dev/in_process.py) and called in
+turn on the same data, --reps calls each, in an order that rotates; a ratio compares calls a few
+milliseconds apart, so the shared machine's drift between runs does not enter it, and 64 MiB
+tensors can be compared there. Each round is a process of its own, loading the libraries in
+another order, and the report gives the rounds' medians: now and then one library runs slower
+all through one process (seen once: 0.65x in one process, 1.00x in the next three), which
+then shows as one round apart. It needs no bench dependencies.
+
+    /usr/bin/python3 dev/ab.py --base-commit HEAD --in-process -- --dims 128,512,1024 --threads 1
+
 What was measured this way, and the verdicts, go to docs/performance.md ("Tunables: what was
 tried"); the bench itself is documented there too. Needs the bench's dependencies
 (scripts/install-deps.sh libdnnl-dev ocl-icd-opencl-dev libtorch-dev).
@@ -42,6 +53,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BENCH_ARGS = [
@@ -162,12 +175,16 @@ def disabled_targets(all_targets):
 
 
 def build(tuning, all_targets, targets, commit=None):
-    """Builds `targets` with `tuning` from the working tree, or from `commit`'s checkout."""
+    """Builds `targets` with `tuning` from the working tree, or from `commit`'s checkout (the
+    bench only where a target needs it: the shared library alone needs none of its
+    dependencies)."""
     where = build_dir(tuning, commit[:12] if commit else None)
     source = commit_source(commit) if commit else ROOT
+    bench = "ON" if "addnorm_bench" in targets else "OFF"
     subprocess.run(
         ["cmake", "-S", str(source), "-B", str(where), "-DCMAKE_BUILD_TYPE=Release",
-         "-DADDNORM_BUILD_BENCH=ON", "-DADDNORM_BUILD_PYTHON=OFF", "-DADDNORM_BUILD_TORCH_OPS=OFF",
+         f"-DADDNORM_BUILD_BENCH={bench}", "-DADDNORM_BUILD_PYTHON=OFF",
+         "-DADDNORM_BUILD_TORCH_OPS=OFF",
          f"-DADDNORM_BUILD_TESTS={'ON' if 'addnorm_tests' in targets else 'OFF'}",
          f"-DADDNORM_TUNING={tuning}",
          f"-DADDNORM_DISABLED_SIMD_TARGETS={disabled_targets(all_targets)}"],
@@ -240,7 +257,8 @@ def side_label(tuning, source=None):
     return ", ".join(part for part in (source, tuning) if part) or "defaults"
 
 
-def markdown(summaries, base, variant, cpu):
+def markdown(summaries, base, variant, cpu,
+             control="the base run twice a round"):
     def fmt(value):
         return "–" if value is None else f"{value:.2f}"
 
@@ -250,7 +268,7 @@ def markdown(summaries, base, variant, cpu):
         return f"{min(ratios):.2f}, {statistics.median(ratios):.2f}, {max(ratios):.2f}"
 
     lines = [f"Variant `{variant}` against base `{base}` ({cpu}). A difference "
-             "inside the control's spread (the base run twice a round) is noise.", "",
+             f"inside the control's spread ({control}) is noise.", "",
              "| op | dtype | rows × D | threads | regime | variant / base (min, median, max) "
              "| control: base / base | base share of plain | variant share of plain |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -277,6 +295,12 @@ def main(argv):
     parser.add_argument("--check", action="store_true",
                         help="run the case table's tests on the variant first")
     parser.add_argument("--list", action="store_true", help="list the tunables and exit")
+    parser.add_argument("--in-process", action="store_true",
+                        help="load both sides' libaddnorm.so into one process and call them in "
+                             "turn (dev/alternate.c), a second copy of the base as the control, "
+                             "one process a round; "
+                             "options after -- are then --ops, --dims, --dtypes, --threads, "
+                             "--tensor-mib and --reps (calls per library)")
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     if args.list:
@@ -294,11 +318,16 @@ def main(argv):
         if commit is None:  # a commit's build checks its own tunables, as that commit defines them
             check_tuning(args.base)
         check_tuning(merged_tuning(args.base, variant_tuning))  # what the working tree builds
-        bench_args = bench_arguments(argv[split + 1:])
+        if args.in_process:
+            grid, mib, reps = in_process.cases(options(argv[split + 1:]))
+        else:
+            bench_args = bench_arguments(argv[split + 1:])
         if commit:
             commit_source(commit)
     except ValueError as error:
         parser.error(str(error))
+    if args.in_process:
+        return run_in_process(args, commit, variant_tuning, grid, mib, reps)
     base = build(args.base, args.all_targets, ["addnorm_bench"], commit)
     variant_targets = ["addnorm_bench"] + (["addnorm_tests"] if args.check else [])
     variant = build(merged_tuning(args.base, variant_tuning), args.all_targets, variant_targets)
@@ -320,6 +349,48 @@ def main(argv):
                                "the working tree" if commit else None)
     print(markdown(summarise(base_runs, variant_runs, control_runs), base_label, variant_label,
                    cpu))
+    return 0
+
+
+def cpu_name():
+    """This machine's CPU model, as /proc/cpuinfo names it."""
+    info = Path("/proc/cpuinfo")
+    for line in info.read_text().splitlines() if info.exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def run_in_process(args, commit, variant_tuning, grid, mib, reps):
+    """--in-process: the shared libraries of both sides (and a copy of the base's) called in turn
+    in one process per case."""
+    targets = ["addnorm_shared"]
+    base = build(args.base, args.all_targets, targets, commit)
+    variant_tuning = merged_tuning(args.base, variant_tuning)
+    variant = build(variant_tuning, args.all_targets,
+                    targets + (["addnorm_tests"] if args.check else []))
+    if args.check:
+        subprocess.run([str(variant / "tests" / "addnorm_tests"),
+                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
+    binary = in_process.driver(ROOT / "build-dev", ROOT)
+    base_library = in_process.shared_library(base)
+    libraries = [base_library, in_process.shared_library(variant),
+                 in_process.control_copy(base_library, base)]
+    summaries = []
+    for case in grid:
+        rounds = []
+        for round_ in range(args.rounds):  # each round a process, loading in another order
+            rows, times = in_process.measure(binary, libraries, case, mib, reps, first=round_)
+            rounds.append(times)
+        ratios, noise = in_process.round_medians(rounds)
+        op, dtype, dim, threads = case
+        key = (op, dtype, rows, dim, threads, f"in process, {mib:g} MiB")
+        summaries.append(CaseSummary(key, ratios, noise=noise))
+        print(f"{' '.join(map(str, case))} done", file=sys.stderr)
+    base_label = side_label(args.base, f"commit {commit[:12]}" if commit else None)
+    variant_label = side_label(variant_tuning, "the working tree" if commit else None)
+    print(markdown(summaries, base_label, variant_label, cpu_name(),
+                   control="a second copy of the base, called in the same turns"))
     return 0
 
 

@@ -1,6 +1,9 @@
 """dev/'s scripts: the kernels' tunables as cmake/tuning.cmake reads and checks them (through ab.py), and its
 summary (ratios round by round, shares of plain), on records written here in addnorm-bench's
-shape; block_sums_error.py's emulation against float64 sums. (No build and no benchmark runs.)"""
+shape; block_sums_error.py's emulation against float64 sums; ab.py --in-process's grid, its
+medians and its driver (dev/alternate.c, compiled here and run on tiny tensors with two copies of
+the build's libaddnorm.so: that it calls every op, not how fast). No benchmark runs."""
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "dev"))
 import ab  # noqa: E402  (dev/ is not a package)
 import block_sums_error  # noqa: E402
+import in_process  # noqa: E402
 
 
 def test_tunables_are_read_from_the_kernels_with_their_defaults():
@@ -205,3 +209,105 @@ def test_a_commit_checkout_that_holds_another_commit_is_made_again(tmp_path, mon
                        capture_output=True)
         shutil.rmtree(where, ignore_errors=True)
         subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "prune"], capture_output=True)
+
+
+# ---- ab.py --in-process (dev/in_process.py, dev/alternate.c) ----
+
+
+def test_in_process_cases_take_the_bench_option_names_over_their_defaults():
+    grid, mib, reps = in_process.cases(ab.options(["--dims", "128,512", "--threads", "2",
+                                                   "--ops", "rms_norm_bwd", "--reps", "7"]))
+    assert grid == [("rms_norm_bwd", "f32", 128, 2), ("rms_norm_bwd", "f32", 512, 2)]
+    assert (mib, reps) == (64.0, 7)
+    grid, _, _ = in_process.cases([])
+    assert len(grid) == 2 * 6 * 2  # two ops, six row lengths, two thread counts
+
+
+@pytest.mark.parametrize("given, message", [
+    (["--impls", "plain"], "takes --ops"),
+    (["--ops", "batch_norm_fwd"], "'batch_norm_fwd' is not one of"),
+    (["--dtypes", "f16"], "'f16' is not f32 or bf16"),
+    (["--dims", "0"], "must be positive"),
+    (["--dims", "64,x"], "--dims: expected a comma-separated list"),
+    (["--reps", "0"], "must be positive"),
+])
+def test_in_process_cases_refuse_what_the_driver_cannot_run(given, message):
+    with pytest.raises(ValueError, match=message):
+        in_process.cases(ab.options(given))
+
+
+def test_in_process_medians_are_taken_within_each_process():
+    # Round 1: the variant 1.25x the base's speed in both calls, the control 1.0x and 0.5x;
+    # round 2: the variant 0.8x (a process where it ran slower throughout).
+    rounds = [([1.0, 2.0], [0.8, 1.6], [1.0, 4.0]),
+              ([1.0, 1.0], [1.25, 1.25], [1.0, 1.0])]
+    variant, control = in_process.round_medians(rounds)
+    assert variant == pytest.approx([1.25, 0.8])
+    assert control == pytest.approx([0.75, 1.0])
+
+
+def test_in_process_output_must_have_every_library_at_every_repetition():
+    rows, times = in_process.parse("rows 12\nsample 1 0 0.5\nsample 0 0 0.25\n"
+                                   "sample 0 1 0.125\nsample 1 1 1.0\n", 2)
+    assert rows == 12 and times == [[0.25, 0.125], [0.5, 1.0]]
+    with pytest.raises(ValueError, match="every library"):
+        in_process.parse("rows 12\nsample 0 0 0.5\nsample 0 1 0.5\nsample 1 0 0.5\n", 2)
+
+
+def test_in_process_times_come_back_in_the_order_of_the_libraries_whatever_the_load_order(
+        tmp_path):
+    # A stand-in for alternate: each library's "time" is its name's number, so a wrong mapping
+    # from load order back to the libraries shows.
+    fake = tmp_path / "alternate"
+    fake.write_text("#!/bin/sh\nshift 5\necho rows 3\ni=0\nfor lib in \"$@\"; do\n"
+                    "  echo sample $i 0 $(basename $lib)\n  i=$((i + 1))\ndone\n")
+    fake.chmod(0o755)
+    for first in range(3):
+        rows, times = in_process.measure(fake, ["1", "2", "4"], ("rms_norm_fwd", "f32", 8, 1),
+                                         1.0, 1, first=first)
+        assert rows == 3 and times == [[1.0], [2.0], [4.0]]
+
+
+@pytest.fixture(scope="module")
+def alternate(tmp_path_factory):
+    """dev/alternate.c compiled here, and two separate files of the build's libaddnorm.so."""
+    build = Path(os.environ.get("ADDNORM_BUILD_DIR", REPO_ROOT / "build")).resolve()
+    library = build / "libaddnorm.so"
+    if not library.is_file() or shutil.which("cc") is None:
+        pytest.skip(f"needs a C compiler and {library} (the CMake target addnorm_shared)")
+    where = tmp_path_factory.mktemp("alternate")
+    binary = where / "alternate"
+    subprocess.run(["cc", "-O1", "-std=c11", "-Wall", "-Werror", f"-I{REPO_ROOT / 'include'}",
+                    "-o", str(binary), str(REPO_ROOT / "dev" / "alternate.c"), "-ldl"],
+                   check=True)
+    copies = [where / "libaddnorm-a.so", where / "libaddnorm-b.so"]
+    for copy in copies:
+        shutil.copyfile(library, copy)
+    return binary, copies
+
+
+@pytest.mark.parametrize("op", in_process.OPS)
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_the_driver_calls_each_library_at_every_repetition(alternate, op, dtype):
+    binary, libraries = alternate
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run([str(binary), op, dtype, "48", "0.0625", "3", *map(str, libraries)],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    rows, times = in_process.parse(result.stdout, 2)
+    assert rows == 65536 // (4 if dtype == "f32" else 2) // 48  # 1/16 MiB of rows of 48
+    assert all(len(t) == 3 and min(t) > 0 for t in times)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["layer_norm_fwd", "f16", "48", "1", "1"], "DTYPE: expected f32 or bf16"),
+    (["group_norm", "f32", "48", "0.0625", "1"], "OP: expected"),
+    (["layer_norm_fwd", "f32", "0", "1", "1"], "must be positive"),
+    (["layer_norm_fwd", "f32", "48", "1"], "usage"),
+])
+def test_the_driver_refuses_bad_arguments_by_name(alternate, args, message):
+    binary, libraries = alternate
+    result = subprocess.run([str(binary), *args, str(libraries[0])], capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert message in result.stderr
