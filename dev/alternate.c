@@ -7,7 +7,8 @@
  *
  *   alternate OP DTYPE DIM MIB REPS LIBRARY...
  *
- * OP: layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd, layer_norm_bwd or rms_norm_bwd; DTYPE:
+ * OP: layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd (LayerNorm), add_norm_pre_rms_fwd (RMSNorm),
+ * layer_norm_bwd or rms_norm_bwd; DTYPE:
  * f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows = MIB MiB / D / element
  * size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library and repetition,
  * "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
@@ -183,6 +184,9 @@ int main(int argc, char** argv) {
       } else if (strcmp(op, "add_norm_pre_fwd") == 0) {
         status = lib->add_norm_pre(&tx, &tr, 1, ADDNORM_LAYER_NORM, &tgamma, &tbeta, 0, 1e-5, &th,
                                    &ty, &tmean, &trstd);
+      } else if (strcmp(op, "add_norm_pre_rms_fwd") == 0) {
+        status = lib->add_norm_pre(&tx, &tr, 1, ADDNORM_RMS_NORM, &tgamma, NULL, 0, 1e-5, &th, &ty,
+                                   NULL, &trstd);
       } else if (strcmp(op, "layer_norm_bwd") == 0) {
         status = lib->layer_norm_backward(&tdy, &tx, 1, &tgamma, &tbeta, 1e-5, &tmean, &trstd, &th,
                                           &tdgamma, &tdbeta);

@@ -10,7 +10,9 @@ import statistics
 import subprocess
 from pathlib import Path
 
-OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "layer_norm_bwd", "rms_norm_bwd")
+# addnorm-bench's op names, and the RMSNorm pre-norm (which the bench does not time).
+OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
+       "layer_norm_bwd", "rms_norm_bwd")
 DEFAULTS = {"--ops": "layer_norm_fwd,rms_norm_fwd", "--dims": "64,128,512,1024,4096,8192",
             "--dtypes": "f32", "--threads": "1,2", "--tensor-mib": "64", "--reps": "15"}
 

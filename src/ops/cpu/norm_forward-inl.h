@@ -189,7 +189,8 @@ constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidu
 
 // The float32 lanes of one block of centred_sums: c = (v - hi) - lo (without kLow, v - hi) for
 // the pairs of registers from i on, at most kFloat32BlockAdditions of them and none past dim; i
-// is left after them.
+// is left after them. Without kSum (RMSNorm) only the squares are summed, of v itself: hi and lo
+// must then be 0.
 struct CentredLanes {
   hn::Vec<FloatTag> sum, squares;
 };
@@ -212,8 +213,9 @@ HWY_INLINE CentredLanes centred_block(const RowPointers<SS, SB>& p, int64_t& i, 
       v0 = input<SS, SB, kResidual>(df, p, i);
       v1 = input<SS, SB, kResidual>(df, p, i + n);
     }
-    auto c0 = hn::Sub(v0, hi);
-    auto c1 = hn::Sub(v1, hi);
+    // Without kSum (RMSNorm, whose hi and lo are 0) v is its own centred value: v - 0 is v.
+    auto c0 = kSum ? hn::Sub(v0, hi) : v0;
+    auto c1 = kSum ? hn::Sub(v1, hi) : v1;
     if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
       c0 = hn::Sub(c0, lo);
       c1 = hn::Sub(c1, lo);
@@ -735,21 +737,27 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   const auto zero = hn::Zero(dd);
   HWY_ALIGN float estimates[kGroupRows];
   hn::Vec<DoubleTag> sums[kGroupRows], squares[kGroupRows];
-  for (size_t k = 0; k < kGroupRows; ++k) {
-    if (fill_spare_lane(k, count, estimates, sums, squares)) continue;
-    estimates[k] = centre ? register_mean(input<SS, SB, kResidual>(df, rows[k], 0)) : 0.0f;
-    const auto hi = hn::Set(df, estimates[k]);
-    int64_t i = 0;
-    CentredLanes lanes =
-        centred_block<SS, SB, kResidual, true, false, false>(rows[k], i, dim, hi, hi);
-    if (i < dim) {
-      const auto c = hn::Sub(input<SS, SB, kResidual>(df, rows[k], i), hi);
-      lanes.sum = hn::Add(lanes.sum, c);
-      lanes.squares = hn::MulAdd(c, c, lanes.squares);
+  // Without centre (RMSNorm) the estimates are 0, and neither the sums nor the subtractions are
+  // taken (centred_block without kSum): the same squares.
+  with_flag(centre, [&](auto centre_c) {
+    constexpr bool kCentre = decltype(centre_c)::value;
+    for (size_t k = 0; k < kGroupRows; ++k) {
+      if (fill_spare_lane(k, count, estimates, sums, squares)) continue;
+      estimates[k] = kCentre ? register_mean(input<SS, SB, kResidual>(df, rows[k], 0)) : 0.0f;
+      const auto hi = hn::Set(df, estimates[k]);
+      int64_t i = 0;
+      CentredLanes lanes =
+          centred_block<SS, SB, kResidual, kCentre, false, false>(rows[k], i, dim, hi, hi);
+      if (i < dim) {
+        const auto v = input<SS, SB, kResidual>(df, rows[k], i);
+        const auto c = kCentre ? hn::Sub(v, hi) : v;
+        if constexpr (kCentre) lanes.sum = hn::Add(lanes.sum, c);
+        lanes.squares = hn::MulAdd(c, c, lanes.squares);
+      }
+      sums[k] = kCentre ? float64_halves(lanes.sum) : zero;
+      squares[k] = float64_halves(lanes.squares);
     }
-    sums[k] = centre ? float64_halves(lanes.sum) : zero;
-    squares[k] = float64_halves(lanes.squares);
-  }
+  });
   const auto sum = centre ? row_totals(sums) : zero;
   const MomentLanes m = moments_lanes(sum, row_totals(squares),
                                       hn::PromoteTo(dd, hn::Load(dfd, estimates)), dim, centre);
