@@ -8,6 +8,7 @@
  *   alternate OP DTYPE DIM MIB REPS LIBRARY...
  *
  * OP: layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd (LayerNorm), add_norm_pre_rms_fwd (RMSNorm),
+ * add_norm_post_fwd (LayerNorm, dropout 0.1 as addnorm-bench's), add_norm_post_p0_fwd (p = 0),
  * layer_norm_bwd or rms_norm_bwd; DTYPE:
  * f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows = MIB MiB / D / element
  * size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library and repetition,
@@ -34,6 +35,10 @@ typedef addnorm_status (*PreNormFn)(const addnorm_tensor*, const addnorm_tensor*
                                     const addnorm_tensor*, const addnorm_tensor*, int32_t, double,
                                     const addnorm_tensor*, const addnorm_tensor*,
                                     const addnorm_tensor*, const addnorm_tensor*);
+typedef addnorm_status (*PostNormFn)(const addnorm_tensor*, const addnorm_tensor*, int32_t, int32_t,
+                                     const addnorm_tensor*, const addnorm_tensor*, int32_t, double,
+                                     double, uint64_t, uint64_t, const addnorm_tensor*,
+                                     const addnorm_tensor*, const addnorm_tensor*);
 typedef addnorm_status (*LayerNormBackwardFn)(const addnorm_tensor*, const addnorm_tensor*, int32_t,
                                               const addnorm_tensor*, const addnorm_tensor*, double,
                                               const addnorm_tensor*, const addnorm_tensor*,
@@ -49,6 +54,7 @@ typedef struct Library {
   LayerNormFn layer_norm;
   RmsNormFn rms_norm;
   PreNormFn add_norm_pre;
+  PostNormFn add_norm_post;
   LayerNormBackwardFn layer_norm_backward;
   RmsNormBackwardFn rms_norm_backward;
   LastErrorFn last_error;
@@ -72,6 +78,7 @@ static Library load(const char* path) {
   library.layer_norm = (LayerNormFn)symbol(handle, "addnorm_layer_norm");
   library.rms_norm = (RmsNormFn)symbol(handle, "addnorm_rms_norm");
   library.add_norm_pre = (PreNormFn)symbol(handle, "addnorm_add_norm_pre");
+  library.add_norm_post = (PostNormFn)symbol(handle, "addnorm_add_norm_post");
   library.layer_norm_backward = (LayerNormBackwardFn)symbol(handle, "addnorm_layer_norm_backward");
   library.rms_norm_backward = (RmsNormBackwardFn)symbol(handle, "addnorm_rms_norm_backward");
   library.last_error = (LastErrorFn)symbol(handle, "addnorm_last_error");
@@ -187,6 +194,10 @@ int main(int argc, char** argv) {
       } else if (strcmp(op, "add_norm_pre_rms_fwd") == 0) {
         status = lib->add_norm_pre(&tx, &tr, 1, ADDNORM_RMS_NORM, &tgamma, NULL, 0, 1e-5, &th, &ty,
                                    NULL, &trstd);
+      } else if (strcmp(op, "add_norm_post_fwd") == 0 || strcmp(op, "add_norm_post_p0_fwd") == 0) {
+        const double p = strcmp(op, "add_norm_post_fwd") == 0 ? 0.1 : 0.0;
+        status = lib->add_norm_post(&tx, &tr, 1, ADDNORM_LAYER_NORM, &tgamma, &tbeta, 0, 1e-5, p,
+                                    42, 0, &ty, &tmean, &trstd);
       } else if (strcmp(op, "layer_norm_bwd") == 0) {
         status = lib->layer_norm_backward(&tdy, &tx, 1, &tgamma, &tbeta, 1e-5, &tmean, &trstd, &th,
                                           &tdgamma, &tdbeta);

@@ -10,9 +10,10 @@ import statistics
 import subprocess
 from pathlib import Path
 
-# addnorm-bench's op names, and the RMSNorm pre-norm (which the bench does not time).
+# addnorm-bench's op names (add_norm_post_fwd with its dropout 0.1), the RMSNorm pre-norm and
+# the post-norm at p = 0 (which the bench times as its implementation addnorm-p0).
 OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
-       "layer_norm_bwd", "rms_norm_bwd")
+       "add_norm_post_fwd", "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd")
 DEFAULTS = {"--ops": "layer_norm_fwd,rms_norm_fwd", "--dims": "64,128,512,1024,4096,8192",
             "--dtypes": "f32", "--threads": "1,2", "--tensor-mib": "64", "--reps": "15"}
 
