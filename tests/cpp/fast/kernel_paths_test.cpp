@@ -43,12 +43,12 @@ struct Shifted {
 
 TEST_P(KernelPaths, StreamingStoresGiveTheSameBits) {
   // Two eight-row groups and a row: row 5, all zeros, fails the float32 pass (a zero spread), so
-  // its group goes a row at a time. Streamed short rows (D = 16, 64, 1024 here) sum the next
+  // its group goes a row at a time. Streamed short rows (D = 16, 64, 128, 1024 here) sum the next
   // group a row at a time between this group's outputs (kInterleaveShortRows), the last group's
   // one row and seven spare lanes included; not streamed, D = 1024 sums each group just before
   // its outputs.
   const int64_t rows = 17;
-  for (int64_t dim : {5, 16, 37, 64, 300, 1024}) {
+  for (int64_t dim : {5, 16, 37, 64, 128, 300, 1024}) {
     for (int64_t shift : {0, 1, 3}) {
       for (int variant = 0; variant < 4; ++variant) {
         SCOPED_TRACE("dim " + std::to_string(dim) + " shift " + std::to_string(shift) +
