@@ -328,12 +328,7 @@ def main(argv):
         parser.error(str(error))
     if args.in_process:
         return run_in_process(args, commit, variant_tuning, grid, mib, reps)
-    base = build(args.base, args.all_targets, ["addnorm_bench"], commit)
-    variant_targets = ["addnorm_bench"] + (["addnorm_tests"] if args.check else [])
-    variant = build(merged_tuning(args.base, variant_tuning), args.all_targets, variant_targets)
-    if args.check:  # the contract's tests: the case table, and the 16-bit backward's block sums
-        subprocess.run([str(variant / "tests" / "addnorm_tests"),
-                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
+    base, variant = build_sides(args, commit, variant_tuning, "addnorm_bench")
     # A variant's runs, per base: the same working tree against another commit keeps its own.
     runs = variant / (f"runs-{commit[:12]}" if commit else "runs")
     runs.mkdir(exist_ok=True)
@@ -344,12 +339,30 @@ def main(argv):
         control_runs.append(run_bench(base, bench_args, runs / f"control-{round_}.json"))
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
     cpu = base_runs[0]["meta"].get("cpu", "unknown CPU")
-    base_label = side_label(args.base, f"commit {commit[:12]}" if commit else None)
-    variant_label = side_label(merged_tuning(args.base, variant_tuning),
-                               "the working tree" if commit else None)
-    print(markdown(summarise(base_runs, variant_runs, control_runs), base_label, variant_label,
-                   cpu))
+    print(markdown(summarise(base_runs, variant_runs, control_runs),
+                   *side_labels(args, commit, variant_tuning), cpu))
     return 0
+
+
+def build_sides(args, commit, variant_tuning, target):
+    """Builds `target` for the base (from `commit`, or this tree with --base's tunables) and for
+    the variant (this tree, its tunables over --base's); with --check, runs the contract's tests
+    on the variant first: the case table, and the 16-bit backward's block sums. Returns the two
+    build directories."""
+    base = build(args.base, args.all_targets, [target], commit)
+    variant = build(merged_tuning(args.base, variant_tuning), args.all_targets,
+                    [target] + (["addnorm_tests"] if args.check else []))
+    if args.check:
+        subprocess.run([str(variant / "tests" / "addnorm_tests"),
+                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
+    return base, variant
+
+
+def side_labels(args, commit, variant_tuning):
+    """What the report calls the base and the variant."""
+    return (side_label(args.base, f"commit {commit[:12]}" if commit else None),
+            side_label(merged_tuning(args.base, variant_tuning),
+                       "the working tree" if commit else None))
 
 
 def cpu_name():
@@ -364,14 +377,7 @@ def cpu_name():
 def run_in_process(args, commit, variant_tuning, grid, mib, reps):
     """--in-process: the shared libraries of both sides (and a copy of the base's) called in turn
     in one process per case."""
-    targets = ["addnorm_shared"]
-    base = build(args.base, args.all_targets, targets, commit)
-    variant_tuning = merged_tuning(args.base, variant_tuning)
-    variant = build(variant_tuning, args.all_targets,
-                    targets + (["addnorm_tests"] if args.check else []))
-    if args.check:
-        subprocess.run([str(variant / "tests" / "addnorm_tests"),
-                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
+    base, variant = build_sides(args, commit, variant_tuning, "addnorm_shared")
     binary = in_process.driver(ROOT / "build-dev", ROOT)
     base_library = in_process.shared_library(base)
     libraries = [base_library, in_process.shared_library(variant),
@@ -387,9 +393,7 @@ def run_in_process(args, commit, variant_tuning, grid, mib, reps):
         key = (op, dtype, rows, dim, threads, f"in process, {mib:g} MiB")
         summaries.append(CaseSummary(key, ratios, noise=noise))
         print(f"{' '.join(map(str, case))} done", file=sys.stderr)
-    base_label = side_label(args.base, f"commit {commit[:12]}" if commit else None)
-    variant_label = side_label(variant_tuning, "the working tree" if commit else None)
-    print(markdown(summaries, base_label, variant_label, cpu_name(),
+    print(markdown(summaries, *side_labels(args, commit, variant_tuning), cpu_name(),
                    control="a second copy of the base, called in the same turns"))
     return 0
 

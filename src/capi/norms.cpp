@@ -8,6 +8,23 @@
 using namespace addnorm;
 using namespace addnorm::capi;
 
+namespace {
+
+// GroupNorm's options in the C ABI's argument order: gamma and beta (null: absent), eps
+// (negative: the default).
+template <class T>
+BasicGroupNormOptions<T> group_norm_options(int64_t num_groups, const addnorm_tensor* gamma,
+                                            const addnorm_tensor* beta, double eps) {
+  BasicGroupNormOptions<T> options;
+  options.num_groups = num_groups;
+  options.gamma = optional_input<T>("gamma", gamma);
+  options.beta = optional_input<T>("beta", beta);
+  options.eps = eps_or<T>(eps, options.eps);
+  return options;
+}
+
+}  // namespace
+
 extern "C" {
 
 addnorm_status addnorm_layer_norm(const addnorm_tensor* x, int32_t normalized_ndim,
@@ -94,11 +111,7 @@ addnorm_status addnorm_group_norm(const addnorm_tensor* x, int64_t num_groups,
     by_element_type("x", x, [&](auto zero) {
       using T = decltype(zero);
       const NormConst<T> x_view = input<T>("x", x);
-      BasicGroupNormOptions<T> options;
-      options.num_groups = num_groups;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.beta = optional_input<T>("beta", beta);
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options = group_norm_options<T>(num_groups, gamma, beta, eps);
       const NormMutable<T> y_view = output<T>("y", y);
       const auto stats = stats_out<T>(mean, rstd);
       library::group_norm(x_view, y_view, options, stats);
@@ -116,11 +129,7 @@ addnorm_status addnorm_group_norm_backward(const addnorm_tensor* dy, const addno
       using T = decltype(zero);
       const NormConst<T> dy_view = input<T>("dy", dy);
       const NormConst<T> x_view = input<T>("x", x);
-      BasicGroupNormOptions<T> options;
-      options.num_groups = num_groups;
-      options.gamma = optional_input<T>("gamma", gamma);
-      options.beta = optional_input<T>("beta", beta);
-      options.eps = eps_or<T>(eps, options.eps);
+      const auto options = group_norm_options<T>(num_groups, gamma, beta, eps);
       const BasicGroupNormGrads<T> grads{output<T>("dx", dx), optional_exact<T>("dgamma", dgamma),
                                          optional_exact<T>("dbeta", dbeta)};
       library::group_norm_backward(dy_view, x_view, grads, options);

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "addnorm/error.hpp"
 #include "addnorm/nn/nn.hpp"
 #include "addnorm/npy.hpp"
+#include "tool_args.hpp"
 
 namespace {
 
@@ -30,43 +30,32 @@ void save(const std::filesystem::path& path, const Tensor& tensor) {
 int run(int argc, char** argv) {
   if (argc < 2) throw Error("usage: nn_torch_compare_tool OUT_DIR [key=value ...]");
   const std::filesystem::path out = argv[1];
-  std::map<std::string, std::string> options;
-  for (int i = 2; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto equals = argument.find('=');
-    if (equals == std::string::npos) throw Error("argument \"" + argument + "\" is not key=value");
-    options[argument.substr(0, equals)] = argument.substr(equals + 1);
-  }
-  auto get = [&](const std::string& key, const std::string& fallback) {
-    const auto found = options.find(key);
-    return found == options.end() ? fallback : found->second;
-  };
-  auto get_int = [&](const std::string& key, int64_t fallback) {
-    return std::stoll(get(key, std::to_string(fallback)));
-  };
+  const ToolArgs args(argc, argv, 2,
+                      {"placement", "norm", "depth", "d_model", "n_heads", "d_ff", "activation",
+                       "vocab", "batch", "seq", "causal", "lengths", "seed", "init", "sublayers"});
 
   SequenceModelConfig config;
-  config.stack.block.placement = parse_placement(get("placement", "pre_norm"));
-  config.stack.block.norm = parse_norm_type(get("norm", "layer_norm"));
-  config.stack.block.d_model = get_int("d_model", 16);
-  config.stack.block.n_heads = get_int("n_heads", 2);
-  config.stack.block.d_ff = get_int("d_ff", 32);
-  config.stack.block.activation = parse_activation(get("activation", "relu"));
-  const std::string sublayers = get("sublayers", "attn_ffn");
+  config.stack.block.placement = parse_placement(args.text("placement", "pre_norm"));
+  config.stack.block.norm = parse_norm_type(args.text("norm", "layer_norm"));
+  config.stack.block.d_model = args.integer("d_model", 16);
+  config.stack.block.n_heads = args.integer("n_heads", 2);
+  config.stack.block.d_ff = args.integer("d_ff", 32);
+  config.stack.block.activation = parse_activation(args.text("activation", "relu"));
+  const std::string sublayers = args.text("sublayers", "attn_ffn");
   if (sublayers != "attn_ffn" && sublayers != "attn" && sublayers != "ffn") {
     throw Error("sublayers is \"" + sublayers + "\", expected attn_ffn, attn or ffn");
   }
   config.stack.block.attention = sublayers != "ffn";
   config.stack.block.ffn = sublayers != "attn";
-  config.stack.depth = get_int("depth", 2);
-  config.stack.seed = static_cast<uint64_t>(get_int("seed", 1));
+  config.stack.depth = args.integer("depth", 2);
+  config.stack.seed = static_cast<uint64_t>(args.integer("seed", 1));
   config.stack.init =
-      get("init", "xavier") == "gpt2" ? InitScheme::gpt2_scaled : InitScheme::xavier_uniform;
-  config.vocab_size = get_int("vocab", 11);
-  const int64_t batch = get_int("batch", 2), seq = get_int("seq", 5);
+      args.text("init", "xavier") == "gpt2" ? InitScheme::gpt2_scaled : InitScheme::xavier_uniform;
+  config.vocab_size = args.integer("vocab", 11);
+  const int64_t batch = args.integer("batch", 2), seq = args.integer("seq", 5);
   AttentionMask mask;
-  mask.causal = get("causal", "0") == "1";
-  std::stringstream lengths(get("lengths", ""));
+  mask.causal = args.text("causal", "0") == "1";
+  std::stringstream lengths(args.text("lengths", ""));
   for (std::string item; std::getline(lengths, item, ',');)
     mask.lengths.push_back(std::stoll(item));
 

@@ -9,45 +9,32 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "addnorm/error.hpp"
 #include "addnorm/nn/nn.hpp"
+#include "tool_args.hpp"
 
 namespace {
 
 using namespace addnorm::nn;
 
 int run(int argc, char** argv) {
-  std::map<std::string, std::string> options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto equals = argument.find('=');
-    if (equals == std::string::npos) {
-      throw addnorm::Error("argument \"" + argument + "\" is not key=value");
-    }
-    options[argument.substr(0, equals)] = argument.substr(equals + 1);
-  }
-  auto get = [&](const std::string& key, const std::string& fallback) {
-    const auto found = options.find(key);
-    return found == options.end() ? fallback : found->second;
-  };
-  auto get_int = [&](const std::string& key, int64_t fallback) {
-    return std::stoll(get(key, std::to_string(fallback)));
-  };
+  const ToolArgs args(argc, argv, 1,
+                      {"depth", "d_model", "n_heads", "d_ff", "batch", "seq", "vocab", "steps",
+                       "warmup", "placement", "norm"});
   SequenceModelConfig config;
-  config.stack.depth = get_int("depth", 6);
-  config.stack.block.d_model = get_int("d_model", 256);
-  config.stack.block.n_heads = get_int("n_heads", 8);
-  config.stack.block.d_ff = get_int("d_ff", 1024);
-  config.stack.block.placement = parse_placement(get("placement", "pre_norm"));
-  config.stack.block.norm = parse_norm_type(get("norm", "layer_norm"));
+  config.stack.depth = args.integer("depth", 6);
+  config.stack.block.d_model = args.integer("d_model", 256);
+  config.stack.block.n_heads = args.integer("n_heads", 8);
+  config.stack.block.d_ff = args.integer("d_ff", 1024);
+  config.stack.block.placement = parse_placement(args.text("placement", "pre_norm"));
+  config.stack.block.norm = parse_norm_type(args.text("norm", "layer_norm"));
   config.stack.record_stats = false;
-  config.vocab_size = get_int("vocab", 64);
-  const int64_t batch = get_int("batch", 16), seq = get_int("seq", 64);
-  const int64_t steps = get_int("steps", 20), warmup = get_int("warmup", 3);
+  config.vocab_size = args.integer("vocab", 64);
+  const int64_t batch = args.integer("batch", 16), seq = args.integer("seq", 64);
+  const int64_t steps = args.integer("steps", 20), warmup = args.integer("warmup", 3);
 
   SequenceModel model(config);
   AdamOptions adam_options;

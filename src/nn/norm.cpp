@@ -88,6 +88,16 @@ NormOptions Norm::norm_options() const {
   return options;
 }
 
+BatchNormOptions Norm::batch_norm_options(bool training) const {
+  if (type_ != NormType::batch_norm) throw Error("a row norm layer has no batch_norm options");
+  BatchNormOptions options;
+  options.gamma = gamma.value.view();
+  options.beta = beta.value.view();
+  options.training = training;
+  options.eps = eps_;
+  return options;
+}
+
 std::optional<NormStats> Norm::stats_for(int64_t rows) {
   ensure_shape(mean_, Shape{rows});
   ensure_shape(rstd_, Shape{rows});
@@ -118,11 +128,7 @@ void Norm::forward(const Tensor& x, Tensor& y, bool training) {
       break;
     }
     case NormType::batch_norm: {
-      BatchNormOptions options;
-      options.gamma = gamma.value.view();
-      options.beta = beta.value.view();
-      options.training = training;
-      options.eps = eps_;
+      const BatchNormOptions options = batch_norm_options(training);
       const Shape rows_shape = as_rows(x, dim_);
       batch_norm(ConstView{x.data(), rows_shape}, MutableView{y.data(), rows_shape}, options,
                  RunningStats{running_mean.view(), running_var.view()});
@@ -144,11 +150,7 @@ void Norm::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool training
       break;
     }
     case NormType::batch_norm: {
-      BatchNormOptions options;
-      options.gamma = gamma.value.view();
-      options.beta = beta.value.view();
-      options.training = training;
-      options.eps = eps_;
+      const BatchNormOptions options = batch_norm_options(training);
       const Shape rows_shape = as_rows(x, dim_);
       batch_norm_backward(
           ConstView{dy.data(), rows_shape}, ConstView{x.data(), rows_shape},

@@ -210,3 +210,19 @@ def test_admin_profiling_matches_torch(sublayers, compare_tool, tmp_path):
     assert max(expected.values()) > 1.2  # the profile moved omega away from 1
     for name, omega in expected.items():
         np.testing.assert_allclose(params[name].numpy(), omega, rtol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dmodel=16"], 'argument "dmodel=16": unknown key, expected one of placement, norm'),
+    (["depth=2", "depth=3"], 'argument "depth=3": depth is given twice'),
+    (["seed=7x"], 'seed is "7x", expected an integer'),
+    (["depth"], 'argument "depth" is not key=value'),
+])
+def test_compare_tool_refuses_bad_arguments(args, message, compare_tool, tmp_path):
+    """A typo is an error that names it, not a silently ignored key or a default used instead,
+    and nothing is written."""
+    result = subprocess.run([str(compare_tool), str(tmp_path / "out"), *args],
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "out").exists()

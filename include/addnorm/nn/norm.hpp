@@ -40,6 +40,8 @@ class Norm {
   // The norm's description (layer_norm or rms_norm only) with this layer's gamma, beta and
   // eps, for the plain and the fused ops alike.
   NormOptions norm_options() const;
+  // The same for a batch_norm layer, in training or inference mode.
+  BatchNormOptions batch_norm_options(bool training) const;
   // The fused ops write dgamma/dbeta into scratch; this adds them to the parameters' grads.
   void accumulate_param_grads(const Tensor& dgamma, const Tensor& dbeta);
   // Scratch the fused backward can write dgamma/dbeta into (shape [dim]).
