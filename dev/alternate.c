@@ -9,10 +9,11 @@
  *
  * OP: layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd (LayerNorm), add_norm_pre_rms_fwd (RMSNorm),
  * add_norm_post_fwd (LayerNorm, dropout 0.1 as addnorm-bench's), add_norm_post_p0_fwd (p = 0),
- * layer_norm_bwd or rms_norm_bwd; DTYPE:
- * f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows = MIB MiB / D / element
- * size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library and repetition,
- * "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
+ * layer_norm_bwd, rms_norm_bwd, batch_norm_train_fwd or batch_norm_train_bwd (BatchNorm in
+ * training mode over (N, C) = (rows, DIM), as addnorm-bench's; f32 only, as the library's
+ * BatchNorm); DTYPE: f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows = MIB
+ * MiB / D / element size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library and
+ * repetition, "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -48,6 +49,16 @@ typedef addnorm_status (*RmsNormBackwardFn)(const addnorm_tensor*, const addnorm
                                             const addnorm_tensor*, int32_t, double,
                                             const addnorm_tensor*, const addnorm_tensor*,
                                             const addnorm_tensor*);
+typedef addnorm_status (*BatchNormFn)(const addnorm_tensor*, const addnorm_tensor*,
+                                      const addnorm_tensor*, int32_t, double, int32_t, double,
+                                      int32_t, const addnorm_tensor*, const addnorm_tensor*,
+                                      const addnorm_tensor*, const addnorm_tensor*,
+                                      const addnorm_tensor*);
+typedef addnorm_status (*BatchNormBackwardFn)(const addnorm_tensor*, const addnorm_tensor*,
+                                              const addnorm_tensor*, const addnorm_tensor*, int32_t,
+                                              double, int32_t, const addnorm_tensor*,
+                                              const addnorm_tensor*, const addnorm_tensor*,
+                                              const addnorm_tensor*, const addnorm_tensor*);
 typedef const char* (*LastErrorFn)(void);
 
 typedef struct Library {
@@ -57,6 +68,8 @@ typedef struct Library {
   PostNormFn add_norm_post;
   LayerNormBackwardFn layer_norm_backward;
   RmsNormBackwardFn rms_norm_backward;
+  BatchNormFn batch_norm;
+  BatchNormBackwardFn batch_norm_backward;
   LastErrorFn last_error;
 } Library;
 
@@ -81,6 +94,8 @@ static Library load(const char* path) {
   library.add_norm_post = (PostNormFn)symbol(handle, "addnorm_add_norm_post");
   library.layer_norm_backward = (LayerNormBackwardFn)symbol(handle, "addnorm_layer_norm_backward");
   library.rms_norm_backward = (RmsNormBackwardFn)symbol(handle, "addnorm_rms_norm_backward");
+  library.batch_norm = (BatchNormFn)symbol(handle, "addnorm_batch_norm");
+  library.batch_norm_backward = (BatchNormBackwardFn)symbol(handle, "addnorm_batch_norm_backward");
   library.last_error = (LastErrorFn)symbol(handle, "addnorm_last_error");
   return library;
 }
@@ -133,6 +148,8 @@ int main(int argc, char** argv) {
   const int count = argc - 6;
   if (dim < 1 || mib <= 0 || reps < 1) fail("DIM, MIB and REPS must be positive", NULL);
   if (count > kMaxLibraries) fail("at most 8 libraries", NULL);
+  const int batch_norm = strncmp(op, "batch_norm", 10) == 0;
+  if (batch_norm && bf16) fail("DTYPE: BatchNorm takes f32 only, got bf16 for ", op);
   const size_t element = bf16 ? 2 : 4;
   const int64_t rows = (int64_t)(mib * 1048576.0 / (double)element) / dim;
   if (rows < 1) fail("MIB holds no row of DIM elements", NULL);
@@ -148,11 +165,14 @@ int main(int argc, char** argv) {
   float* dbeta = buffer((size_t)dim * 4);
   float* mean = buffer((size_t)rows * 4);
   float* rstd = buffer((size_t)rows * 4);
+  float* running_mean = buffer((size_t)dim * 4);
+  float* running_var = buffer((size_t)dim * 4);
   fill(x, rows * dim, bf16, 1, -2.0f, 5.0f);
   fill(r, rows * dim, bf16, 2, -1.0f, 2.0f);
   fill(dy, rows * dim, bf16, 3, -1.0f, 2.0f);
   fill(gamma, dim, 0, 4, 0.5f, 1.0f);
   fill(beta, dim, 0, 5, -0.5f, 1.0f);
+  fill(running_var, dim, 0, 6, 1.0f, 0.0f);
   const int32_t dtype = bf16 ? ADDNORM_BFLOAT16 : ADDNORM_FLOAT32;
   const int64_t shape[2] = {rows, dim};
   const int64_t row_shape[1] = {rows};
@@ -166,10 +186,12 @@ int main(int argc, char** argv) {
   const addnorm_tensor tdbeta = {dbeta, param_shape, 1, ADDNORM_FLOAT32};
   const addnorm_tensor tmean = {mean, row_shape, 1, ADDNORM_FLOAT32};
   const addnorm_tensor trstd = {rstd, row_shape, 1, ADDNORM_FLOAT32};
+  const addnorm_tensor trunning_mean = {running_mean, param_shape, 1, ADDNORM_FLOAT32};
+  const addnorm_tensor trunning_var = {running_var, param_shape, 1, ADDNORM_FLOAT32};
   Library libraries[kMaxLibraries];
   for (int i = 0; i < count; ++i) libraries[i] = load(argv[6 + i]);
   /* The backward's statistics come from a forward of the same rows (the first library's). */
-  const int backward = strstr(op, "_bwd") != NULL;
+  const int backward = strstr(op, "_bwd") != NULL && !batch_norm;
   const int rms = strncmp(op, "rms_norm", 8) == 0;
   if (backward) {
     const addnorm_status status =
@@ -203,10 +225,17 @@ int main(int argc, char** argv) {
                                           &tdgamma, &tdbeta);
       } else if (strcmp(op, "rms_norm_bwd") == 0) {
         status = lib->rms_norm_backward(&tdy, &tx, 1, &tgamma, 0, 1e-5, &trstd, &th, &tdgamma);
+      } else if (strcmp(op, "batch_norm_train_fwd") == 0) {
+        status = lib->batch_norm(&tx, &tgamma, &tbeta, 1, 0.1, ADDNORM_MOMENTUM_PYTORCH, 1e-5, 0,
+                                 &trunning_mean, &trunning_var, &ty, NULL, NULL);
+      } else if (strcmp(op, "batch_norm_train_bwd") == 0) {
+        status = lib->batch_norm_backward(&tdy, &tx, &tgamma, &tbeta, 1, 1e-5, 0, NULL, NULL, &th,
+                                          &tdgamma, &tdbeta);
       } else {
         fail(
-            "OP: expected layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd, layer_norm_bwd or "
-            "rms_norm_bwd, got ",
+            "OP: expected layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd, add_norm_pre_rms_fwd, "
+            "add_norm_post_fwd, add_norm_post_p0_fwd, layer_norm_bwd, rms_norm_bwd, "
+            "batch_norm_train_fwd or batch_norm_train_bwd, got ",
             op);
         return 2;
       }
