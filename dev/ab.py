@@ -293,7 +293,8 @@ def main(argv):
     parser.add_argument("--rounds", type=int, default=3, help="base-variant pairs of runs")
     parser.add_argument("--all-targets", action="store_true", help="build every SIMD target")
     parser.add_argument("--check", action="store_true",
-                        help="run the case table's tests on the variant first")
+                        help="run the case table's, the 16-bit backward's and BatchNorm's tests "
+                             "on the variant first")
     parser.add_argument("--list", action="store_true", help="list the tunables and exit")
     parser.add_argument("--in-process", action="store_true",
                         help="load both sides' libaddnorm.so into one process and call them in "
@@ -347,14 +348,14 @@ def main(argv):
 def build_sides(args, commit, variant_tuning, target):
     """Builds `target` for the base (from `commit`, or this tree with --base's tunables) and for
     the variant (this tree, its tunables over --base's); with --check, runs the contract's tests
-    on the variant first: the case table, and the 16-bit backward's block sums. Returns the two
+    on the variant first: the case table, the 16-bit backward's block sums and BatchNorm's. Returns the two
     build directories."""
     base = build(args.base, args.all_targets, [target], commit)
     variant = build(merged_tuning(args.base, variant_tuning), args.all_targets,
                     [target] + (["addnorm_tests"] if args.check else []))
     if args.check:
         subprocess.run([str(variant / "tests" / "addnorm_tests"),
-                        "--gtest_filter=*CaseTable*:*NarrowBackward*"], check=True)
+                        "--gtest_filter=*CaseTable*:*NarrowBackward*:*BatchNorm*"], check=True)
     return base, variant
 
 
@@ -379,19 +380,22 @@ def run_in_process(args, commit, variant_tuning, grid, mib, reps):
     in one process per case."""
     base, variant = build_sides(args, commit, variant_tuning, "addnorm_shared")
     binary = in_process.driver(ROOT / "build-dev", ROOT)
+    plain = in_process.plain_library(ROOT / "build-dev", ROOT)
     base_library = in_process.shared_library(base)
     libraries = [base_library, in_process.shared_library(variant),
                  in_process.control_copy(base_library, base)]
     summaries = []
     for case in grid:
+        op, dtype, dim, threads = case
+        called = libraries + ([plain] if op in in_process.PLAIN_OPS else [])
         rounds = []
         for round_ in range(args.rounds):  # each round a process, loading in another order
-            rows, times = in_process.measure(binary, libraries, case, mib, reps, first=round_)
+            rows, times = in_process.measure(binary, called, case, mib, reps, first=round_)
             rounds.append(times)
         ratios, noise = in_process.round_medians(rounds)
-        op, dtype, dim, threads = case
+        base_share, variant_share = in_process.plain_shares(rounds)
         key = (op, dtype, rows, dim, threads, f"in process, {mib:g} MiB")
-        summaries.append(CaseSummary(key, ratios, noise=noise))
+        summaries.append(CaseSummary(key, ratios, base_share, variant_share, noise=noise))
         print(f"{' '.join(map(str, case))} done", file=sys.stderr)
     print(markdown(summaries, *side_labels(args, commit, variant_tuning), cpu_name(),
                    control="a second copy of the base, called in the same turns"))

@@ -9,11 +9,12 @@
  *
  * OP: layer_norm_fwd, rms_norm_fwd, add_norm_pre_fwd (LayerNorm), add_norm_pre_rms_fwd (RMSNorm),
  * add_norm_post_fwd (LayerNorm, dropout 0.1 as addnorm-bench's), add_norm_post_p0_fwd (p = 0),
- * layer_norm_bwd, rms_norm_bwd, batch_norm_train_fwd or batch_norm_train_bwd (BatchNorm in
- * training mode over (N, C) = (rows, DIM), as addnorm-bench's; f32 only, as the library's
- * BatchNorm); DTYPE: f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows = MIB
- * MiB / D / element size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library and
- * repetition, "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
+ * layer_norm_bwd, rms_norm_bwd, batch_norm_train_fwd (BatchNorm in training mode over (N, C) =
+ * (rows, DIM), updating the running statistics and saving the batch's, as addnorm-bench's) or
+ * batch_norm_train_bwd (its backward, which the bench does not time); both f32 only, as the
+ * library's BatchNorm; DTYPE: f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows
+ * = MIB MiB / D / element size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library
+ * and repetition, "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -167,6 +168,8 @@ int main(int argc, char** argv) {
   float* rstd = buffer((size_t)rows * 4);
   float* running_mean = buffer((size_t)dim * 4);
   float* running_var = buffer((size_t)dim * 4);
+  float* batch_mean = buffer((size_t)dim * 4);
+  float* batch_rstd = buffer((size_t)dim * 4);
   fill(x, rows * dim, bf16, 1, -2.0f, 5.0f);
   fill(r, rows * dim, bf16, 2, -1.0f, 2.0f);
   fill(dy, rows * dim, bf16, 3, -1.0f, 2.0f);
@@ -188,6 +191,8 @@ int main(int argc, char** argv) {
   const addnorm_tensor trstd = {rstd, row_shape, 1, ADDNORM_FLOAT32};
   const addnorm_tensor trunning_mean = {running_mean, param_shape, 1, ADDNORM_FLOAT32};
   const addnorm_tensor trunning_var = {running_var, param_shape, 1, ADDNORM_FLOAT32};
+  const addnorm_tensor tbatch_mean = {batch_mean, param_shape, 1, ADDNORM_FLOAT32};
+  const addnorm_tensor tbatch_rstd = {batch_rstd, param_shape, 1, ADDNORM_FLOAT32};
   Library libraries[kMaxLibraries];
   for (int i = 0; i < count; ++i) libraries[i] = load(argv[6 + i]);
   /* The backward's statistics come from a forward of the same rows (the first library's). */
@@ -227,7 +232,7 @@ int main(int argc, char** argv) {
         status = lib->rms_norm_backward(&tdy, &tx, 1, &tgamma, 0, 1e-5, &trstd, &th, &tdgamma);
       } else if (strcmp(op, "batch_norm_train_fwd") == 0) {
         status = lib->batch_norm(&tx, &tgamma, &tbeta, 1, 0.1, ADDNORM_MOMENTUM_PYTORCH, 1e-5, 0,
-                                 &trunning_mean, &trunning_var, &ty, NULL, NULL);
+                                 &trunning_mean, &trunning_var, &ty, &tbatch_mean, &tbatch_rstd);
       } else if (strcmp(op, "batch_norm_train_bwd") == 0) {
         status = lib->batch_norm_backward(&tdy, &tx, &tgamma, &tbeta, 1, 1e-5, 0, NULL, NULL, &th,
                                           &tdgamma, &tdbeta);

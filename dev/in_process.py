@@ -12,12 +12,16 @@ from pathlib import Path
 
 # addnorm-bench's op names (add_norm_post_fwd with its dropout 0.1), the RMSNorm pre-norm and
 # the post-norm at p = 0 (which the bench times as its implementation addnorm-p0), and BatchNorm
-# in training mode, forward and backward, which run float32 only (the library's BatchNorm takes
-# float32 views): a grid leaves out their bf16 cases.
+# in training mode (the bench's forward, and the backward, which the bench does not time), which
+# run float32 only (the library's BatchNorm takes float32 views): a grid leaves out their bf16
+# cases.
 OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
        "add_norm_post_fwd", "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd",
        "batch_norm_train_fwd", "batch_norm_train_bwd")
 FLOAT32_ONLY = ("batch_norm_train_fwd", "batch_norm_train_bwd")
+# The ops the plain loop has (dev/plain_abi.cpp): its share of each side is measured there too.
+PLAIN_OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
+             "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd")
 DEFAULTS = {"--ops": "layer_norm_fwd,rms_norm_fwd", "--dims": "64,128,512,1024,4096,8192",
             "--dtypes": "f32", "--threads": "1,2", "--tensor-mib": "64", "--reps": "15"}
 
@@ -93,6 +97,21 @@ def driver(build_dev, root):
     return binary
 
 
+def plain_library(build_dev, root):
+    """The benchmark's plain loop behind the C ABI (dev/plain_abi.cpp, bench/plain_kernels.cpp),
+    compiled into build-dev/ (again when a source is newer): a library alternate.c calls beside
+    addnorm's, so that each side's share of plain is measured in the same process."""
+    sources = [root / "dev" / "plain_abi.cpp", root / "bench" / "plain_kernels.cpp",
+               root / "bench" / "plain_kernels.hpp"]
+    library = build_dev / "libaddnorm-plain.so"
+    if not library.exists() or library.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        build_dev.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["c++", "-O2", "-std=c++20", "-fPIC", "-shared", "-fopenmp",
+                        f"-I{root / 'include'}", f"-I{root / 'bench'}", "-o", str(library),
+                        *(str(p) for p in sources[:2]), "-lhwy"], check=True)
+    return library
+
+
 def control_copy(library, where):
     """A second file of the base's library: dlopen loads a path it has loaded once only."""
     copy = where / "libaddnorm-control.so"
@@ -101,8 +120,8 @@ def control_copy(library, where):
 
 
 def measure(binary, libraries, case, mib, reps, first=0):
-    """One case in one process on `libraries` (base, variant, control), loaded in an order that
-    starts at library `first`: (rows, times per library, in the order given)."""
+    """One case in one process on `libraries` (base, variant, control[, plain]), loaded in an
+    order that starts at library `first`: (rows, times per library, in the order given)."""
     op, dtype, dim, threads = case
     order = [(first + i) % len(libraries) for i in range(len(libraries))]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="close",
@@ -118,13 +137,27 @@ def measure(binary, libraries, case, mib, reps, first=0):
 
 
 def round_medians(rounds):
-    """[(times of base, variant, control)] per round, each from a process of its own: the
-    medians, round by round, of the variant's and the control's speed over the base's. A
+    """[(times of base, variant, control[, plain])] per round, each from a process of its own:
+    the medians, round by round, of the variant's and the control's speed over the base's. A
     process that was unlucky as a whole (it happens: one library slower all through one
     process, and not in the next) then shows as one round apart from the others."""
-    variant = [statistics.median(speed_ratios(base, v)) for base, v, _ in rounds]
-    control = [statistics.median(speed_ratios(base, c)) for base, _, c in rounds]
+    variant = [statistics.median(speed_ratios(times[0], times[1])) for times in rounds]
+    control = [statistics.median(speed_ratios(times[0], times[2])) for times in rounds]
     return variant, control
+
+
+def plain_shares(rounds):
+    """The base's and the variant's share of plain (plain's time over theirs, call by call in
+    the same process), the median of the rounds' medians; (None, None) where no round timed
+    plain (a fourth library)."""
+    if any(len(times) < 4 for times in rounds):
+        return None, None
+
+    def share(side):
+        return statistics.median(statistics.median(speed_ratios(times[3], times[side]))
+                                 for times in rounds)
+
+    return share(0), share(1)
 
 
 def shared_library(build):

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,23 +40,19 @@ int run(int argc, char** argv) {
   config.stack.block.n_heads = args.integer("n_heads", 2);
   config.stack.block.d_ff = args.integer("d_ff", 32);
   config.stack.block.activation = parse_activation(args.text("activation", "relu"));
-  const std::string sublayers = args.text("sublayers", "attn_ffn");
-  if (sublayers != "attn_ffn" && sublayers != "attn" && sublayers != "ffn") {
-    throw Error("sublayers is \"" + sublayers + "\", expected attn_ffn, attn or ffn");
-  }
+  const std::string sublayers = args.choice("sublayers", "attn_ffn", {"attn_ffn", "attn", "ffn"});
   config.stack.block.attention = sublayers != "ffn";
   config.stack.block.ffn = sublayers != "attn";
   config.stack.depth = args.integer("depth", 2);
   config.stack.seed = static_cast<uint64_t>(args.integer("seed", 1));
-  config.stack.init =
-      args.text("init", "xavier") == "gpt2" ? InitScheme::gpt2_scaled : InitScheme::xavier_uniform;
+  config.stack.init = args.choice("init", "xavier", {"xavier", "gpt2"}) == "gpt2"
+                          ? InitScheme::gpt2_scaled
+                          : InitScheme::xavier_uniform;
   config.vocab_size = args.integer("vocab", 11);
   const int64_t batch = args.integer("batch", 2), seq = args.integer("seq", 5);
   AttentionMask mask;
-  mask.causal = args.text("causal", "0") == "1";
-  std::stringstream lengths(args.text("lengths", ""));
-  for (std::string item; std::getline(lengths, item, ',');)
-    mask.lengths.push_back(std::stoll(item));
+  mask.causal = args.choice("causal", "0", {"0", "1"}) == "1";
+  mask.lengths = args.integers("lengths");
 
   SequenceModel model(config);
   // Perturb gamma/beta/alpha away from their initial 1/0 so their gradients are really tested.

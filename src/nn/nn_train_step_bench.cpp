@@ -34,7 +34,8 @@ int run(int argc, char** argv) {
   config.stack.record_stats = false;
   config.vocab_size = args.integer("vocab", 64);
   const int64_t batch = args.integer("batch", 16), seq = args.integer("seq", 64);
-  const int64_t steps = args.integer("steps", 20), warmup = args.integer("warmup", 3);
+  // At least one timed step: the median of none would read past an empty list.
+  const int64_t steps = args.integer("steps", 20, 1), warmup = args.integer("warmup", 3, 0);
 
   SequenceModel model(config);
   AdamOptions adam_options;

@@ -89,7 +89,10 @@ NormOptions Norm::norm_options() const {
 }
 
 BatchNormOptions Norm::batch_norm_options(bool training) const {
-  if (type_ != NormType::batch_norm) throw Error("a row norm layer has no batch_norm options");
+  if (type_ != NormType::batch_norm) {
+    throw Error(std::string("a ") + norm_type_name(type_) +
+                " layer has no BatchNorm options (it normalises each row)");
+  }
   BatchNormOptions options;
   options.gamma = gamma.value.view();
   options.beta = beta.value.view();

@@ -1,15 +1,19 @@
 // The key=value arguments of the programs built on the nn layer (nn_torch_compare_tool,
 // nn_train_step_bench), read one way: a key the program does not take, a key given twice, an
-// argument without '=' or a number that does not parse is an Error that names it, rather than a
-// silently ignored typo or a bare std::stoll exception.
+// argument without '=', a number that does not parse or is out of range, or a word outside its
+// choices is an Error that names it, rather than a silently ignored typo, a default used instead
+// or a bare std::stoll exception.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "addnorm/error.hpp"
 
@@ -26,14 +30,9 @@ class ToolArgs {
         throw Error("argument \"" + argument + "\" is not key=value");
       }
       const std::string key = argument.substr(0, equals);
-      bool known = false;
-      std::string names;
-      for (std::string_view name : keys) {
-        known = known || name == key;
-        names += (names.empty() ? "" : ", ") + std::string(name);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        throw Error("argument \"" + argument + "\": unknown key, expected one of " + listed(keys));
       }
-      if (!known)
-        throw Error("argument \"" + argument + "\": unknown key, expected one of " + names);
       if (!values_.emplace(key, argument.substr(equals + 1)).second) {
         throw Error("argument \"" + argument + "\": " + key + " is given twice");
       }
@@ -45,19 +44,56 @@ class ToolArgs {
     return found == values_.end() ? fallback : found->second;
   }
 
-  int64_t integer(const std::string& key, int64_t fallback) const {
+  // One of `allowed`.
+  std::string choice(const std::string& key, const std::string& fallback,
+                     std::initializer_list<std::string_view> allowed) const {
+    const std::string value = text(key, fallback);
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      throw Error(key + " is \"" + value + "\", expected one of " + listed(allowed));
+    }
+    return value;
+  }
+
+  // An integer of at least `minimum`.
+  int64_t integer(const std::string& key, int64_t fallback,
+                  int64_t minimum = std::numeric_limits<int64_t>::min()) const {
     const auto found = values_.find(key);
-    if (found == values_.end()) return fallback;
-    const std::string& value = found->second;
+    const int64_t value = found == values_.end() ? fallback : parse(key, found->second);
+    if (value < minimum) {
+      throw Error(key + " is " + std::to_string(value) + ", expected at least " +
+                  std::to_string(minimum));
+    }
+    return value;
+  }
+
+  // A comma-separated list of integers (absent or empty: none).
+  std::vector<int64_t> integers(const std::string& key) const {
+    std::vector<int64_t> values;
+    const std::string list = text(key, "");
+    for (size_t begin = 0; begin < list.size();) {
+      const size_t comma = std::min(list.find(',', begin), list.size());
+      values.push_back(parse(key, list.substr(begin, comma - begin)));
+      begin = comma + 1;
+    }
+    return values;
+  }
+
+ private:
+  static int64_t parse(const std::string& key, const std::string& value) {
     int64_t parsed = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-    if (error != std::errc() || end != value.data() + value.size()) {
+    if (error != std::errc() || end != value.data() + value.size() || value.empty()) {
       throw Error(key + " is \"" + value + "\", expected an integer");
     }
     return parsed;
   }
 
- private:
+  static std::string listed(std::initializer_list<std::string_view> names) {
+    std::string text;
+    for (std::string_view name : names) text += (text.empty() ? "" : ", ") + std::string(name);
+    return text;
+  }
+
   std::map<std::string, std::string> values_;
 };
 

@@ -3,6 +3,7 @@ summary (ratios round by round, shares of plain), on records written here in add
 shape; block_sums_error.py's emulation against float64 sums; ab.py --in-process's grid, its
 medians and its driver (dev/alternate.c, compiled here and run on tiny tensors with two copies of
 the build's libaddnorm.so: that it calls every op, not how fast). No benchmark runs."""
+import ctypes
 import os
 import re
 import shutil
@@ -277,13 +278,19 @@ def test_in_process_times_come_back_in_the_order_of_the_libraries_whatever_the_l
         assert rows == 3 and times == [[1.0], [2.0], [4.0]]
 
 
+def built_library(compiler):
+    """The build's libaddnorm.so, or a skip where it or `compiler` is missing."""
+    build = Path(os.environ.get("ADDNORM_BUILD_DIR", REPO_ROOT / "build")).resolve()
+    library = build / "libaddnorm.so"
+    if not library.is_file() or shutil.which(compiler) is None:
+        pytest.skip(f"needs {compiler} and {library} (the CMake target addnorm_shared)")
+    return library
+
+
 @pytest.fixture(scope="module")
 def alternate(tmp_path_factory):
     """dev/alternate.c compiled here, and two separate files of the build's libaddnorm.so."""
-    build = Path(os.environ.get("ADDNORM_BUILD_DIR", REPO_ROOT / "build")).resolve()
-    library = build / "libaddnorm.so"
-    if not library.is_file() or shutil.which("cc") is None:
-        pytest.skip(f"needs a C compiler and {library} (the CMake target addnorm_shared)")
+    library = built_library("cc")
     where = tmp_path_factory.mktemp("alternate")
     binary = where / "alternate"
     subprocess.run(["cc", "-O1", "-std=c11", "-Wall", "-Werror", f"-I{REPO_ROOT / 'include'}",
@@ -323,3 +330,101 @@ def test_the_driver_refuses_bad_arguments_by_name(alternate, args, message):
                             text=True)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+# ---- the plain loop behind the C ABI (dev/plain_abi.cpp) ----
+
+
+class _Tensor(ctypes.Structure):
+    """addnorm_tensor (addnorm.h): data, shape, rank, dtype."""
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("rank", ctypes.c_int32), ("dtype", ctypes.c_int32)]
+
+
+def _tensor(array):
+    shape = (ctypes.c_int64 * array.ndim)(*array.shape)
+    tensor = _Tensor(array.ctypes.data, shape, array.ndim, 0)  # ADDNORM_FLOAT32
+    tensor._keep = shape
+    return ctypes.byref(tensor)
+
+
+@pytest.fixture(scope="module")
+def plain_and_addnorm(tmp_path_factory):
+    """The plain library compiled as ab.py --in-process compiles it, and the build's addnorm."""
+    library = built_library("c++")
+    plain = in_process.plain_library(tmp_path_factory.mktemp("plain"), REPO_ROOT)
+    mode = os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0)
+    return ctypes.CDLL(str(plain), mode=mode), ctypes.CDLL(str(library), mode=mode)
+
+
+def _run(lib, op, x, r, dy, gamma, beta):
+    """One op of the driver through `lib`'s C ABI, on float32 [rows, dim] arrays: its output
+    (y, or dx for a backward), after a forward of the same library for a backward's
+    statistics."""
+    rows, dim = x.shape
+    y, h, dx = (np.zeros_like(x) for _ in range(3))
+    mean, rstd = np.zeros(rows, np.float32), np.zeros(rows, np.float32)
+    dgamma, dbeta = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
+    eps = ctypes.c_double(1e-5)
+    rms = op.startswith("rms_norm") or op == "add_norm_pre_rms_fwd"
+    if op in ("layer_norm_fwd", "layer_norm_bwd"):
+        status = lib.addnorm_layer_norm(_tensor(x), 1, _tensor(gamma), _tensor(beta), eps,
+                                        _tensor(y), _tensor(mean), _tensor(rstd))
+    elif op in ("rms_norm_fwd", "rms_norm_bwd"):
+        status = lib.addnorm_rms_norm(_tensor(x), 1, _tensor(gamma), 0, eps, _tensor(y),
+                                      _tensor(rstd))
+    elif op.startswith("add_norm_pre"):
+        status = lib.addnorm_add_norm_pre(_tensor(x), _tensor(r), 1, int(rms), _tensor(gamma),
+                                          None if rms else _tensor(beta), 0, eps, _tensor(h),
+                                          _tensor(y), None if rms else _tensor(mean),
+                                          _tensor(rstd))
+    else:  # add_norm_post_p0_fwd
+        status = lib.addnorm_add_norm_post(_tensor(x), _tensor(r), 1, 0, _tensor(gamma),
+                                           _tensor(beta), 0, eps, ctypes.c_double(0.0),
+                                           ctypes.c_uint64(1), ctypes.c_uint64(0), _tensor(y),
+                                           _tensor(mean), _tensor(rstd))
+    assert status == 0
+    if op == "layer_norm_bwd":
+        status = lib.addnorm_layer_norm_backward(_tensor(dy), _tensor(x), 1, _tensor(gamma),
+                                                 _tensor(beta), eps, _tensor(mean),
+                                                 _tensor(rstd), _tensor(dx), _tensor(dgamma),
+                                                 _tensor(dbeta))
+    elif op == "rms_norm_bwd":
+        status = lib.addnorm_rms_norm_backward(_tensor(dy), _tensor(x), 1, _tensor(gamma), 0,
+                                               eps, _tensor(rstd), _tensor(dx), _tensor(dgamma))
+    assert status == 0
+    return dx if op.endswith("_bwd") else y
+
+
+@pytest.mark.parametrize("op", in_process.PLAIN_OPS)
+def test_the_plain_library_computes_each_op_as_addnorm_does(plain_and_addnorm, op):
+    """The plain loop behind the C ABI reads each argument where addnorm's C ABI puts it: its
+    output agrees with addnorm's to plain's own float32 tolerance (bench's check_plain)."""
+    plain, addnorm = plain_and_addnorm
+    generator = np.random.default_rng(5)
+    x, r, dy = (generator.uniform(-2, 3, (7, 48)).astype(np.float32) for _ in range(3))
+    gamma = generator.uniform(0.5, 1.5, 48).astype(np.float32)
+    beta = generator.uniform(-0.5, 0.5, 48).astype(np.float32)
+    want = _run(addnorm, op, x, r, dy, gamma, beta)
+    got = _run(plain, op, x, r, dy, gamma, beta)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-3 * float(np.abs(want).max()))
+
+
+def test_the_plain_library_refuses_what_it_does_not_compute(plain_and_addnorm):
+    plain, _ = plain_and_addnorm
+    plain.addnorm_last_error.restype = ctypes.c_char_p
+    x = np.zeros((2, 48), np.float32)
+    y, s = np.ones_like(x), np.zeros_like(x)
+    gamma, beta, stats = np.ones(48, np.float32), np.zeros(48, np.float32), np.zeros(2, np.float32)
+    status = plain.addnorm_add_norm_post(_tensor(x), _tensor(s), 1, 0, _tensor(gamma),
+                                         _tensor(beta), 0, ctypes.c_double(1e-5),
+                                         ctypes.c_double(0.1), ctypes.c_uint64(1),
+                                         ctypes.c_uint64(0), _tensor(y), _tensor(stats),
+                                         _tensor(stats))
+    assert status == 1 and b"expected p = 0" in plain.addnorm_last_error()
+    assert (y == 1).all()  # nothing written
+    odd = np.zeros((2, 40), np.float32)
+    status = plain.addnorm_rms_norm(_tensor(odd), 1, _tensor(np.ones(40, np.float32)), 0,
+                                    ctypes.c_double(1e-5), _tensor(np.zeros_like(odd)),
+                                    _tensor(stats))
+    assert status == 1 and b"multiple of 16" in plain.addnorm_last_error()

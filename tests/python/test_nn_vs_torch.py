@@ -217,6 +217,9 @@ def test_admin_profiling_matches_torch(sublayers, compare_tool, tmp_path):
     (["depth=2", "depth=3"], 'argument "depth=3": depth is given twice'),
     (["seed=7x"], 'seed is "7x", expected an integer'),
     (["depth"], 'argument "depth" is not key=value'),
+    (["lengths=4,x"], 'lengths is "x", expected an integer'),
+    (["init=gtp2"], 'init is "gtp2", expected one of xavier, gpt2'),
+    (["causal=true"], 'causal is "true", expected one of 0, 1'),
 ])
 def test_compare_tool_refuses_bad_arguments(args, message, compare_tool, tmp_path):
     """A typo is an error that names it, not a silently ignored key or a default used instead,

@@ -40,8 +40,6 @@ class Norm {
   // The norm's description (layer_norm or rms_norm only) with this layer's gamma, beta and
   // eps, for the plain and the fused ops alike.
   NormOptions norm_options() const;
-  // The same for a batch_norm layer, in training or inference mode.
-  BatchNormOptions batch_norm_options(bool training) const;
   // The fused ops write dgamma/dbeta into scratch; this adds them to the parameters' grads.
   void accumulate_param_grads(const Tensor& dgamma, const Tensor& dbeta);
   // Scratch the fused backward can write dgamma/dbeta into (shape [dim]).
@@ -59,6 +57,9 @@ class Norm {
   Tensor running_var;   // BatchNorm only, [dim]
 
  private:
+  // A batch_norm layer's BatchNorm options (gamma, beta and eps), in training or inference mode.
+  BatchNormOptions batch_norm_options(bool training) const;
+
   NormType type_ = NormType::layer_norm;
   int64_t dim_ = 0;
   float eps_ = 1e-5f;
