@@ -214,7 +214,7 @@ def addnorm_records(run):
 class CaseSummary:
     """One case's comparison: speed ratios by round (variant over base; the control's over the
     base, where the base ran twice a round: the machine's noise for the same code), and each
-    side's median share of plain."""
+    side's share of plain (the median over a bench run's rounds, or each in-process round's)."""
     key: tuple
     ratios: list
     base_share: float = None
@@ -260,7 +260,13 @@ def side_label(tuning, source=None):
 def markdown(summaries, base, variant, cpu,
              control="the base run twice a round"):
     def fmt(value):
-        return "–" if value is None else f"{value:.2f}"
+        """A share: one figure (a bench run's median), or rounds' figures as their median and
+        range (--in-process)."""
+        if value is None:
+            return "–"
+        if isinstance(value, list):
+            return f"{statistics.median(value):.2f} ({min(value):.2f}–{max(value):.2f})"
+        return f"{value:.2f}"
 
     def spread(ratios):
         if not ratios:

@@ -148,14 +148,15 @@ def round_medians(rounds):
 
 def plain_shares(rounds):
     """The base's and the variant's share of plain (plain's time over theirs, call by call in
-    the same process), the median of the rounds' medians; (None, None) where no round timed
-    plain (a fourth library)."""
+    the same process), each round's median: a list a side; (None, None) where no round timed
+    plain (a fourth library). Unlike a ratio of two builds of addnorm, a share compares
+    different code, which one process can favour more than another: the rounds' spread shows
+    by how much."""
     if any(len(times) < 4 for times in rounds):
         return None, None
 
     def share(side):
-        return statistics.median(statistics.median(speed_ratios(times[3], times[side]))
-                                 for times in rounds)
+        return [statistics.median(speed_ratios(times[3], times[side])) for times in rounds]
 
     return share(0), share(1)
 

@@ -256,6 +256,19 @@ def test_in_process_medians_are_taken_within_each_process():
     assert control == pytest.approx([0.75, 1.0])
 
 
+def test_in_process_shares_of_plain_are_each_rounds_median_of_plains_time_over_a_sides():
+    # Round 1: plain takes 1.0 where the base takes 2.0 and the variant 1.25 (shares 0.5, 0.8);
+    # round 2: the base 0.5 and 1.0 of plain's two calls' times (shares 1.0 and 0.5: median 0.75).
+    rounds = [([2.0, 2.0], [1.25, 1.25], [2.0, 2.0], [1.0, 1.0]),
+              ([1.0, 2.0], [1.0, 1.0], [1.0, 2.0], [1.0, 1.0])]
+    base, variant = in_process.plain_shares(rounds)
+    assert base == pytest.approx([0.5, 0.75]) and variant == pytest.approx([0.8, 1.0])
+    assert in_process.plain_shares([times[:3] for times in rounds]) == (None, None)
+    case = ab.CaseSummary(("rms_norm_fwd", "f32", 8, 64, 1, "in process, 1 MiB"), [1.0, 1.0],
+                          base, variant, noise=[1.0, 1.0])
+    assert "| 0.62 (0.50–0.75) | 0.90 (0.80–1.00) |" in ab.markdown([case], "a", "b", "cpu")
+
+
 def test_in_process_output_must_have_every_library_at_every_repetition():
     rows, times = in_process.parse("rows 12\nsample 1 0 0.5\nsample 0 0 0.25\n"
                                    "sample 0 1 0.125\nsample 1 1 1.0\n", 2)
