@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO_ROOT / "dev"))
 import ab  # noqa: E402  (dev/ is not a package)
 import block_sums_error  # noqa: E402
 import in_process  # noqa: E402
+import row_times  # noqa: E402
 
 
 def test_tunables_are_read_from_the_kernels_with_their_defaults():
@@ -267,6 +268,24 @@ def test_in_process_shares_of_plain_are_each_rounds_median_of_plains_time_over_a
     case = ab.CaseSummary(("rms_norm_fwd", "f32", 8, 64, 1, "in process, 1 MiB"), [1.0, 1.0],
                           base, variant, noise=[1.0, 1.0])
     assert "| 0.62 (0.50–0.75) | 0.90 (0.80–1.00) |" in ab.markdown([case], "a", "b", "cpu")
+
+
+def test_row_times_are_each_librarys_median_min_and_max_seconds_over_its_rows():
+    # 4 rows: 2e-6 s a call is 500 ns a row; a library's calls 1, 3 and 2 us: median 2 us.
+    times = row_times.row_times(4, [[2e-6, 2e-6], [1e-6, 3e-6, 2e-6]])
+    assert times[0] == pytest.approx((500.0, 500.0, 500.0))
+    assert times[1] == pytest.approx((500.0, 250.0, 750.0))
+    with pytest.raises(ValueError, match="rows"):
+        row_times.row_times(0, [[1.0]])
+
+
+def test_row_times_refuses_a_library_that_is_not_name_equals_an_existing_file(tmp_path):
+    library = tmp_path / "libaddnorm.so"
+    library.write_bytes(b"")
+    assert row_times.named_library(f"base={library}") == ("base", library)
+    for bad in [str(library), f"={library}", f"base={tmp_path / 'missing.so'}"]:
+        with pytest.raises(Exception, match="NAME=PATH"):
+            row_times.named_library(bad)
 
 
 def test_in_process_output_must_have_every_library_at_every_repetition():
