@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <random>
+#include <utility>
 
 namespace addnorm::cases {
 namespace {
@@ -75,6 +76,55 @@ std::vector<NormCase> build_table() {
       }
     }
   }
+  // GroupNorm over (N, C, L) and BatchNorm over (N, C, L) or channels-last (N, L, C): three and
+  // four samples, ordinary rows, float32 unless changed.
+  const auto group_case = [](int64_t dim, int64_t channels, int64_t groups) {
+    return NormCase{
+        .op = NormOp::group_norm, .rows = 3, .dim = dim, .channels = channels, .groups = groups};
+  };
+  const auto batch_case = [](int64_t dim, int64_t channels, bool channels_last) {
+    return NormCase{.op = NormOp::batch_norm,
+                    .rows = 4,
+                    .dim = dim,
+                    .channels = channels,
+                    .channels_last = channels_last};
+  };
+  // GroupNorm: one group (LayerNorm over (C, L)), a few, and one channel a group (InstanceNorm);
+  // L from 1 (vectors across channels) past a register, with tails; every storage type (x, y
+  // and their gradients share one); without parameters.
+  constexpr std::pair<int64_t, int64_t> kChannelsGroups[] = {{6, 1}, {6, 3}, {6, 6}, {32, 8}};
+  for (DType storage : kStorages) {
+    for (const auto& [channels, groups] : kChannelsGroups) {
+      for (int64_t dim : {1, 7, 64, 257}) {
+        NormCase c = group_case(dim, channels, groups);
+        c.stream = c.branch = storage;
+        all.push_back(c);
+      }
+    }
+  }
+  // BatchNorm in training mode: L = 1 is (N, C), whose vectors run across channels; channel
+  // counts that are no multiple of a register; without parameters. float32 only, as batch_norm
+  // takes it.
+  for (bool channels_last : {false, true}) {
+    for (int64_t channels : {3, 17}) {
+      for (int64_t dim : {1, 5, 64}) all.push_back(batch_case(dim, channels, channels_last));
+    }
+  }
+  for (NormCase c : {group_case(1, 6, 2), group_case(33, 6, 2), batch_case(9, 5, false),
+                     batch_case(9, 5, true)}) {
+    c.affine = false;
+    all.push_back(c);
+  }
+  // The rows that stress the numerics, the second sample holding them.
+  for (RowKind kind :
+       {RowKind::large_mean, RowKind::constant, RowKind::tiny, RowKind::huge, RowKind::nan_row}) {
+    for (int64_t dim : {1, 40}) {
+      for (NormCase c : {group_case(dim, 6, 3), batch_case(dim, 5, false)}) {
+        c.row_kind = kind;
+        all.push_back(c);
+      }
+    }
+  }
   // What the benchmark times (bench_case.hpp's ops and storage types; its post-norm runs
   // LayerNorm with p = 0.1): the row lengths of issue 32's targets and the ones between.
   for (DType storage : {DType::float32, DType::bfloat16}) {
@@ -108,7 +158,7 @@ const std::vector<NormCase>& norm_case_table() {
 std::vector<float> case_rows(const NormCase& c, uint32_t seed) {
   std::mt19937 engine(seed);
   std::uniform_real_distribution<float> uniform(-2.0f, 3.0f);
-  std::vector<float> x(static_cast<size_t>(c.rows * c.dim));
+  std::vector<float> x(static_cast<size_t>(c.shape().numel()));
   for (float& v : x) v = uniform(engine);
   switch (c.row_kind) {
     case RowKind::ordinary:
@@ -126,11 +176,25 @@ std::vector<float> case_rows(const NormCase& c, uint32_t seed) {
       for (float& v : x) v *= 1e38f;
       break;
     case RowKind::nan_row:
-      if (c.rows > 1)
-        x[static_cast<size_t>(c.dim + c.dim / 2)] = std::numeric_limits<float>::quiet_NaN();
+      if (c.rows > 1) {
+        const auto sample = static_cast<size_t>(c.shape().numel() / c.rows);
+        x[sample + sample / 2] = std::numeric_limits<float>::quiet_NaN();
+      }
       break;
   }
   return x;
+}
+
+std::string op_name(NormOp op) {
+  switch (op) {
+    case NormOp::row_norm:
+      return "row_norm";
+    case NormOp::group_norm:
+      return "group_norm";
+    case NormOp::batch_norm:
+      return "batch_norm";
+  }
+  return "?";
 }
 
 std::string fusion_name(Fusion fusion) {
@@ -164,13 +228,47 @@ std::string row_kind_name(RowKind kind) {
 }
 
 std::string NormCase::name() const {
-  std::string name = std::string(norm_traits(norm).name) + " " + fusion_name(fusion) + " " +
-                     std::to_string(rows) + "x" + std::to_string(dim) + " " + dtype_name(stream) +
-                     "/" + dtype_name(branch) + " " + row_kind_name(row_kind);
+  std::string name = op == NormOp::row_norm
+                         ? std::string(norm_traits(norm).name) + " " + fusion_name(fusion)
+                         : op_name(op);
+  std::string dims;  // "5x64", "3x6x7"
+  for (int64_t d : shape().dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  name += " " + dims + " " + dtype_name(stream) + "/" + dtype_name(branch) + " " +
+          row_kind_name(row_kind);
+  if (op == NormOp::group_norm) name += " groups=" + std::to_string(groups);
+  if (channels_last) name += " channels-last";
   if (!affine) name += " no-affine";
   if (zero_centered_gamma) name += " zero-centred";
   if (dropout_p > 0) name += " p=" + std::to_string(dropout_p);
   return name;
+}
+
+Shape NormCase::shape() const {
+  switch (op) {
+    case NormOp::row_norm:
+      return {rows, dim};
+    case NormOp::group_norm:
+      return {rows, channels, dim};
+    case NormOp::batch_norm:
+      return channels_last ? Shape{rows, dim, channels} : Shape{rows, channels, dim};
+  }
+  return {};
+}
+
+int64_t NormCase::statistics() const {
+  switch (op) {
+    case NormOp::row_norm:
+      return rows;
+    case NormOp::group_norm:
+      return rows * groups;
+    case NormOp::batch_norm:
+      return channels;
+  }
+  return 0;
+}
+
+int64_t NormCase::parameters() const {
+  return op == NormOp::row_norm ? dim : channels;
 }
 
 }  // namespace addnorm::cases

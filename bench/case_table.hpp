@@ -1,4 +1,4 @@
-// The one table of row-norm cases (issue 32, item 4): what the tests check on every SIMD target
+// The one table of norm cases (issue 32, item 4): what the tests check on every SIMD target
 // against float64, for thread-count identity and by finite differences
 // (tests/cpp/fast/case_table_test.cpp), and what the benchmark times with `--cases table`
 // (bench/main.cpp). One list for every mode, the way ggml's test-backend-ops keeps one list for
@@ -13,6 +13,12 @@
 #include "addnorm/norm_kind.hpp"
 
 namespace addnorm::cases {
+
+// Which op normalises what: a row norm over the trailing dim (layer_norm, rms_norm and the
+// fused ops), GroupNorm over each sample's groups of channels of (N, C, L) (group_norm;
+// InstanceNorm is one channel a group), or BatchNorm over each channel of (N, C, L) across the
+// batch (batch_norm in training mode, or (N, L, C) with channels_last).
+enum class NormOp { row_norm, group_norm, batch_norm };
 
 // What, besides the norm, the call fuses: nothing (layer_norm, rms_norm), the pre-norm residual
 // add (add_norm_pre: h = x + r, y = Norm(h)) or the post-norm one (add_norm_post:
@@ -30,10 +36,15 @@ enum class RowKind {
 };
 
 struct NormCase {
-  Fusion fusion = Fusion::none;
+  NormOp op = NormOp::row_norm;
+  Fusion fusion = Fusion::none;  // row norms only
   NormKind norm = NormKind::layer_norm;
-  int64_t rows = 5;  // the tests' rows; the benchmark takes its tensor size / dim
-  int64_t dim = 64;
+  int64_t rows = 5;      // the tests' rows (GroupNorm, BatchNorm: N); the benchmark takes its
+                         // tensor size / dim
+  int64_t dim = 64;      // a row's length (GroupNorm, BatchNorm: L, the positions of a channel)
+  int64_t channels = 0;  // GroupNorm and BatchNorm: C
+  int64_t groups = 1;    // GroupNorm: num_groups, dividing C
+  bool channels_last = false;  // BatchNorm: x is (N, L, C)
   // The residual stream's storage (x, h and their gradients) and the branch's (r, s, y and
   // theirs; for the plain norms, y and dy): op_checks.hpp's two groups.
   DType stream = DType::float32;
@@ -44,15 +55,19 @@ struct NormCase {
   float dropout_p = 0;               // post-norm only
   bool timed = false;                // the benchmark's `--cases table` runs it
 
-  std::string name() const;  // every field that differs from the defaults, for test traces
+  std::string name() const;    // every field that differs from the defaults, for test traces
+  Shape shape() const;         // x's: (rows, dim), (N, C, L), or (N, L, C) with channels_last
+  int64_t statistics() const;  // mean and rstd values: one a row, a (sample, group), a channel
+  int64_t parameters() const;  // gamma, beta and their gradients: dim, or C
 };
 
 const std::vector<NormCase>& norm_case_table();
 
-// x of a case: rows x dim floats of its row kind from `seed` (the tests round them to the
-// case's storage type).
+// x of a case: shape().numel() floats of its row kind from `seed` (the tests round them to the
+// case's storage type); a nan_row case's NaN is in the second sample.
 std::vector<float> case_rows(const NormCase& c, uint32_t seed);
 
+std::string op_name(NormOp op);
 std::string fusion_name(Fusion fusion);
 std::string row_kind_name(RowKind kind);
 

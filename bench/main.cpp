@@ -83,6 +83,9 @@ bool is_backward(Op op) {
 
 // The benchmark's ops that time a case of the case table: its forward and its backward.
 std::vector<Op> ops_of(const cases::NormCase& t) {
+  if (t.op != cases::NormOp::row_norm) {
+    throw Error("the case table times '" + t.name() + "'; the benchmark times its row norms");
+  }
   const bool layer = t.norm == NormKind::layer_norm;
   switch (t.fusion) {
     case cases::Fusion::none:
