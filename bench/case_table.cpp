@@ -115,11 +115,22 @@ std::vector<NormCase> build_table() {
     c.affine = false;
     all.push_back(c);
   }
-  // The rows that stress the numerics, the second sample holding them.
+  // Every rank from 2 to 5 (L spread over 0 to 3 dims), both layouts for BatchNorm.
+  for (int spatial_rank : {0, 2, 3}) {
+    const int64_t dim = spatial_rank == 0 ? 1 : 12;
+    for (NormCase c :
+         {group_case(dim, 6, 3), batch_case(dim, 5, false), batch_case(dim, 5, true)}) {
+      c.spatial_rank = spatial_rank;
+      all.push_back(c);
+    }
+  }
+  // The contents that stress the numerics (a NaN: in the second sample), BatchNorm in both
+  // layouts.
   for (RowKind kind :
        {RowKind::large_mean, RowKind::constant, RowKind::tiny, RowKind::huge, RowKind::nan_row}) {
     for (int64_t dim : {1, 40}) {
-      for (NormCase c : {group_case(dim, 6, 3), batch_case(dim, 5, false)}) {
+      for (NormCase c :
+           {group_case(dim, 6, 3), batch_case(dim, 5, false), batch_case(dim, 5, true)}) {
         c.row_kind = kind;
         all.push_back(c);
       }
@@ -244,15 +255,16 @@ std::string NormCase::name() const {
 }
 
 Shape NormCase::shape() const {
-  switch (op) {
-    case NormOp::row_norm:
-      return {rows, dim};
-    case NormOp::group_norm:
-      return {rows, channels, dim};
-    case NormOp::batch_norm:
-      return channels_last ? Shape{rows, dim, channels} : Shape{rows, channels, dim};
-  }
-  return {};
+  if (op == NormOp::row_norm) return {rows, dim};
+  // The L positions over spatial_rank dims, the first ones 2 each.
+  std::vector<int64_t> spatial;
+  for (int axis = 1; axis < spatial_rank; ++axis) spatial.push_back(2);
+  if (spatial_rank > 0) spatial.push_back(dim >> (spatial_rank - 1));
+  std::vector<int64_t> dims = {rows};
+  if (!channels_last) dims.push_back(channels);
+  dims.insert(dims.end(), spatial.begin(), spatial.end());
+  if (channels_last) dims.push_back(channels);
+  return Shape(dims);
 }
 
 int64_t NormCase::statistics() const {

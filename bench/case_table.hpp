@@ -2,7 +2,8 @@
 // against float64, for thread-count identity and by finite differences
 // (tests/cpp/fast/case_table_test.cpp), and what the benchmark times with `--cases table`
 // (bench/main.cpp). One list for every mode, the way ggml's test-backend-ops keeps one list for
-// its test, perf and grad modes; a case added here is checked and timed without another edit.
+// its test, perf and grad modes; a case added here is checked, and a row-norm case marked
+// `timed` timed, without another edit (the benchmark times the row norms only).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,10 @@ struct NormCase {
   int64_t channels = 0;  // GroupNorm and BatchNorm: C
   int64_t groups = 1;    // GroupNorm: num_groups, dividing C
   bool channels_last = false;  // BatchNorm: x is (N, L, C)
+  // GroupNorm and BatchNorm: how many dims hold the L positions of a channel: 0 (x is (N, C),
+  // L = 1), 1 (N, C, L), 2 (N, C, 2, L / 2) or 3 (N, C, 2, 2, L / 4), and the same with C last;
+  // L then a multiple of 2 or 4.
+  int spatial_rank = 1;
   // The residual stream's storage (x, h and their gradients) and the branch's (r, s, y and
   // theirs; for the plain norms, y and dy): op_checks.hpp's two groups.
   DType stream = DType::float32;

@@ -279,6 +279,11 @@ def test_row_times_are_each_librarys_median_min_and_max_seconds_over_its_rows():
         row_times.row_times(0, [[1.0]])
 
 
+def test_row_times_pools_each_librarys_calls_over_the_rounds():
+    rounds = [[[1.0, 2.0], [3.0]], [[4.0], [5.0, 6.0]]]
+    assert row_times.pooled(rounds) == [[1.0, 2.0, 4.0], [3.0, 5.0, 6.0]]
+
+
 def test_row_times_refuses_a_library_that_is_not_name_equals_an_existing_file(tmp_path):
     library = tmp_path / "libaddnorm.so"
     library.write_bytes(b"")

@@ -436,18 +436,23 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
       EXPECT_TRUE(close(got.ds, want.ds, 4, 8.0 * max_abs(want.ds) + 8.0, 8.0 * max_abs(want.ds)));
     }
     if (c.affine) {
-      // Sums of `terms` products of |dy| <= 1 and |x_hat| of a few: at most 2 * terms cancel.
+      // dgamma sums `terms` products dy * x_hat, each x_hat a few float32 roundings off: the
+      // error is a few ulp of sum |dy * x_hat| <= sqrt(sum dy^2 * sum x_hat^2), about terms with
+      // |dy| <= 1 and x_hat of mean square 1 (and at least the row norms' 8). dbeta sums dy
+      // exactly in float64: only its rounding, so the same small scale as before.
       const double terms = static_cast<double>(in.shape.numel()) / c.parameters();
-      EXPECT_TRUE(within_ulps(got.dgamma, want.dgamma, 4, 2.0 * terms));
+      EXPECT_TRUE(within_ulps(got.dgamma, want.dgamma, 4, std::max(8.0, terms)));
       if (centres(c)) {
-        EXPECT_TRUE(within_ulps(got.dbeta, want.dbeta, 4, 2.0 * terms));
+        EXPECT_TRUE(within_ulps(got.dbeta, want.dbeta, 4, 8.0));
       }
     }
     // BatchNorm's running statistics, updated once from (0.25, 2). A huge row's variance
     // (1e76) overflows float32, where float64 holds it: nothing to compare.
-    if (c.op == NormOp::batch_norm && c.row_kind != RowKind::huge) {
+    if (c.op == NormOp::batch_norm) {
       EXPECT_TRUE(within_ulps(got.running_mean, want.running_mean, 4, max_abs(in.x.widened())));
-      EXPECT_TRUE(within_ulps(got.running_var, want.running_var, 4));
+      if (c.row_kind != RowKind::huge) {
+        EXPECT_TRUE(within_ulps(got.running_var, want.running_var, 4));
+      }
     }
   }
 }
@@ -461,7 +466,8 @@ INSTANTIATE_TEST_SUITE_P(Targets, CaseTableOnEveryTarget,
 // Enough rows that the call is spread over threads (kParallelThreshold elements) and its fixed
 // reduction chunks end in partial groups.
 NormCase with_spread_rows(NormCase c) {
-  const int64_t sample = std::max<int64_t>(1, c.shape().numel() / std::max<int64_t>(c.rows, 1));
+  const Shape shape = c.shape();
+  const int64_t sample = std::max<int64_t>(1, shape.product(1, shape.rank()));
   c.rows = std::max<int64_t>(c.rows, cpu::kParallelThreshold / sample + 7);
   return c;
 }
@@ -511,7 +517,7 @@ double objective(const NormCase& c, const Inputs& in, const std::vector<std::vec
 }
 
 TEST(CaseTable, Float64BackwardIsTheDerivativeOfTheFloat64Forward) {
-  int checked = 0;
+  int checked[3] = {};  // by NormOp
   for (const NormCase& c : cases::norm_case_table()) {
     if (c.row_kind != RowKind::ordinary || c.dim > 100 || c.stream != DType::float32 ||
         c.branch != DType::float32 || c.timed) {
@@ -545,9 +551,12 @@ TEST(CaseTable, Float64BackwardIsTheDerivativeOfTheFloat64Forward) {
     const double numeric =
         (objective(c, in, base, dir, t) - objective(c, in, base, dir, -t)) / (2 * t);
     EXPECT_NEAR(numeric, analytic, 1e-6 * (magnitude + 1.0));
-    ++checked;
+    ++checked[static_cast<int>(c.op)];
   }
-  EXPECT_GT(checked, 50);  // the filter kept the table's small cases
+  // The filter kept the table's small cases of every op.
+  EXPECT_GT(checked[static_cast<int>(NormOp::row_norm)], 50);
+  EXPECT_GT(checked[static_cast<int>(NormOp::group_norm)], 10);
+  EXPECT_GT(checked[static_cast<int>(NormOp::batch_norm)], 10);
 }
 
 }  // namespace
