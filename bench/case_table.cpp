@@ -115,6 +115,15 @@ std::vector<NormCase> build_table() {
     c.affine = false;
     all.push_back(c);
   }
+  // BatchNorm in inference mode: the running statistics normalise, and are constants to the
+  // backward.
+  for (bool channels_last : {false, true}) {
+    for (int64_t dim : {1, 12}) {
+      NormCase c = batch_case(dim, 5, channels_last);
+      c.training = false;
+      all.push_back(c);
+    }
+  }
   // Every rank from 2 to 5 (L spread over 0 to 3 dims), both layouts for BatchNorm.
   for (int spatial_rank : {0, 2, 3}) {
     const int64_t dim = spatial_rank == 0 ? 1 : 12;
@@ -248,6 +257,7 @@ std::string NormCase::name() const {
           row_kind_name(row_kind);
   if (op == NormOp::group_norm) name += " groups=" + std::to_string(groups);
   if (channels_last) name += " channels-last";
+  if (!training) name += " inference";
   if (!affine) name += " no-affine";
   if (zero_centered_gamma) name += " zero-centred";
   if (dropout_p > 0) name += " p=" + std::to_string(dropout_p);

@@ -50,6 +50,7 @@ struct NormCase {
   // L = 1), 1 (N, C, L), 2 (N, C, 2, L / 2) or 3 (N, C, 2, 2, L / 4), and the same with C last;
   // L then a multiple of 2 or 4.
   int spatial_rank = 1;
+  bool training = true;  // BatchNorm: batch statistics, or (false) the running ones as constants
   // The residual stream's storage (x, h and their gradients) and the branch's (r, s, y and
   // theirs; for the plain norms, y and dy): op_checks.hpp's two groups.
   DType stream = DType::float32;

@@ -200,11 +200,15 @@ void run_channels_fast(const NormCase& c, Inputs& in, Outputs& out) {
   }
   auto options = with_parameters<BatchNormOptions>(c, gamma, beta);
   options.channels_last = c.channels_last;
+  options.training = c.training;
   const RunningStats running{{out.running_mean.data(), parameters},
                              {out.running_var.data(), parameters}};
-  batch_norm(in.x.floats(), out.y.writable_floats(), options, running, stats);
+  // Training saves the batch statistics and updates the running ones; inference reads the
+  // running ones in both directions and saves nothing.
+  batch_norm(in.x.floats(), out.y.writable_floats(), options, running,
+             c.training ? std::optional(stats) : std::nullopt);
   batch_norm_backward(in.dy.floats(), in.x.floats(), {out.dx.writable_floats(), dgamma, dbeta},
-                      options);
+                      options, c.training ? std::nullopt : std::optional(running));
 }
 
 // The case's forward then backward through the public float32 ops.
@@ -299,11 +303,14 @@ void run_channels_float64(const NormCase& c, const Inputs& in, const std::vector
   want.running_var.assign(static_cast<size_t>(c.channels), kRunningVar);
   auto options = with_parameters<float64::BatchNormOptions>(c, gamma, beta);
   options.channels_last = c.channels_last;
+  options.training = c.training;
   const float64::RunningStats running{{want.running_mean.data(), parameters},
                                       {want.running_var.data(), parameters}};
-  float64::batch_norm({x.data(), shape}, {want.y.data(), shape}, options, running, stats);
+  float64::batch_norm({x.data(), shape}, {want.y.data(), shape}, options, running,
+                      c.training ? std::optional(stats) : std::nullopt);
   float64::batch_norm_backward({dy.data(), shape}, {x.data(), shape},
-                               {{want.dx.data(), shape}, dgamma, dbeta}, options);
+                               {{want.dx.data(), shape}, dgamma, dbeta}, options,
+                               c.training ? std::nullopt : std::optional(running));
 }
 
 // What the float64 ops give for the case. Pre-norm normalises the stream it stored, so its y and
@@ -446,7 +453,8 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
         EXPECT_TRUE(within_ulps(got.dbeta, want.dbeta, 4, 8.0));
       }
     }
-    // BatchNorm's running statistics, updated once from (0.25, 2). A huge row's variance
+    // BatchNorm's running statistics, updated once from (0.25, 2) in training mode and left as
+    // they are in inference. A huge row's variance
     // (1e76) overflows float32, where float64 holds it: nothing to compare.
     if (c.op == NormOp::batch_norm) {
       EXPECT_TRUE(within_ulps(got.running_mean, want.running_mean, 4, max_abs(in.x.widened())));
