@@ -251,8 +251,9 @@ std::string NormCase::name() const {
   std::string name = op == NormOp::row_norm
                          ? std::string(norm_traits(norm).name) + " " + fusion_name(fusion)
                          : op_name(op);
-  std::string dims;  // "5x64", "3x6x7"
-  for (int64_t d : shape().dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  std::string dims;               // "5x64", "3x6x7"
+  const Shape dims_of = shape();  // (a span into a temporary would dangle in the loop)
+  for (int64_t d : dims_of.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
   name += " " + dims + " " + dtype_name(stream) + "/" + dtype_name(branch) + " " +
           row_kind_name(row_kind);
   if (op == NormOp::group_norm) name += " groups=" + std::to_string(groups);
