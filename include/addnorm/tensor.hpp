@@ -64,30 +64,36 @@ using MutableView = TensorView<float>;
 using OptionalConst = std::optional<ConstView>;
 using OptionalMutable = std::optional<MutableView>;
 
-// An owning float32 tensor, zero-initialised. For callers that do not manage their own memory.
-class Tensor {
+// An owning tensor of element type T (float, or double for the float64 ops), zero-initialised.
+// For callers that do not manage their own memory.
+template <class T>
+class BasicTensor {
  public:
-  Tensor() = default;
-  explicit Tensor(const Shape& shape);
-  Tensor(const Shape& shape, std::vector<float> values);  // throws Error when sizes disagree
+  BasicTensor() = default;
+  explicit BasicTensor(const Shape& shape);
+  BasicTensor(const Shape& shape, std::vector<T> values);  // throws Error when sizes disagree
 
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return static_cast<int64_t>(values_.size()); }
-  float* data() { return values_.data(); }
-  const float* data() const { return values_.data(); }
-  std::vector<float>& values() { return values_; }
-  const std::vector<float>& values() const { return values_; }
-  float& operator[](int64_t i) { return values_[static_cast<size_t>(i)]; }
-  float operator[](int64_t i) const { return values_[static_cast<size_t>(i)]; }
+  T* data() { return values_.data(); }
+  const T* data() const { return values_.data(); }
+  std::vector<T>& values() { return values_; }
+  const std::vector<T>& values() const { return values_; }
+  T& operator[](int64_t i) { return values_[static_cast<size_t>(i)]; }
+  T operator[](int64_t i) const { return values_[static_cast<size_t>(i)]; }
 
-  MutableView view() { return {values_.data(), shape_}; }
-  ConstView view() const { return {values_.data(), shape_}; }
-  ConstView cview() const { return {values_.data(), shape_}; }
+  TensorView<T> view() { return {values_.data(), shape_}; }
+  TensorView<const T> view() const { return {values_.data(), shape_}; }
+  TensorView<const T> cview() const { return {values_.data(), shape_}; }
 
  private:
   Shape shape_;
-  std::vector<float> values_;
+  std::vector<T> values_;
 };
+// Defined for these two only (src/ops/shape.cpp).
+extern template class BasicTensor<float>;
+extern template class BasicTensor<double>;
+using Tensor = BasicTensor<float>;
 
 }  // namespace addnorm
 ADDNORM_PUBLIC_END

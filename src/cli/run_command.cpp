@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "cli/commands.hpp"
 #include "cli/exact_numbers.hpp"
@@ -16,18 +17,16 @@ namespace addnorm::cli {
 
 namespace {
 
-using OpRunner = void (*)(const RunSettings&, InputSet&, OutputSet&);
-
 constexpr const char* kInputs = "Inputs (.npy files)";
 constexpr const char* kParameters = "Parameters";
 constexpr const char* kOutput = "Output and mode";
 
 constexpr const char* kRunDescription =
     "Apply one Add & Norm op to .npy inputs and write each output as OUT/<name>.npy.\n"
-    "Inputs are little-endian float32 or float64 arrays in C order. The computation is in\n"
-    "float32, the library's type: float64 inputs are rounded to float32, and when any input is\n"
-    "float64 the outputs are written back as float64. Nothing is written unless every check\n"
-    "and computation succeeds.";
+    "Inputs are little-endian float32 or float64 arrays in C order. float32 inputs are computed\n"
+    "by the float32 ops (float64 statistics); when any input is float64, every input is taken\n"
+    "as float64 and computed by the float64 ops, as the Python module does, and the outputs\n"
+    "are written as float64. Nothing is written unless every check and computation succeeds.";
 
 // The options one op's subcommand parses into, and the two whose presence (not just their value)
 // matters.
@@ -38,10 +37,21 @@ struct OpState {
   CLI::Option* eps = nullptr;
 };
 
+// One op on inputs and outputs of T, written only once it has succeeded.
+template <class T>
+void run_as(void (*run)(const RunSettings&, InputSet<T>&, OutputSet<T>&),
+            const RunSettings& settings) {
+  InputSet<T> inputs;
+  OutputSet<T> outputs(inputs);
+  run(settings, inputs, outputs);
+  outputs.write_all(settings.out, std::cout);
+}
+
 // Declares one op's subcommand option by option.
 class OpCommand {
  public:
-  OpCommand(CLI::App& run, const std::string& name, const std::string& description, OpRunner runner)
+  OpCommand(CLI::App& run, const std::string& name, const std::string& description,
+            const OpRunner& runner)
       : app_(run.add_subcommand(name, description)), state_(std::make_shared<OpState>()) {
     RunSettings& settings = state_->settings;
     app_->add_option("--out", settings.out, "Directory for the outputs (created if missing)")
@@ -51,15 +61,16 @@ class OpCommand {
     backward_ = app_->add_flag("--backward", settings.backward,
                                "Compute the gradients from --dy instead of the forward outputs")
                     ->group(kOutput);
-    app_->callback([state = state_, runner]() {
+    app_->callback([state = state_, &runner]() {
       RunSettings given = state->settings;
       given.axis_given = state->axis != nullptr && state->axis->count() > 0;
       given.momentum_given = state->momentum != nullptr && state->momentum->count() > 0;
       given.eps_given = state->eps != nullptr && state->eps->count() > 0;
-      InputSet inputs;
-      OutputSet outputs(inputs);
-      runner(given, inputs, outputs);
-      outputs.write_all(given.out, inputs.output_dtype(), std::cout);
+      try {
+        run_as<float>(runner.float32, given);
+      } catch (const Float64Input&) {  // a float64 input: the whole op in float64
+        run_as<double>(runner.float64, given);
+      }
     });
   }
 
@@ -96,7 +107,7 @@ class OpCommand {
   }
 
   OpCommand& eps(double default_eps) {
-    state_->settings.eps = static_cast<float>(default_eps);
+    state_->settings.eps = default_eps;
     state_->eps = app_->add_option("--eps", state_->settings.eps,
                                    "Added to the variance inside the square root")
                       ->check(exact_float32())
@@ -198,7 +209,7 @@ constexpr const char* kBias = "--bias,--beta";
 constexpr const char* kDy = "--dy";
 
 void add_norm_ops(CLI::App& run) {
-  OpCommand(run, "layer_norm", "LayerNorm over the trailing dims", run_layer_norm)
+  OpCommand(run, "layer_norm", "LayerNorm over the trailing dims", kRunLayerNorm)
       .input(kX, &RunSettings::x, "Input", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape normalized_shape (default 1)")
       .input(kBias, &RunSettings::bias, "Shift, shape normalized_shape (default 0)")
@@ -212,7 +223,7 @@ void add_norm_ops(CLI::App& run) {
           "--out out");
 
   OpCommand(run, "rms_norm", "RMSNorm over the trailing dims: x / sqrt(mean(x^2) + eps) * weight",
-            run_rms_norm)
+            kRunRmsNorm)
       .input(kX, &RunSettings::x, "Input", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape normalized_shape (default 1)")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
@@ -226,20 +237,20 @@ void add_norm_ops(CLI::App& run) {
   OpCommand(run, "group_norm",
             "GroupNorm over (N, C, *): each sample's groups of channels normalised, then "
             "weight and bias per channel",
-            run_group_norm)
+            kRunGroupNorm)
       .input(kX, &RunSettings::x, "Input, (N, C, *)", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape [C] (default 1)")
       .input(kBias, &RunSettings::bias, "Shift, shape [C] (default 0)")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .num_groups()
-      .eps(GroupNormOptions{}.eps)
+      .eps(float64::GroupNormOptions{}.eps)
       .writes(
           "Writes y.npy, mean.npy and rstd.npy (shape [N, num_groups]); with --backward dx.npy, "
           "and dweight.npy / dbias.npy when --weight / --bias are given.\n"
           "Example: addnorm run group_norm --x x.npy --num_groups 8 --out out");
 
   OpCommand(run, "batch_norm", "BatchNorm over channel axis 1 of (N, C, *), rank 2 to 5",
-            run_batch_norm)
+            kRunBatchNorm)
       .input(kX, &RunSettings::x, "Input, (N, C, *) of rank 2 to 5", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape [C] (default 1)")
       .input(kBias, &RunSettings::bias, "Shift, shape [C] (default 0)")
@@ -249,7 +260,7 @@ void add_norm_ops(CLI::App& run) {
              "Running variance, shape [C]; given together with --running_mean")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .batch_norm_mode()
-      .eps(BatchNormOptions{}.eps)
+      .eps(float64::BatchNormOptions{}.eps)
       .writes(
           "Writes y.npy; in training mode also mean.npy and rstd.npy (the batch's, per channel) "
           "and, when running statistics are given, their updated values as running_mean.npy and "
@@ -258,14 +269,14 @@ void add_norm_ops(CLI::App& run) {
 }
 
 void add_elementwise_ops(CLI::App& run) {
-  OpCommand(run, "add", "Residual add: y = x + residual", run_add)
+  OpCommand(run, "add", "Residual add: y = x + residual", kRunAdd)
       .input(kX, &RunSettings::x, "Input", true)
       .input("--residual,--r", &RunSettings::residual, "Residual, same shape as x", true)
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .writes("Writes y.npy; with --backward dx.npy and dresidual.npy (both equal to dy).");
 
   OpCommand(run, "dropout", "Dropout with a counter-based mask keyed by (seed, offset)",
-            run_dropout)
+            kRunDropout)
       .input(kX, &RunSettings::x, "Input", true)
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .dropout()
@@ -274,7 +285,7 @@ void add_elementwise_ops(CLI::App& run) {
 
 void add_fused_ops(CLI::App& run) {
   OpCommand(run, "add_norm_pre", "Pre-norm Add & Norm (GPT-2): h = x + residual, y = Norm(h)",
-            run_add_norm_pre)
+            kRunAddNormPre)
       .input(kX, &RunSettings::x, "Input", true)
       .input("--residual,--r", &RunSettings::residual, "Residual, same shape as x", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape normalized_shape (default 1)")
@@ -291,7 +302,7 @@ void add_fused_ops(CLI::App& run) {
           "--bias are given.");
 
   OpCommand(run, "add_norm_post", "Post-norm Add & Norm (2017 paper): y = Norm(x + Dropout(s))",
-            run_add_norm_post)
+            kRunAddNormPost)
       .input(kX, &RunSettings::x, "Input (the residual stream)", true)
       .input("--s", &RunSettings::s, "Sub-layer output, same shape as x", true)
       .input(kWeight, &RunSettings::weight, "Scale, shape normalized_shape (default 1)")

@@ -12,17 +12,40 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "addnorm/error.hpp"
 
 namespace addnorm::cli {
 
-Tensor InputSet::load(const std::string& argument, const std::string& path) {
+namespace {
+
+// The array's values as T: float32 ones as they are (a float64 array throws Float64Input for T =
+// float), and for T = double either type exactly.
+template <class T>
+BasicTensor<T> tensor_of(const NpyArray& array) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (array.dtype() == NpyDtype::float64) throw Float64Input{};
+    return {array.shape(), array.float32_values()};
+  } else {
+    if (array.dtype() == NpyDtype::float64) return {array.shape(), array.float64_values()};
+    const std::vector<float>& values = array.float32_values();
+    return {array.shape(), std::vector<double>(values.begin(), values.end())};
+  }
+}
+
+template <class T>
+constexpr NpyDtype npy_dtype_of() {
+  return std::is_same_v<T, float> ? NpyDtype::float32 : NpyDtype::float64;
+}
+
+}  // namespace
+
+template <class T>
+BasicTensor<T> InputSet<T>::load(const std::string& argument, const std::string& path) {
   try {
-    const NpyArray array = read_npy(path);
-    if (array.dtype() == NpyDtype::float64) any_float64_ = true;
-    Tensor tensor = array.to_tensor(path);
+    BasicTensor<T> tensor = tensor_of<T>(read_npy(path));
     largest_elements_ = std::max(largest_elements_, tensor.shape().numel());
     return tensor;
   } catch (const Error& error) {
@@ -30,18 +53,22 @@ Tensor InputSet::load(const std::string& argument, const std::string& path) {
   }
 }
 
-std::optional<Tensor> InputSet::load_optional(const std::string& argument,
-                                              const std::string& path) {
+template <class T>
+std::optional<BasicTensor<T>> InputSet<T>::load_optional(const std::string& argument,
+                                                         const std::string& path) {
   if (path.empty()) return std::nullopt;
   return load(argument, path);
 }
 
-Tensor InputSet::load_for_backward(const std::string& argument, const std::string& path) {
+template <class T>
+BasicTensor<T> InputSet<T>::load_for_backward(const std::string& argument,
+                                              const std::string& path) {
   if (path.empty()) throw Error("--" + argument + " is required with --backward");
   return load(argument, path);
 }
 
-Tensor& OutputSet::add(const std::string& name, const Shape& shape) {
+template <class T>
+BasicTensor<T>& OutputSet<T>::add(const std::string& name, const Shape& shape) {
   const int64_t largest = inputs_.largest_elements();
   const int64_t elements = shape.numel(name.c_str());
   if (elements > std::max<int64_t>(largest, 1)) {
@@ -51,11 +78,12 @@ Tensor& OutputSet::add(const std::string& name, const Shape& shape) {
                 std::to_string(largest) + ") or 1, and an input with no elements has no " +
                 "statistics to write");
   }
-  outputs_.push_back({name, Tensor(shape)});
+  outputs_.push_back({name, BasicTensor<T>(shape)});
   return outputs_.back().tensor;
 }
 
-Tensor& OutputSet::add_copy(const std::string& name, const Tensor& initial) {
+template <class T>
+BasicTensor<T>& OutputSet<T>::add_copy(const std::string& name, const BasicTensor<T>& initial) {
   outputs_.push_back({name, initial});
   return outputs_.back().tensor;
 }
@@ -125,8 +153,9 @@ void write_manifest(const std::filesystem::path& path, const nlohmann::json& man
 // are one per file, so a process killed between two of them leaves a mix; the manifest
 // (kRunManifest) says which: it is removed before the first rename and renamed into place after
 // the last.
-void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype,
-                          std::ostream& summary) const {
+template <class T>
+void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostream& summary) const {
+  constexpr NpyDtype dtype = npy_dtype_of<T>();
   std::error_code created;
   std::filesystem::create_directories(directory, created);
   if (created || !std::filesystem::is_directory(directory)) {
@@ -151,7 +180,7 @@ void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype
   for (const Output& output : outputs_) {
     const std::filesystem::path staged = staging.path() / (output.name + ".npy");
     try {
-      write_npy(staged, NpyArray(output.tensor, dtype));
+      write_npy(staged, NpyArray(output.tensor.shape(), output.tensor.values()));
       const auto dims = output.tensor.shape().dims();
       manifest["outputs"].push_back({{"file", output.name + ".npy"},
                                      {"shape", std::vector<int64_t>(dims.begin(), dims.end())},
@@ -188,5 +217,10 @@ void OutputSet::write_all(const std::filesystem::path& directory, NpyDtype dtype
             << output.tensor.shape().to_string() << "  " << npy_dtype_name(dtype) << "\n";
   }
 }
+
+template class InputSet<float>;
+template class InputSet<double>;
+template class OutputSet<float>;
+template class OutputSet<double>;
 
 }  // namespace addnorm::cli

@@ -24,7 +24,9 @@ struct RunSettings {
   int64_t axis = -1;             // ONNX: normalise from `axis` to the end
   bool axis_given = false;
 
-  float eps = 1e-5f;
+  // The numbers as typed (each checked to have a finite float32 rounding); a float32 run rounds
+  // them once, by the library's rule (eps_as, momentum_as, dropout_p_as), a float64 run does not.
+  double eps = 1e-5;
   uint64_t num_groups = 1;  // GroupNorm
   bool eps_given = false;   // the fused ops: otherwise the norm kind's default
   bool zero_centered_gamma = false;
@@ -33,11 +35,11 @@ struct RunSettings {
   // BatchNorm.
   bool training = true;
   std::string convention = "pytorch";
-  float momentum = 0.1f;
+  double momentum = 0.1;
   bool momentum_given = false;  // otherwise the convention's default: 0.1 PyTorch, 0.9 ONNX
 
   // Dropout.
-  float p = 0.0f;
+  double p = 0.0;
   uint64_t seed = 0;
   uint64_t offset = 0;
 };
@@ -54,16 +56,26 @@ Shape row_stats_shape(const Shape& x_shape, const Shape& normalized_shape);
 
 // The norm's description (addnorm's NormOptions) from the command line, for the plain ops (their
 // own kind) and the fused ones (--norm) alike: --eps when given, else the kind's default.
-NormOptions norm_options(const RunSettings& settings, NormKind kind,
-                         const std::optional<Tensor>& weight, const std::optional<Tensor>& bias);
+template <class T>
+BasicNormOptions<T> norm_options(const RunSettings& settings, NormKind kind,
+                                 const std::optional<BasicTensor<T>>& weight,
+                                 const std::optional<BasicTensor<T>>& bias);
 
-void run_add(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_dropout(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_layer_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_rms_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_batch_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_group_norm(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_add_norm_pre(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
-void run_add_norm_post(const RunSettings& settings, InputSet& inputs, OutputSet& outputs);
+// One op's run for each element type: float32 inputs through the float32 ops, and, when any
+// input is stored as float64, all of them through the float64 ops (the reference kernels), the
+// outputs then written as float64.
+struct OpRunner {
+  void (*float32)(const RunSettings&, InputSet<float>&, OutputSet<float>&);
+  void (*float64)(const RunSettings&, InputSet<double>&, OutputSet<double>&);
+};
+
+extern const OpRunner kRunAdd;
+extern const OpRunner kRunDropout;
+extern const OpRunner kRunLayerNorm;
+extern const OpRunner kRunRmsNorm;
+extern const OpRunner kRunBatchNorm;
+extern const OpRunner kRunGroupNorm;
+extern const OpRunner kRunAddNormPre;
+extern const OpRunner kRunAddNormPost;
 
 }  // namespace addnorm::cli

@@ -90,10 +90,12 @@ bool operator==(const Shape& a, const Shape& b) {
   return true;
 }
 
-Tensor::Tensor(const Shape& shape)
-    : shape_(shape), values_(static_cast<size_t>(shape.numel()), 0.0f) {}
+template <class T>
+BasicTensor<T>::BasicTensor(const Shape& shape)
+    : shape_(shape), values_(static_cast<size_t>(shape.numel()), T(0)) {}
 
-Tensor::Tensor(const Shape& shape, std::vector<float> values)
+template <class T>
+BasicTensor<T>::BasicTensor(const Shape& shape, std::vector<T> values)
     : shape_(shape), values_(std::move(values)) {
   if (static_cast<int64_t>(values_.size()) != shape.numel()) {
     throw Error(ErrorKind::shape, "values",
@@ -101,5 +103,8 @@ Tensor::Tensor(const Shape& shape, std::vector<float> values)
                     std::to_string(shape.numel()) + " for shape " + shape.to_string());
   }
 }
+
+template class BasicTensor<float>;
+template class BasicTensor<double>;
 
 }  // namespace addnorm

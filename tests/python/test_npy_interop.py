@@ -29,12 +29,14 @@ def test_float32_arrays_of_every_rank_round_trip_exactly(addnorm_bin, tmp_path, 
     np.testing.assert_array_equal(y, x)
 
 
-def test_float64_is_rounded_to_float32_and_written_back_as_float64(addnorm_bin, tmp_path):
-    x = np.random.default_rng(3).standard_normal((4, 6))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: f"rank{len(shape)}")
+def test_float64_arrays_of_every_rank_round_trip_exactly(addnorm_bin, tmp_path, shape):
+    # float64 is computed in float64 (x + 0 is x), not rounded to float32 on the way.
+    x = np.random.default_rng(3).standard_normal(shape)
     y = copy_through_addnorm(addnorm_bin, tmp_path, x)
-    assert y.dtype == np.float64
-    np.testing.assert_array_equal(y, x.astype(np.float32).astype(np.float64))
-    assert not np.array_equal(y, x)  # the float32 rounding is visible
+    assert y.dtype == np.float64 and y.shape == shape
+    np.testing.assert_array_equal(y, x)
+    assert not np.array_equal(y, x.astype(np.float32).astype(np.float64))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
