@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   CLI::App app("fuzz");
   uint64_t seed = 0, offset = 0;
-  float eps = 1e-5f, p = 0.0f, momentum = 0.1f;
+  // As `addnorm run` holds them: doubles as typed, rounded to float32 once for a float32 run.
+  double eps = 1e-5, p = 0.0, momentum = 0.1;
   double lr = 1e-3;
   app.add_option("--seed", seed)->check(addnorm::cli::exact_unsigned());
   app.add_option("--offset", offset)->check(addnorm::cli::exact_unsigned());
@@ -45,12 +46,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // What was accepted must be what a user could have meant: finite, and a p typed below 1 still
   // below 1 (a p of 1 or more is typed as such and left to the op's own range check).
-  if (!std::isfinite(eps) || !std::isfinite(momentum) || !std::isfinite(lr) || !std::isfinite(p)) {
+  const auto float32_finite = [](double value) { return std::isfinite(static_cast<float>(value)); };
+  if (!float32_finite(eps) || !float32_finite(momentum) || !std::isfinite(lr) ||
+      !float32_finite(p)) {
     throw std::logic_error("a validator let a value through that its option cannot hold");
   }
   if (app.count("--p") > 0) {
     const double typed = std::strtod(app["--p"]->results().back().c_str(), nullptr);
-    if (typed < 1.0 && !(p < 1.0f)) {
+    if (typed < 1.0 && !(static_cast<float>(p) < 1.0f)) {
       throw std::logic_error("--p below 1 was accepted as 1");
     }
   }

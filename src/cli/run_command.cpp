@@ -26,7 +26,9 @@ constexpr const char* kRunDescription =
     "Inputs are little-endian float32 or float64 arrays in C order. float32 inputs are computed\n"
     "by the float32 ops (float64 statistics); when any input is float64, every input is taken\n"
     "as float64 and computed by the float64 ops, as the Python module does, and the outputs\n"
-    "are written as float64. Nothing is written unless every check and computation succeeds.";
+    "are written as float64. Number options must have a finite float32 rounding (nonzero\n"
+    "unless typed as 0) in either case. Nothing is written unless every check and computation\n"
+    "succeeds.";
 
 // The options one op's subcommand parses into, and the two whose presence (not just their value)
 // matters.

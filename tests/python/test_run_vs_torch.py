@@ -511,6 +511,21 @@ def test_float64_inputs_compute_in_float64_as_pytorch_does(addnorm_bin, tmp_path
     assert np.abs(as_float32["y"] - got["y"]).max() > 1e-9
 
 
+def test_a_float64_input_after_float32_ones_runs_the_whole_op_in_float64(addnorm_bin, tmp_path):
+    # x (loaded first) is float32 and weight float64: the run starts in float32, meets weight,
+    # and starts again in float64, with x widened exactly, so it equals a run on x in float64.
+    rng = np.random.default_rng(113)
+    x = randn(rng, 4, 6)
+    weight = rng.standard_normal(6)
+    mixed = run_ok(addnorm_bin, tmp_path, "layer_norm", {"x": x, "weight": weight},
+                   ["--normalized_shape", "6"])
+    wide = run_ok(addnorm_bin, tmp_path, "layer_norm",
+                  {"x": x.astype(np.float64), "weight": weight}, ["--normalized_shape", "6"])
+    for name in ("y", "mean", "rstd"):
+        assert mixed[name].dtype == np.float64
+        np.testing.assert_array_equal(mixed[name], wide[name])
+
+
 @pytest.mark.parametrize("op", ["group_norm", "batch_norm", "add_norm_post"])
 def test_float64_inputs_of_the_other_ops_match_pytorch_float64(addnorm_bin, tmp_path, op):
     rng = np.random.default_rng(112)
