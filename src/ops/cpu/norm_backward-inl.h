@@ -56,9 +56,9 @@ struct BackwardSums {
 // Adds elements [begin, end) of a row to its pass-1 sums one at a time in float64 (the ends of
 // rows short of a vector): d = x - shift, g = dy * scale (exact in float64).
 template <class S, class B, Affine kScale>
-void add_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTRICT x,
-                  const typename B::Elem* HWY_RESTRICT dy, const float* HWY_RESTRICT gamma,
-                  int64_t begin, int64_t end, double shift) {
+void add_backward_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTRICT x,
+                           const typename B::Elem* HWY_RESTRICT dy, const float* HWY_RESTRICT gamma,
+                           int64_t begin, int64_t end, double shift) {
   for (int64_t i = begin; i < end; ++i) {
     const double d = static_cast<double>(load_one<S>(x, i)) - shift;
     double g = static_cast<double>(load_one<B>(dy, i));
@@ -74,91 +74,55 @@ void add_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTRICT x,
   }
 }
 
-// Pass 1 of a row, as a resumable run (as ShiftedSumsRun, shifted_sums-inl.h): step() adds the
-// next two vectors, finish() the rest, so that the backward can interleave a row's pass 1 with
-// pass 2 of the rows before it. Vector v adds to accumulator set v % 2 (each chain of additions
-// then waits for the adder half as often: a row in cache is latency-bound), the same however
-// the steps are interleaved, so the sums are bit for bit those of an uninterrupted run.
-// kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when none is saved,
-// and always the row's spread, which decides whether pass 2 may run in float32 lanes.
+// Pass 1's terms for RowSumsRun (shifted_sums-inl.h), which walks the row: vector v adds to set
+// v % 2 (each chain of additions then waits for the adder half as often: a row in cache is
+// latency-bound), and a resumable run lets the backward interleave a row's pass 1 with pass 2 of
+// the rows before it. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when
+// none is saved, and always the row's spread, which decides whether pass 2 may run in float32
+// lanes.
 template <class S, class B, Affine kScale, bool kCentre>
-class BackwardSumsRun {
- public:
-  struct Accumulators {
+struct BackwardTerms {
+  struct Lanes {
     hn::Vec<DoubleTag> d, d2, g, gd, max_g;
   };
+  using Sums = BackwardSums;
 
-  BackwardSumsRun(const typename S::Elem* HWY_RESTRICT x, const typename B::Elem* HWY_RESTRICT dy,
-                  const float* HWY_RESTRICT gamma, int64_t dim, double shift)
-      : x_(x), dy_(dy), gamma_(gamma), dim_(dim), shift_(shift), shift_v_(hn::Set(dd_, shift)) {
-    for (Accumulators& set : acc_) set.d = set.d2 = set.g = set.gd = set.max_g = hn::Zero(dd_);
+  BackwardTerms(const typename S::Elem* HWY_RESTRICT x_in,
+                const typename B::Elem* HWY_RESTRICT dy_in, const float* HWY_RESTRICT gamma_in,
+                double shift_in)
+      : x(x_in),
+        dy(dy_in),
+        gamma(gamma_in),
+        shift(shift_in),
+        shift_v(hn::Set(DoubleTag(), shift_in)) {}
+
+  const typename S::Elem* HWY_RESTRICT x;
+  const typename B::Elem* HWY_RESTRICT dy;
+  const float* HWY_RESTRICT gamma;
+  double shift;
+  hn::Vec<DoubleTag> shift_v;  // shift in every lane
+
+  static Lanes zero() {
+    const auto z = hn::Zero(DoubleTag());
+    return {z, z, z, z, z};
   }
-
-  double shift() const { return shift_; }
-  bool has_step() const { return i_ + 2 * lanes() <= dim_; }
-
-  HWY_INLINE void step() {
-    hwy::Prefetch(x_ + i_ + kPrefetchFloats);
-    hwy::Prefetch(dy_ + i_ + kPrefetchFloats);
-    accumulate(acc_[0], i_);
-    accumulate(acc_[1], i_ + lanes());
-    i_ += 2 * lanes();
+  static Lanes combine(const Lanes& a, const Lanes& b) {
+    return {hn::Add(a.d, b.d), hn::Add(a.d2, b.d2), hn::Add(a.g, b.g), hn::Add(a.gd, b.gd),
+            hn::Max(a.max_g, b.max_g)};
   }
-
-  // A whole row of an even number of vectors from the start, its sums left in lanes (the two
-  // accumulator sets added): short_backward_stats totals a group of such rows one per lane.
-  HWY_INLINE Accumulators row_lanes() {
-    Accumulators even = acc_[0], odd = acc_[1];
-    for (int64_t i = 0; i < dim_; i += 2 * lanes()) {
-      hwy::Prefetch(x_ + i + kPrefetchFloats);
-      hwy::Prefetch(dy_ + i + kPrefetchFloats);
-      accumulate(even, i);
-      accumulate(odd, i + lanes());
-    }
-    i_ = dim_;
-    return {hn::Add(even.d, odd.d), hn::Add(even.d2, odd.d2), hn::Add(even.g, odd.g),
-            hn::Add(even.gd, odd.gd), hn::Max(even.max_g, odd.max_g)};
+  HWY_INLINE void prefetch(int64_t i) const {
+    hwy::Prefetch(x + i + kPrefetchFloats);
+    hwy::Prefetch(dy + i + kPrefetchFloats);
   }
-
-  // The remaining vectors, then the elements short of one. In locals: a caller's run may live
-  // in memory, and its accumulators would otherwise go through memory at every step.
-  BackwardSums finish() {
-    const int64_t n = lanes();
-    Accumulators even = acc_[0], odd = acc_[1];
-    int64_t i = i_;
-    for (; i + 2 * n <= dim_; i += 2 * n) {
-      hwy::Prefetch(x_ + i + kPrefetchFloats);
-      hwy::Prefetch(dy_ + i + kPrefetchFloats);
-      accumulate(even, i);
-      accumulate(odd, i + n);
-    }
-    if (i + n <= dim_) {
-      accumulate(even, i);
-      i += n;
-    }
-    auto total = [&](auto field) HWY_ATTR {
-      return hn::GetLane(hn::SumOfLanes(dd_, hn::Add(even.*field, odd.*field)));
-    };
-    BackwardSums sums;
-    sums.x = {total(&Accumulators::d), total(&Accumulators::d2)};
-    sums.g = total(&Accumulators::g);
-    sums.gd = total(&Accumulators::gd);
-    sums.max_g = hn::GetLane(hn::MaxOfLanes(dd_, hn::Max(even.max_g, odd.max_g)));
-    add_elements<S, B, kScale>(sums, x_, dy_, gamma_, i, dim_, shift_);
-    i_ = dim_;
-    return sums;
-  }
-
- private:
-  static int64_t lanes() { return static_cast<int64_t>(hn::Lanes(DoubleTag())); }
-
-  HWY_INLINE void accumulate(Accumulators& set, int64_t i) const {
-    const auto d = hn::Sub(hn::PromoteTo(dd_, load<S>(df_, x_ + i)), shift_v_);
+  HWY_INLINE void add(Lanes& set, int64_t i) const {
+    const DoubleTag dd;
+    const HalfFloatTag df;  // half a register of floats, promoted
+    const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
     // g = dy * scale in float64 (exact: a product of two floats fits a double).
-    auto g = hn::PromoteTo(dd_, load<B>(df_, dy_ + i));
+    auto g = hn::PromoteTo(dd, load<B>(df, dy + i));
     if constexpr (kScale != Affine::none) {
-      const auto scale = hn::PromoteTo(dd_, hn::LoadU(df_, gamma_ + i));
-      g = hn::Mul(g, kScale == Affine::one_plus_gamma ? hn::Add(hn::Set(dd_, 1.0), scale) : scale);
+      const auto scale = hn::PromoteTo(dd, hn::LoadU(df, gamma + i));
+      g = hn::Mul(g, kScale == Affine::one_plus_gamma ? hn::Add(hn::Set(dd, 1.0), scale) : scale);
     }
     if constexpr (kCentre) set.d = hn::Add(set.d, d);
     set.d2 = hn::MulAdd(d, d, set.d2);
@@ -166,18 +130,28 @@ class BackwardSumsRun {
     set.gd = hn::MulAdd(g, d, set.gd);
     set.max_g = hn::Max(set.max_g, hn::Abs(g));
   }
-
-  DoubleTag dd_;
-  HalfFloatTag df_;  // half a register of floats, promoted
-  const typename S::Elem* HWY_RESTRICT x_;
-  const typename B::Elem* HWY_RESTRICT dy_;
-  const float* HWY_RESTRICT gamma_;
-  int64_t dim_;
-  double shift_;
-  int64_t i_ = 0;
-  hn::Vec<DoubleTag> shift_v_;
-  Accumulators acc_[2];
+  Sums total(const Lanes& set) const {
+    const DoubleTag dd;
+    auto sum = [&](hn::Vec<DoubleTag> v) HWY_ATTR { return hn::GetLane(hn::SumOfLanes(dd, v)); };
+    return {{sum(set.d), sum(set.d2)},
+            sum(set.g),
+            sum(set.gd),
+            hn::GetLane(hn::MaxOfLanes(dd, set.max_g))};
+  }
+  void add_elements(Sums& sums, int64_t begin, int64_t end) const {
+    add_backward_elements<S, B, kScale>(sums, x, dy, gamma, begin, end, shift);
+  }
 };
+template <class S, class B, Affine kScale, bool kCentre>
+using BackwardSumsRun = RowSumsRun<BackwardTerms<S, B, kScale, kCentre>, 2>;
+template <class S, class B, Affine kScale, bool kCentre>
+BackwardSumsRun<S, B, kScale, kCentre> backward_sums_run(const typename S::Elem* HWY_RESTRICT x,
+                                                         const typename B::Elem* HWY_RESTRICT dy,
+                                                         const float* HWY_RESTRICT gamma,
+                                                         int64_t dim, double shift) {
+  return BackwardSumsRun<S, B, kScale, kCentre>(
+      BackwardTerms<S, B, kScale, kCentre>(x, dy, gamma, shift), dim);
+}
 
 // What pass 2 needs of a row, from pass 1.
 struct BackwardRow {
@@ -402,9 +376,9 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
 // (norm_forward-inl.h): with d = (x - hi) - lo and g = dy * scale rounded to float32 (the
 // g of pass 2), sum(d), sum(d^2), sum(g) and sum(g * d) accumulate in float32 lanes within
 // blocks of kFloat32BlockAdditions additions and in float64 across blocks (the ends of rows one
-// element at a time, add_elements). Twice the lanes of float64 and no promotions: this pass was
-// half of a bfloat16 backward's time in float64 lanes (D = 512, perf). The price is a few tens
-// of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
+// element at a time, add_backward_elements). Twice the lanes of float64 and no promotions: this
+// pass was half of a bfloat16 backward's time in float64 lanes (D = 512, perf). The price is a few
+// tens of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
 // about 2e-6 in dx: some 5e-4 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
 // in float64 where float32 lanes cannot hold it (backward_block_sums_hold). kLow: with a low
 // part (centred on the mean's hi + lo split rather than an estimate). BlockSumLanes holds one
@@ -490,7 +464,7 @@ BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
     sums.gd += float64_sum_of_lanes(block.gd);
   }
   sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(FloatTag(), lanes.max_g())));
-  add_elements<S, B, kScale>(sums, x, dy, gamma, i, dim, HiLo{hi, lo}.value());
+  add_backward_elements<S, B, kScale>(sums, x, dy, gamma, i, dim, HiLo{hi, lo}.value());
   return sums;
 }
 
@@ -544,8 +518,9 @@ ShiftedBackwardSums backward_pass1(const typename S::Elem* x, const typename B::
   }
 #endif
   const double shift = centre ? static_cast<double>(load_one<S>(x, 0)) : 0.0;
-  return {shift, centre ? BackwardSumsRun<S, B, kScale, true>(x, dy, gamma, dim, shift).finish()
-                        : BackwardSumsRun<S, B, kScale, false>(x, dy, gamma, dim, shift).finish()};
+  return {shift, centre
+                     ? backward_sums_run<S, B, kScale, true>(x, dy, gamma, dim, shift).finish()
+                     : backward_sums_run<S, B, kScale, false>(x, dy, gamma, dim, shift).finish()};
 }
 
 // A row's pointers, set field by field in place: a copy of the whole struct, read back as one
@@ -659,7 +634,7 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
     const BackwardRowData<S, B>& data = rows[k];
     shifts[k] = kCentre ? static_cast<double>(load_one<S>(data.x, 0)) : 0.0;
     const auto sums =
-        BackwardSumsRun<S, B, kScale, kCentre>(data.x, data.dy, a.gamma, a.dim, shifts[k])
+        backward_sums_run<S, B, kScale, kCentre>(data.x, data.dy, a.gamma, a.dim, shifts[k])
             .row_lanes();
     d[k] = sums.d;
     d2[k] = sums.d2;

@@ -122,12 +122,12 @@ ShiftedSumsRun<SB, kResidual> float64_lane_run(const RowPointers<Float32Rows, SB
                                                bool centre) {
   const double shift =
       centre ? static_cast<double>(input_one<Float32Rows, SB, kResidual>(p, 0)) : 0.0;
-  return ShiftedSumsRun<SB, kResidual>(p.x, p.r, dim, shift);
+  return shifted_sums_run<SB, kResidual>(p.x, p.r, dim, shift);
 }
 template <class SB, bool kResidual>
 RowMoments float64_lane_moments(ShiftedSumsRun<SB, kResidual>& run, int64_t dim, bool centre) {
   const ShiftedSums sums = run.finish();
-  return moments_from(sums.sum, sums.squares, run.shift(), dim, centre);
+  return moments_from(sums.sum, sums.squares, run.terms().shift, dim, centre);
 }
 
 // What a normalising pass carries along: the sums of the next row, stepped once per vector it
@@ -643,11 +643,10 @@ struct GroupMoments {
 
 // A group's sums, one row at a time (add_row), then its moments at once (finish), so that the
 // forward can take a row's sums between the outputs of the group before (short_rows). Each row's
-// sums are shifted by its first value as in the general loop (float64_lane_run), with two
-// accumulators a row (vector v to accumulator v mod 2), or from kFourChainsMinDim on four (vector
-// pair p to accumulators 2(p mod 2) and 2(p mod 2) + 1). Without kCentre (RMSNorm) the shift is 0
-// and the sums unused: the loop leaves out the subtraction and the sums, two of its four
-// operations an element, for the same squares.
+// sums are shifted by its first value as in the general loop (float64_lane_run), taken by the one
+// row-sums routine (RowSumsRun, shifted_sums-inl.h) with two chains a row, or from
+// kFourChainsMinDim on four. Without kCentre (RMSNorm) the shift is 0 and the sums unused
+// (ShiftedTerms leaves out the subtraction and the sums, for the same squares).
 template <class SS, class SB, bool kResidual, bool kCentre>
 class ShortRowSums {
  public:
@@ -655,36 +654,14 @@ class ShortRowSums {
   // repeat the last row's sums and are never read).
   HWY_INLINE void add_row(size_t k, int64_t count, const RowPointers<SS, SB>& p, int64_t dim) {
     if (fill_spare_lane(k, count, shifts_, sums_, squares_)) return;
-    const DoubleTag dd;
-    const HalfFloatTag dh;
-    const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
     shifts_[k] = kCentre ? static_cast<double>(input_one<SS, SB, kResidual>(p, 0)) : 0.0;
-    const auto shift = hn::Set(dd, shifts_[k]);
-    auto s0 = hn::Zero(dd), s1 = hn::Zero(dd), q0 = hn::Zero(dd), q1 = hn::Zero(dd);
-    auto s2 = hn::Zero(dd), s3 = hn::Zero(dd), q2 = hn::Zero(dd), q3 = hn::Zero(dd);
-    auto add_pair = [&](int64_t i, hn::Vec<DoubleTag>& sa, hn::Vec<DoubleTag>& sb,
-                        hn::Vec<DoubleTag>& qa, hn::Vec<DoubleTag>& qb) HWY_ATTR {
-      hwy::Prefetch(p.x + i + kRunPrefetchFloats);
-      if constexpr (kResidual) hwy::Prefetch(p.r + i + kRunPrefetchFloats);
-      auto d0 = hn::PromoteTo(dd, input<SS, SB, kResidual>(dh, p, i));
-      auto d1 = hn::PromoteTo(dd, input<SS, SB, kResidual>(dh, p, i + n));
-      if constexpr (kCentre) {
-        d0 = hn::Sub(d0, shift);
-        d1 = hn::Sub(d1, shift);
-        sa = hn::Add(sa, d0);
-        sb = hn::Add(sb, d1);
-      }
-      qa = hn::MulAdd(d0, d0, qa);
-      qb = hn::MulAdd(d1, d1, qb);
-    };
-    int64_t i = 0;
-    for (; dim >= kFourChainsMinDim && i + 4 * n <= dim; i += 4 * n) {
-      add_pair(i, s0, s1, q0, q1);
-      add_pair(i + 2 * n, s2, s3, q2, q3);
-    }
-    for (; i < dim; i += 2 * n) add_pair(i, s0, s1, q0, q1);  // dim: a whole number of pairs
-    sums_[k] = hn::Add(hn::Add(s0, s1), hn::Add(s2, s3));
-    squares_[k] = hn::Add(hn::Add(q0, q1), hn::Add(q2, q3));
+    using Terms = ShiftedTerms<SS, SB, kResidual, kCentre>;
+    const Terms terms{p.x, p.r, shifts_[k]};
+    const typename Terms::Lanes lanes = dim >= kFourChainsMinDim
+                                            ? RowSumsRun<Terms, 4>(terms, dim).row_lanes()
+                                            : RowSumsRun<Terms, 2>(terms, dim).row_lanes();
+    sums_[k] = lanes.sum;
+    squares_[k] = lanes.squares;
   }
 
   // The group's moments, from the sums of all kGroupRows lanes.

@@ -35,126 +35,213 @@ struct ShiftedSums {
   double squares = 0;
 };
 
-// With kResidual, of h = x + residual (one float32 rounding, as the unfused add; residual stored
-// as SR, row_storage-inl.h): the forward with a fused residual add. h itself is written by its
-// second pass, which reads x and residual again from cache: storing it here would either cost a
-// second write of the row or, with streaming stores, evict it before that pass.
-//
-// Vector v of the row (elements v * n ... v * n + n - 1, n float64 lanes) adds to accumulator
-// v % 4: four chains of additions, so that a row in cache is not held to one addition per
-// vector per latency of the adder (the sums of a decode-sized row are latency-bound otherwise).
+// ---- one row-sums routine for both directions ----------------------------------------------
+// RowSumsRun<Terms, kChains> walks a row in float64 lanes and adds what Terms takes of each
+// vector (the forward: the shifted values and their squares, ShiftedTerms; the backward's pass 1:
+// those and the gradient's sums, BackwardTerms in norm_backward-inl.h) to kChains accumulator
+// sets: vector v of the row (elements v * n ... v * n + n - 1, n float64 lanes) to set v % kChains,
+// so that a row in cache is not held to one addition per vector per latency of the adder (the
+// sums of a decode-sized row are latency-bound otherwise). The run owns the walk: the pairs of
+// vectors, the tail vectors short of a pair, the elements short of a vector (Terms::add_elements,
+// in float64), and the order in which the sets are combined ((0 + 1) + (2 + 3)).
 //
 // A run is resumable: step() adds the next two vectors and finish() the rest, so the forward
 // can interleave one row's sums with the normalising pass of the row before it (its reads from
-// memory then overlap that pass's stores, as in a copy). Each element goes to the same
-// accumulator lane in the same order however the steps are interleaved: the sums, and so every
-// output, are bit for bit those of an uninterrupted run.
+// memory then overlap that pass's stores, as in a copy), and the backward a row's pass 1 with
+// pass 2 of the rows before. Each element goes to the same accumulator lane in the same order
+// however the steps are interleaved: the sums, and so every output, are bit for bit those of an
+// uninterrupted run. row_lanes() takes a whole row of whole pairs at once and leaves its sums in
+// lanes, for the group paths that total a group of short rows one row per lane (row_totals).
 //
-// A run prefetches kRunPrefetchFloats ahead (4 KiB): interleaved with the forward's
-// normalising pass (its one caller that steps) it advances at that pass's pace.
-constexpr int64_t kRunPrefetchFloats = tuned("kRunPrefetchFloats", 1024);
+// What Terms provides: Lanes (one accumulator set) and Sums (its totals); zero(); add(set, i),
+// one vector at element i; prefetch(i), ahead of a pair at i; combine(a, b), two sets; total(set),
+// across lanes; add_elements(sums, begin, end), one element at a time.
+template <class Terms, int kChains>
+class RowSumsRun {
+  static_assert(kChains == 2 || kChains == 4, "pairs of vectors go to pairs of sets");
 
-template <class SR, bool kResidual>
-class ShiftedSumsRun {
  public:
-  // Elements one step adds: two vectors.
-  static int64_t step_elements() { return 2 * static_cast<int64_t>(hn::Lanes(DoubleTag())); }
+  using Lanes = typename Terms::Lanes;
+  using Sums = typename Terms::Sums;
 
-  ShiftedSumsRun(const float* HWY_RESTRICT x, const typename SR::Elem* HWY_RESTRICT residual,
-                 int64_t dim, double shift)
-      : x_(x), residual_(residual), dim_(dim), shift_(shift), shift_v_(hn::Set(dd_, shift)) {
-    for (int k = 0; k < 4; ++k) sum_[k] = squares_[k] = hn::Zero(dd_);
+  RowSumsRun(const Terms& terms, int64_t dim) : terms_(terms), dim_(dim) {
+    for (Lanes& set : sets_) set = Terms::zero();
   }
 
-  double shift() const { return shift_; }
+  const Terms& terms() const { return terms_; }
+  // Elements one step adds: two vectors.
+  static int64_t step_elements() { return 2 * lanes(); }
   bool has_step() const { return i_ + step_elements() <= dim_; }
 
-  // Vectors v and v + 1 (v even) to accumulators 0 and 1, or 2 and 3.
+  // Vectors v and v + 1 (v even) to sets v % kChains and v % kChains + 1.
   HWY_INLINE void step() {
-    if (i_ % (2 * step_elements()) == 0) {
-      accumulate(i_, sum_[0], sum_[1], squares_[0], squares_[1]);
+    if (kChains == 2 || i_ % (4 * lanes()) == 0) {
+      add_pair(i_, sets_[0], sets_[1]);
     } else {
-      accumulate(i_, sum_[2], sum_[3], squares_[2], squares_[3]);
+      add_pair(i_, sets_[kChains - 2], sets_[kChains - 1]);
     }
     i_ += step_elements();
   }
 
   // The remaining vectors, then the elements short of one. In locals: a caller's run may live
-  // in memory, and its accumulators would otherwise go through memory at every step.
-  ShiftedSums finish() {
-    const int64_t n = static_cast<int64_t>(hn::Lanes(dd_));
-    V s0 = sum_[0], s1 = sum_[1], s2 = sum_[2], s3 = sum_[3];
-    V q0 = squares_[0], q1 = squares_[1], q2 = squares_[2], q3 = squares_[3];
+  // in memory, and its sets would otherwise go through memory at every step.
+  Sums finish() {
+    const int64_t n = lanes();
+    Lanes s0 = sets_[0], s1 = sets_[1];
+    Lanes s2 = kChains == 4 ? sets_[kChains - 2] : Terms::zero();
+    Lanes s3 = kChains == 4 ? sets_[kChains - 1] : Terms::zero();
     int64_t i = i_;
-    if (i % (4 * n) != 0 && i + 2 * n <= dim_) {  // the second half of a group of four
-      accumulate(i, s2, s3, q2, q3);
-      i += 2 * n;
+    if constexpr (kChains == 4) {
+      if (i % (4 * n) != 0 && i + 2 * n <= dim_) {  // the second pair of a group of four
+        add_pair(i, s2, s3);
+        i += 2 * n;
+      }
     }
-    for (; i + 4 * n <= dim_; i += 4 * n) {
-      accumulate(i, s0, s1, q0, q1);
-      accumulate(i + 2 * n, s2, s3, q2, q3);
+    for (; i + kChains * n <= dim_; i += kChains * n) {
+      add_pair(i, s0, s1);
+      if constexpr (kChains == 4) add_pair(i + 2 * n, s2, s3);
     }
-    // Up to three vectors left, starting a group of four: to accumulators 0, 1, 2.
-    auto tail_vector = [&](V& sum, V& squares) HWY_ATTR {
+    // Up to kChains - 1 vectors left, starting a group: to sets 0, 1, 2.
+    auto tail_vector = [&](Lanes& set) HWY_ATTR {
       if (i + n > dim_) return false;
-      const V d = centred(i);
-      sum = hn::Add(sum, d);
-      squares = hn::MulAdd(d, d, squares);
+      terms_.add(set, i);
       i += n;
       return true;
     };
-    if (tail_vector(s0, q0) && tail_vector(s1, q1)) tail_vector(s2, q2);
-    ShiftedSums total{hn::GetLane(hn::SumOfLanes(dd_, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)))),
-                      hn::GetLane(hn::SumOfLanes(dd_, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3))))};
-    for (; i < dim_; ++i) {
-      const float v = kResidual ? x_[i] + load_one<SR>(residual_, i) : x_[i];
-      const double d = static_cast<double>(v) - shift_;
-      total.sum += d;
-      total.squares += d * d;
-    }
+    if (tail_vector(s0) && kChains == 4 && tail_vector(s1)) tail_vector(s2);
+    Sums sums = terms_.total(combined(s0, s1, s2, s3));
+    terms_.add_elements(sums, i, dim_);
     i_ = dim_;
-    return total;
+    return sums;
+  }
+
+  // A whole row of whole pairs of vectors, on a run not stepped, its sums left in lanes (the sets
+  // combined as finish() combines them).
+  HWY_INLINE Lanes row_lanes() {
+    const int64_t n = lanes();
+    Lanes s0 = Terms::zero(), s1 = Terms::zero();
+    int64_t i = 0;
+    if constexpr (kChains == 4) {
+      Lanes s2 = Terms::zero(), s3 = Terms::zero();
+      for (; i + 4 * n <= dim_; i += 4 * n) {
+        add_pair(i, s0, s1);
+        add_pair(i + 2 * n, s2, s3);
+      }
+      for (; i < dim_; i += 2 * n) add_pair(i, s0, s1);
+      i_ = dim_;
+      return Terms::combine(Terms::combine(s0, s1), Terms::combine(s2, s3));
+    } else {
+      for (; i < dim_; i += 2 * n) add_pair(i, s0, s1);
+      i_ = dim_;
+      return Terms::combine(s0, s1);
+    }
   }
 
  private:
-  using V = hn::Vec<DoubleTag>;
-  // Adds vectors at elements i and i + n to the accumulators.
-  HWY_INLINE void accumulate(int64_t i, V& sum0, V& sum1, V& sq0, V& sq1) const {
-    const int64_t n = static_cast<int64_t>(hn::Lanes(dd_));
+  static int64_t lanes() { return static_cast<int64_t>(hn::Lanes(DoubleTag())); }
+
+  HWY_INLINE void add_pair(int64_t i, Lanes& a, Lanes& b) const {
+    terms_.prefetch(i);
+    terms_.add(a, i);
+    terms_.add(b, i + lanes());
+  }
+  // With two sets, s2 and s3 are zero (no vector reached them): left out.
+  static Lanes combined(const Lanes& s0, const Lanes& s1, const Lanes& s2, const Lanes& s3) {
+    if constexpr (kChains == 4) {
+      return Terms::combine(Terms::combine(s0, s1), Terms::combine(s2, s3));
+    } else {
+      (void)s2;
+      (void)s3;
+      return Terms::combine(s0, s1);
+    }
+  }
+
+  Terms terms_;
+  int64_t dim_;
+  int64_t i_ = 0;
+  Lanes sets_[kChains];
+};
+
+// The forward's terms: d = v - shift and d^2, where v is x, or with kResidual h = x + residual
+// rounded to the stream's type as the unfused add stores it (x stored as SS, residual as SR,
+// row_storage-inl.h): the forward with a fused residual add. h itself is written by its second
+// pass, which reads x and residual again from cache: storing it here would either cost a second
+// write of the row or, with streaming stores, evict it before that pass. Without kCentre
+// (RMSNorm's group path) the shift is 0 and neither the subtraction nor sum(d) is taken: the same
+// squares for half the work. Each pair prefetches kRunPrefetchFloats ahead (4 KiB): interleaved
+// with the forward's normalising pass (its one caller that steps) it advances at that pass's pace.
+constexpr int64_t kRunPrefetchFloats = tuned("kRunPrefetchFloats", 1024);
+
+template <class SS, class SR, bool kResidual, bool kCentre = true>
+struct ShiftedTerms {
+  struct Lanes {
+    hn::Vec<DoubleTag> sum, squares;
+  };
+  using Sums = ShiftedSums;
+
+  ShiftedTerms(const typename SS::Elem* HWY_RESTRICT x_in,
+               const typename SR::Elem* HWY_RESTRICT residual_in, double shift_in)
+      : x(x_in), residual(residual_in), shift(shift_in), shift_v(hn::Set(DoubleTag(), shift_in)) {}
+
+  const typename SS::Elem* HWY_RESTRICT x;
+  const typename SR::Elem* HWY_RESTRICT residual;  // null without kResidual
+  double shift;                                    // 0 without kCentre
+  hn::Vec<DoubleTag> shift_v;                      // shift in every lane
+
+  static Lanes zero() { return {hn::Zero(DoubleTag()), hn::Zero(DoubleTag())}; }
+  static Lanes combine(const Lanes& a, const Lanes& b) {
+    return {hn::Add(a.sum, b.sum), hn::Add(a.squares, b.squares)};
+  }
+  HWY_INLINE void prefetch(int64_t i) const {
     // Ahead into the next row near the end (rows are contiguous). The hardware prefetcher
     // alone leaves this compute-heavy float64 pass short of the memory bandwidth.
-    hwy::Prefetch(x_ + i + kRunPrefetchFloats);
-    if constexpr (kResidual) hwy::Prefetch(residual_ + i + kRunPrefetchFloats);
-    const V d0 = centred(i);
-    const V d1 = centred(i + n);
-    sum0 = hn::Add(sum0, d0);
-    sum1 = hn::Add(sum1, d1);
-    sq0 = hn::MulAdd(d0, d0, sq0);
-    sq1 = hn::MulAdd(d1, d1, sq1);
+    hwy::Prefetch(x + i + kRunPrefetchFloats);
+    if constexpr (kResidual) hwy::Prefetch(residual + i + kRunPrefetchFloats);
   }
-
-  HWY_INLINE V centred(int64_t i) const {
-    auto v = hn::LoadU(df_, x_ + i);
-    if constexpr (kResidual) v = hn::Add(v, load<SR>(df_, residual_ + i));
-    return hn::Sub(hn::PromoteTo(dd_, v), shift_v_);
+  HWY_INLINE void add(Lanes& set, int64_t i) const {
+    const DoubleTag dd;
+    const HalfFloatTag df;  // half a register of floats, promoted
+    auto v = load<SS>(df, x + i);
+    if constexpr (kResidual) v = round_to<SS>(df, hn::Add(v, load<SR>(df, residual + i)));
+    auto d = hn::PromoteTo(dd, v);
+    if constexpr (kCentre) {
+      d = hn::Sub(d, shift_v);
+      set.sum = hn::Add(set.sum, d);
+    }
+    set.squares = hn::MulAdd(d, d, set.squares);
   }
-
-  DoubleTag dd_;
-  HalfFloatTag df_;  // half a register of floats, promoted
-  const float* HWY_RESTRICT x_;
-  const typename SR::Elem* HWY_RESTRICT residual_;
-  int64_t dim_;
-  double shift_;
-  int64_t i_ = 0;
-  V shift_v_;
-  V sum_[4], squares_[4];
+  Sums total(const Lanes& set) const {
+    const DoubleTag dd;
+    return {hn::GetLane(hn::SumOfLanes(dd, set.sum)), hn::GetLane(hn::SumOfLanes(dd, set.squares))};
+  }
+  void add_elements(Sums& sums, int64_t begin, int64_t end) const {
+    for (int64_t i = begin; i < end; ++i) {
+      float v = load_one<SS>(x, i);
+      if constexpr (kResidual) v = round_one<SS>(v + load_one<SR>(residual, i));
+      const double d = static_cast<double>(v) - shift;
+      sums.sum += d;
+      sums.squares += d * d;
+    }
+  }
 };
+
+// The forward's run over one row of a float32 stream, shifted by `shift` (the row's first value:
+// ShiftedSums above).
+template <class SR, bool kResidual>
+using ShiftedSumsRun = RowSumsRun<ShiftedTerms<Float32Rows, SR, kResidual>, 4>;
+template <class SR, bool kResidual>
+ShiftedSumsRun<SR, kResidual> shifted_sums_run(const float* HWY_RESTRICT x,
+                                               const typename SR::Elem* HWY_RESTRICT residual,
+                                               int64_t dim, double shift) {
+  return ShiftedSumsRun<SR, kResidual>(ShiftedTerms<Float32Rows, SR, kResidual>(x, residual, shift),
+                                       dim);
+}
 
 template <class SR, bool kResidual>
 ShiftedSums shifted_sums_of(const float* HWY_RESTRICT x,
                             const typename SR::Elem* HWY_RESTRICT residual, int64_t dim,
                             double shift) {
-  return ShiftedSumsRun<SR, kResidual>(x, residual, dim, shift).finish();
+  return shifted_sums_run<SR, kResidual>(x, residual, dim, shift).finish();
 }
 
 inline ShiftedSums shifted_sums_row(const float* HWY_RESTRICT x, int64_t dim, double shift) {
