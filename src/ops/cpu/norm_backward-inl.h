@@ -381,91 +381,84 @@ void backward_dx_float32_as(const NormBackward& a, const BackwardRowData<S, B>* 
 // tens of float32 roundings of the row's magnitude in mean(g) and mean(g * x_hat) (rstd * max |g| *
 // about 2e-6 in dx: some 5e-4 of a bfloat16 unit, docs/numerics.md); the caller takes the row again
 // in float64 where float32 lanes cannot hold it (backward_block_sums_hold). kLow: with a low
-// part (centred on the mean's hi + lo split rather than an estimate). BlockSumLanes holds one
-// block's float32 lanes; backward_block_sums takes a row block by block.
+// part (centred on the mean's hi + lo split rather than an estimate). BackwardBlockTerms is what
+// a register adds; BlockSumsRun (shifted_sums-inl.h) walks the row block by block.
 template <class S, class B, Affine kScale, bool kCentre, bool kLow>
-class BlockSumLanes {
- public:
-  struct Sums {
+struct BackwardBlockTerms {
+  struct Lanes {
     hn::Vec<FloatTag> d, d2, g, gd;
   };
+  using Sums = BackwardSums;
 
-  BlockSumLanes(const typename S::Elem* HWY_RESTRICT x, const typename B::Elem* HWY_RESTRICT dy,
-                const float* HWY_RESTRICT gamma, float hi, float lo)
-      : x_(x), dy_(dy), gamma_(gamma), hi_(hn::Set(df_, hi)), lo_(hn::Set(df_, lo)) {
-    clear();
+  BackwardBlockTerms(const typename S::Elem* HWY_RESTRICT x_in,
+                     const typename B::Elem* HWY_RESTRICT dy_in, const float* HWY_RESTRICT gamma_in,
+                     float hi_in, float lo_in)
+      : x(x_in),
+        dy(dy_in),
+        gamma(gamma_in),
+        hi(hi_in),
+        lo(lo_in),
+        hi_v(hn::Set(FloatTag(), hi_in)),
+        lo_v(hn::Set(FloatTag(), lo_in)),
+        max_g(hn::Zero(FloatTag())) {}
+
+  const typename S::Elem* HWY_RESTRICT x;
+  const typename B::Elem* HWY_RESTRICT dy;
+  const float* HWY_RESTRICT gamma;
+  float hi, lo;
+  hn::Vec<FloatTag> hi_v, lo_v;
+  // max |g| over everything added, across blocks (a maximum is exact in float32: no blocks).
+  hn::Vec<FloatTag> max_g;
+
+  static Lanes zero() {
+    const auto z = hn::Zero(FloatTag());
+    return {z, z, z, z};
   }
-
-  // Adds the registers at i and i + one register, to accumulator sets even and odd.
-  HWY_INLINE void add_pair(int64_t i) {
-    hwy::Prefetch(x_ + i + kPrefetchFloats);
-    hwy::Prefetch(dy_ + i + kPrefetchFloats);
-    accumulate(even_, i);
-    accumulate(odd_, i + static_cast<int64_t>(hn::Lanes(df_)));
+  static Lanes combine(const Lanes& a, const Lanes& b) {
+    return {hn::Add(a.d, b.d), hn::Add(a.d2, b.d2), hn::Add(a.g, b.g), hn::Add(a.gd, b.gd)};
   }
-  // Adds one register (a row's last, of an odd number) to the even set.
-  HWY_INLINE void add_one(int64_t i) { accumulate(even_, i); }
-
-  // The block's sums (the two sets added), the sets cleared for the next block.
-  HWY_INLINE Sums take() {
-    const Sums block{hn::Add(even_.d, odd_.d), hn::Add(even_.d2, odd_.d2), hn::Add(even_.g, odd_.g),
-                     hn::Add(even_.gd, odd_.gd)};
-    clear();
-    return block;
+  HWY_INLINE void prefetch(int64_t i) const {
+    hwy::Prefetch(x + i + kPrefetchFloats);
+    hwy::Prefetch(dy + i + kPrefetchFloats);
   }
-  // max |g| over everything added (a maximum is exact in float32: no blocks).
-  hn::Vec<FloatTag> max_g() const { return max_g_; }
-
- private:
-  HWY_INLINE void clear() { even_ = odd_ = Sums{zero(), zero(), zero(), zero()}; }
-  hn::Vec<FloatTag> zero() const { return hn::Zero(df_); }
-
-  HWY_INLINE void accumulate(Sums& set, int64_t i) {
-    auto d = hn::Sub(load<S>(df_, x_ + i), hi_);
-    if constexpr (kLow) d = hn::Sub(d, lo_);
-    const auto dy = load<B>(df_, dy_ + i);
-    auto g = dy;
-    if constexpr (kScale == Affine::gamma) g = hn::Mul(dy, hn::LoadU(df_, gamma_ + i));
-    if constexpr (kScale == Affine::one_plus_gamma)
-      g = hn::MulAdd(dy, hn::LoadU(df_, gamma_ + i), dy);
+  HWY_INLINE void add_pair(Lanes& even, Lanes& odd, int64_t i) {
+    add_one(even, i);
+    add_one(odd, i + static_cast<int64_t>(hn::Lanes(FloatTag())));
+  }
+  HWY_INLINE void add_one(Lanes& set, int64_t i) {
+    const FloatTag df;
+    auto d = hn::Sub(load<S>(df, x + i), hi_v);
+    if constexpr (kLow) d = hn::Sub(d, lo_v);
+    const auto dy_v = load<B>(df, dy + i);
+    auto g = dy_v;
+    if constexpr (kScale == Affine::gamma) g = hn::Mul(dy_v, hn::LoadU(df, gamma + i));
+    if constexpr (kScale == Affine::one_plus_gamma) {
+      g = hn::MulAdd(dy_v, hn::LoadU(df, gamma + i), dy_v);
+    }
     if constexpr (kCentre) set.d = hn::Add(set.d, d);
     set.d2 = hn::MulAdd(d, d, set.d2);
     if constexpr (kCentre) set.g = hn::Add(set.g, g);
     set.gd = hn::MulAdd(g, d, set.gd);
-    max_g_ = hn::Max(max_g_, hn::Abs(g));
+    max_g = hn::Max(max_g, hn::Abs(g));
   }
-
-  FloatTag df_;
-  const typename S::Elem* HWY_RESTRICT x_;
-  const typename B::Elem* HWY_RESTRICT dy_;
-  const float* HWY_RESTRICT gamma_;
-  hn::Vec<FloatTag> hi_, lo_;
-  Sums even_, odd_;
-  hn::Vec<FloatTag> max_g_ = hn::Zero(df_);
+  static void fold(Sums& sums, const Lanes& block) {
+    if constexpr (kCentre) sums.x.sum += float64_sum_of_lanes(block.d);
+    sums.x.squares += float64_sum_of_lanes(block.d2);
+    if constexpr (kCentre) sums.g += float64_sum_of_lanes(block.g);
+    sums.gd += float64_sum_of_lanes(block.gd);
+  }
+  void finish(Sums& sums, int64_t begin, int64_t end) const {
+    sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(FloatTag(), max_g)));
+    add_backward_elements<S, B, kScale>(sums, x, dy, gamma, begin, end, HiLo{hi, lo}.value());
+  }
 };
 
 template <class S, class B, Affine kScale, bool kCentre, bool kLow>
 BackwardSums backward_block_sums(const typename S::Elem* HWY_RESTRICT x,
                                  const typename B::Elem* HWY_RESTRICT dy,
                                  const float* HWY_RESTRICT gamma, int64_t dim, float hi, float lo) {
-  const int64_t n = static_cast<int64_t>(hn::Lanes(FloatTag()));
-  BlockSumLanes<S, B, kScale, kCentre, kLow> lanes(x, dy, gamma, hi, lo);
-  BackwardSums sums;
-  int64_t i = 0;
-  while (i + 2 * n <= dim) {
-    for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim;
-         ++block, i += 2 * n) {
-      lanes.add_pair(i);
-    }
-    const auto block = lanes.take();
-    if constexpr (kCentre) sums.x.sum += float64_sum_of_lanes(block.d);
-    sums.x.squares += float64_sum_of_lanes(block.d2);
-    if constexpr (kCentre) sums.g += float64_sum_of_lanes(block.g);
-    sums.gd += float64_sum_of_lanes(block.gd);
-  }
-  sums.max_g = static_cast<double>(hn::GetLane(hn::MaxOfLanes(FloatTag(), lanes.max_g())));
-  add_backward_elements<S, B, kScale>(sums, x, dy, gamma, i, dim, HiLo{hi, lo}.value());
-  return sums;
+  using Terms = BackwardBlockTerms<S, B, kScale, kCentre, kLow>;
+  return BlockSumsRun<Terms>(Terms(x, dy, gamma, hi, lo)).row(dim);
 }
 
 // Whether float32 block sums held a row's pass 1: its variance (mean square) within
@@ -650,7 +643,7 @@ void short_backward_stats(const NormBackward& a, int64_t first, int64_t count,
 }
 
 // short_backward_stats for a 16-bit stream's short rows, in float32 lanes as its longer rows
-// (backward_pass1): each row's sums in one block of float32 lanes (BlockSumLanes; a short row is
+// (backward_pass1): each row's sums in one block of float32 lanes (BlockSumsRun; a short row is
 // at most kFloat32BlockAdditions pairs of registers), shifted by the mean of its first register
 // (register_mean, as backward_pass1), each lane's sums then promoted and added in float64 lanes
 // (float64_halves), and the group's totals taken as in short_backward_stats. A row whose
@@ -665,7 +658,6 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
   constexpr size_t kRows = hn::MaxLanes(dd);
   static_assert(kShortHalfBackwardMaxDim <= kOneBlockMaxDim,
                 "a short 16-bit row is one block of float32 sums");
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < count; ++k) set_row_pointers(rows[k], a, first + k);
   const auto zero = hn::Zero(dd);
   HWY_ALIGN float estimates[kRows];
@@ -674,16 +666,15 @@ void short_half_backward_stats(const NormBackward& a, int64_t first, int64_t cou
     if (fill_spare_lane(k, count, estimates, d, d2, g, gd, max_g)) continue;
     const BackwardRowData<S, B>& data = rows[k];
     estimates[k] = kCentre ? register_mean(load<S>(df, data.x)) : 0.0f;
-    BlockSumLanes<S, B, kScale, kCentre, false> lanes(data.x, data.dy, a.gamma, estimates[k], 0);
+    using Terms = BackwardBlockTerms<S, B, kScale, kCentre, false>;
+    BlockSumsRun<Terms> run(Terms(data.x, data.dy, a.gamma, estimates[k], 0));
     int64_t i = 0;
-    for (; i + 2 * n <= a.dim; i += 2 * n) lanes.add_pair(i);
-    if (i < a.dim) lanes.add_one(i);
-    const auto block = lanes.take();
+    const auto block = run.template block</*kOddLast=*/true>(i, a.dim);
     d[k] = kCentre ? float64_halves(block.d) : zero;
     d2[k] = float64_halves(block.d2);
     g[k] = kCentre ? float64_halves(block.g) : zero;
     gd[k] = float64_halves(block.gd);
-    max_g[k] = float64_halves_max(lanes.max_g());
+    max_g[k] = float64_halves_max(run.terms().max_g);
   }
   const GroupSums sums{kCentre ? row_totals(d) : zero,
                        row_totals(d2),

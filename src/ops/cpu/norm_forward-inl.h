@@ -187,72 +187,82 @@ constexpr bool kBfloat16Rows<HalfRows<narrow::Half::bfloat16>> = true;
 template <class SS, class SB, bool kResidual>
 constexpr bool kPairsAllowed = kBfloat16Rows<SS>&& kBfloat16Rows<SB> && !kResidual;
 
-// The float32 lanes of one block of centred_sums: c = (v - hi) - lo (without kLow, v - hi) for
-// the pairs of registers from i on, at most kFloat32BlockAdditions of them and none past dim; i
-// is left after them. Without kSum (RMSNorm) only the squares are summed, of v itself: hi and lo
-// must then be 0.
-struct CentredLanes {
-  hn::Vec<FloatTag> sum, squares;
-};
+// What a 16-bit row's statistics add, for BlockSumsRun (shifted_sums-inl.h): c = (v - hi) - lo
+// (without kLow, v - hi) and c^2, v from the input stage (with kPairs, a bfloat16 row read by
+// 32-bit pairs: even and odd elements). Without kSum (RMSNorm) only the squares are summed, of v
+// itself: hi and lo must then be 0.
 template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
-HWY_INLINE CentredLanes centred_block(const RowPointers<SS, SB>& p, int64_t& i, int64_t dim,
-                                      hn::Vec<FloatTag> hi, hn::Vec<FloatTag> lo) {
-  const FloatTag df;
-  const hn::RebindToUnsigned<FloatTag> du32;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  auto sum0 = hn::Zero(df), sum1 = hn::Zero(df), sq0 = hn::Zero(df), sq1 = hn::Zero(df);
-  for (int64_t block = 0; block < kFloat32BlockAdditions && i + 2 * n <= dim; ++block, i += 2 * n) {
+struct CentredTerms {
+  struct Lanes {
+    hn::Vec<FloatTag> sum, squares;
+  };
+  using Sums = ShiftedSums;
+
+  CentredTerms(const RowPointers<SS, SB>& row, float hi_in, float lo_in)
+      : p(row),
+        hi(hi_in),
+        lo(lo_in),
+        hi_v(hn::Set(FloatTag(), hi_in)),
+        lo_v(hn::Set(FloatTag(), lo_in)) {}
+
+  RowPointers<SS, SB> p;
+  float hi, lo;
+  hn::Vec<FloatTag> hi_v, lo_v;
+
+  static Lanes zero() { return {hn::Zero(FloatTag()), hn::Zero(FloatTag())}; }
+  static Lanes combine(const Lanes& a, const Lanes& b) {
+    return {hn::Add(a.sum, b.sum), hn::Add(a.squares, b.squares)};
+  }
+  HWY_INLINE void prefetch(int64_t i) const {
     hwy::Prefetch(p.x + i + kPrefetchHalves);
     if constexpr (kResidual) hwy::Prefetch(p.r + i + kPrefetchHalves);
-    hn::Vec<FloatTag> v0, v1;
-    if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
-      const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
-      v0 = hn::BitCast(df, even_of_pairs(pairs));
-      v1 = hn::BitCast(df, odd_of_pairs(pairs));
-    } else {
-      v0 = input<SS, SB, kResidual>(df, p, i);
-      v1 = input<SS, SB, kResidual>(df, p, i + n);
-    }
-    // Without kSum (RMSNorm, whose hi and lo are 0) v is its own centred value: v - 0 is v.
-    auto c0 = kSum ? hn::Sub(v0, hi) : v0;
-    auto c1 = kSum ? hn::Sub(v1, hi) : v1;
-    if constexpr (kLow) {  // without a low part (it is 0), one subtraction fewer
-      c0 = hn::Sub(c0, lo);
-      c1 = hn::Sub(c1, lo);
-    }
-    if constexpr (kSum) {
-      sum0 = hn::Add(sum0, c0);
-      sum1 = hn::Add(sum1, c1);
-    }
-    sq0 = hn::MulAdd(c0, c0, sq0);
-    sq1 = hn::MulAdd(c1, c1, sq1);
   }
-  return {hn::Add(sum0, sum1), hn::Add(sq0, sq1)};
-}
-
-// Sums over a row of c^2 and (with kSum) of c, c = (v - hi) - lo, v from the input stage, in
-// float32 lanes within blocks of kFloat32BlockAdditions pairs of vectors and in float64 across
-// blocks and for the end.
-template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
-ShiftedSums centred_sums(const RowPointers<SS, SB> p, int64_t dim, float hi, float lo) {
-  const FloatTag df;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const auto hi_v = hn::Set(df, hi), lo_v = hn::Set(df, lo);
-  ShiftedSums sums;
-  int64_t i = 0;
-  while (i + 2 * n <= dim) {
-    const CentredLanes block =
-        centred_block<SS, SB, kResidual, kSum, kLow, kPairs>(p, i, dim, hi_v, lo_v);
+  HWY_INLINE void add_pair(Lanes& even, Lanes& odd, int64_t i) const {
+    const FloatTag df;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    if constexpr (kPairs) {  // bfloat16 by 32-bit pairs: even and odd elements
+      const hn::RebindToUnsigned<FloatTag> du32;
+      const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p.x + i));
+      add(even, hn::BitCast(df, even_of_pairs(pairs)));
+      add(odd, hn::BitCast(df, odd_of_pairs(pairs)));
+    } else {
+      add(even, input<SS, SB, kResidual>(df, p, i));
+      add(odd, input<SS, SB, kResidual>(df, p, i + n));
+    }
+  }
+  HWY_INLINE void add_one(Lanes& set, int64_t i) const {
+    add(set, input<SS, SB, kResidual>(FloatTag(), p, i));
+  }
+  static void fold(Sums& sums, const Lanes& block) {
     if constexpr (kSum) sums.sum += float64_sum_of_lanes(block.sum);
     sums.squares += float64_sum_of_lanes(block.squares);
   }
-  const double centre = HiLo{hi, lo}.value();
-  for (; i < dim; ++i) {
-    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - centre;
-    sums.sum += c;
-    sums.squares += c * c;
+  void finish(Sums& sums, int64_t begin, int64_t end) const {
+    const double centre = HiLo{hi, lo}.value();
+    for (int64_t i = begin; i < end; ++i) {
+      const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - centre;
+      sums.sum += c;
+      sums.squares += c * c;
+    }
   }
-  return sums;
+
+ private:
+  HWY_INLINE void add(Lanes& set, hn::Vec<FloatTag> v) const {
+    // Without kSum (RMSNorm, whose hi and lo are 0) v is its own centred value: v - 0 is v.
+    auto c = kSum ? hn::Sub(v, hi_v) : v;
+    if constexpr (kLow)
+      c = hn::Sub(c, lo_v);  // without a low part (it is 0), one subtraction fewer
+    if constexpr (kSum) set.sum = hn::Add(set.sum, c);
+    set.squares = hn::MulAdd(c, c, set.squares);
+  }
+};
+
+// Sums over a row of c^2 and (with kSum) of c, in float32 lanes within blocks of
+// kFloat32BlockAdditions pairs of vectors and in float64 across blocks and for the end.
+template <class SS, class SB, bool kResidual, bool kSum, bool kLow, bool kPairs>
+ShiftedSums centred_sums(const RowPointers<SS, SB>& p, int64_t dim, float hi, float lo) {
+  using Terms = CentredTerms<SS, SB, kResidual, kSum, kLow, kPairs>;
+  return BlockSumsRun<Terms>(Terms(p, hi, lo)).row(dim);
 }
 
 // The statistics pass of a row, by pairs where the row allows it.
@@ -693,7 +703,7 @@ void short_row_moments(const RowAt& row_at, int64_t first, int64_t count, int64_
 }
 
 // short_row_moments for a 16-bit stream's rows, in float32 lanes as its longer rows
-// (block_moments): each row's sums in one block of float32 lanes (centred_block; a short row is
+// (block_moments): each row's sums in one block of float32 lanes (BlockSumsRun; a short row is
 // at most kFloat32BlockAdditions pairs of registers, and an odd last register is added in
 // float32 too), shifted by the mean of its first register (register_mean, as block_moments),
 // each lane's sums then promoted and added in float64 (float64_halves) and totalled across the
@@ -706,7 +716,7 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   const DoubleTag dd;
   const FloatTag df;
   const HalfFloatTag dfd;  // one float per float64 lane
-  // centred_block stops after one block: a longer short row would lose its end.
+  // One block of BlockSumsRun: a longer short row would lose its end.
   static_assert(kShortHalfRowMaxDim <= kOneBlockMaxDim,
                 "a short 16-bit row is one block of float32 sums");
   RowPointers<SS, SB> rows[kGroupRows];  // the group's rows; spare lanes copy (fill_spare_lane)
@@ -715,22 +725,17 @@ void short_half_row_moments(const RowAt& row_at, int64_t first, int64_t count, i
   HWY_ALIGN float estimates[kGroupRows];
   hn::Vec<DoubleTag> sums[kGroupRows], squares[kGroupRows];
   // Without centre (RMSNorm) the estimates are 0, and neither the sums nor the subtractions are
-  // taken (centred_block without kSum): the same squares.
+  // taken (CentredTerms without kSum): the same squares.
   with_flag(centre, [&](auto centre_c) {
     constexpr bool kCentre = decltype(centre_c)::value;
     for (size_t k = 0; k < kGroupRows; ++k) {
       if (fill_spare_lane(k, count, estimates, sums, squares)) continue;
       estimates[k] = kCentre ? register_mean(input<SS, SB, kResidual>(df, rows[k], 0)) : 0.0f;
-      const auto hi = hn::Set(df, estimates[k]);
+      using Terms = CentredTerms<SS, SB, kResidual, kCentre, false, false>;
+      BlockSumsRun<Terms> run(Terms(rows[k], estimates[k], 0.0f));
       int64_t i = 0;
-      CentredLanes lanes =
-          centred_block<SS, SB, kResidual, kCentre, false, false>(rows[k], i, dim, hi, hi);
-      if (i < dim) {
-        const auto v = input<SS, SB, kResidual>(df, rows[k], i);
-        const auto c = kCentre ? hn::Sub(v, hi) : v;
-        if constexpr (kCentre) lanes.sum = hn::Add(lanes.sum, c);
-        lanes.squares = hn::MulAdd(c, c, lanes.squares);
-      }
+      typename Terms::Lanes lanes = run.block(i, dim);
+      if (i < dim) run.terms().add_one(lanes, i);  // an odd last register, after the pairs' sum
       sums[k] = kCentre ? float64_halves(lanes.sum) : zero;
       squares[k] = float64_halves(lanes.squares);
     }

@@ -1,6 +1,7 @@
-// The shifted sums of a run of floats, per SIMD target, shared by the norm and BatchNorm
-// kernels. Highway's "-inl.h" convention: included once per target from a file that uses
-// foreach_target.h, so the guard toggles with HWY_TARGET_TOGGLE.
+// A row's sums, per SIMD target, shared by the norm and BatchNorm kernels, forward and backward:
+// the float64-lane walk (RowSumsRun) and the float32 block sums' walk (BlockSumsRun). Highway's
+// "-inl.h" convention: included once per target from a file that uses foreach_target.h, so the
+// guard toggles with HWY_TARGET_TOGGLE.
 #if defined(ADDNORM_OPS_CPU_SHIFTED_SUMS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ADDNORM_OPS_CPU_SHIFTED_SUMS_INL_H_
 #undef ADDNORM_OPS_CPU_SHIFTED_SUMS_INL_H_
@@ -260,6 +261,58 @@ inline float register_mean(hn::Vec<FloatTag> first) {
   const FloatTag df;
   return hn::GetLane(hn::SumOfLanes(df, first)) / static_cast<float>(hn::Lanes(df));
 }
+
+// The float32 block sums' walk, the one routine of both directions (the forward's CentredTerms,
+// norm_forward-inl.h; the backward's BackwardBlockTerms, norm_backward-inl.h): pairs of float32
+// registers, the first of a pair to the even set of lanes and the second to the odd one, at most
+// kFloat32BlockAdditions pairs a block; a block's two sets are added (even + odd) and Terms::fold
+// adds the block to the row's float64 sums, so no float32 lane adds more than
+// kFloat32BlockAdditions values. The elements short of a pair are Terms::finish's, in float64.
+// What Terms provides: Lanes (a set) and Sums; zero(); prefetch(i); add_pair(even, odd, i), the
+// registers at i and i + one register; add_one(set, i), one register; combine(a, b);
+// fold(sums, block); finish(sums, begin, end).
+template <class Terms>
+class BlockSumsRun {
+ public:
+  using Lanes = typename Terms::Lanes;
+  using Sums = typename Terms::Sums;
+
+  explicit BlockSumsRun(const Terms& terms) : terms_(terms) {}
+  Terms& terms() { return terms_; }
+
+  // One block's lanes: the pairs of registers from i on, at most kFloat32BlockAdditions of them
+  // and none past dim; i is left after them. With kOddLast, a last register short of a pair (a
+  // short row's) goes to the even set before the sets are added.
+  template <bool kOddLast = false>
+  HWY_INLINE Lanes block(int64_t& i, int64_t dim) {
+    const int64_t n = static_cast<int64_t>(hn::Lanes(FloatTag()));
+    Lanes even = Terms::zero(), odd = Terms::zero();
+    for (int64_t pair = 0; pair < kFloat32BlockAdditions && i + 2 * n <= dim; ++pair, i += 2 * n) {
+      terms_.prefetch(i);
+      terms_.add_pair(even, odd, i);
+    }
+    if constexpr (kOddLast) {
+      if (i + n <= dim) {
+        terms_.add_one(even, i);
+        i += n;
+      }
+    }
+    return Terms::combine(even, odd);
+  }
+
+  // A whole row: block after block, then the elements short of a pair.
+  Sums row(int64_t dim) {
+    const int64_t n = static_cast<int64_t>(hn::Lanes(FloatTag()));
+    Sums sums;
+    int64_t i = 0;
+    while (i + 2 * n <= dim) terms_.fold(sums, block(i, dim));
+    terms_.finish(sums, i, dim);
+    return sums;
+  }
+
+ private:
+  Terms terms_;
+};
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
