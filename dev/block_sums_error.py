@@ -4,7 +4,7 @@ block length: the experiment behind kFloat32BlockAdditions (src/ops/cpu/norm_num
 
 The kernels sum a 16-bit row in float32 lanes, shifted by the mean of its first register, two
 registers a step (two accumulators per lane for the sum and for the squares), and flush each
-block of `block` steps into float64 (centred_block in src/ops/cpu/norm_forward-inl.h). This
+block of `block` steps into float64 (BlockSumsRun in src/ops/cpu/shifted_sums-inl.h). This
 emulates those sums with NumPy float32 arithmetic, in the kernels' order, on bfloat16 rows drawn
 uniform in [-2.45, 2.45] (variance about 2, as the case table's ordinary rows), and prints the
 largest and the 99th-percentile error of rstd = 1 / sqrt(var + eps) in float32 ulp of the float64

@@ -76,8 +76,7 @@ void add_backward_elements(BackwardSums& sums, const typename S::Elem* HWY_RESTR
 
 // Pass 1's terms for RowSumsRun (shifted_sums-inl.h), which walks the row: vector v adds to set
 // v % 2 (each chain of additions then waits for the adder half as often: a row in cache is
-// latency-bound), and a resumable run lets the backward interleave a row's pass 1 with pass 2 of
-// the rows before it. kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when
+// latency-bound). kCentre: LayerNorm (sum(d) and sum(g) are needed). sum(d^2) gives rstd when
 // none is saved, and always the row's spread, which decides whether pass 2 may run in float32
 // lanes.
 template <class S, class B, Affine kScale, bool kCentre>

@@ -43,14 +43,15 @@ struct ShiftedSums {
 // sets: vector v of the row (elements v * n ... v * n + n - 1, n float64 lanes) to set v % kChains,
 // so that a row in cache is not held to one addition per vector per latency of the adder (the
 // sums of a decode-sized row are latency-bound otherwise). The run owns the walk: the pairs of
-// vectors, the tail vectors short of a pair, the elements short of a vector (Terms::add_elements,
-// in float64), and the order in which the sets are combined ((0 + 1) + (2 + 3)).
+// vectors, the tail vectors short of a group of kChains, the elements short of a vector
+// (Terms::add_elements, in float64), and the order in which the sets are combined ((0 + 1) + (2 +
+// 3)).
 //
 // A run is resumable: step() adds the next two vectors and finish() the rest, so the forward
 // can interleave one row's sums with the normalising pass of the row before it (its reads from
-// memory then overlap that pass's stores, as in a copy), and the backward a row's pass 1 with
-// pass 2 of the rows before. Each element goes to the same accumulator lane in the same order
-// however the steps are interleaved: the sums, and so every output, are bit for bit those of an
+// memory then overlap that pass's stores, as in a copy); the backward only finishes runs.
+// Each element goes to the same accumulator lane in the same order however the steps are
+// interleaved: the sums, and so every output, are bit for bit those of an
 // uninterrupted run. row_lanes() takes a whole row of whole pairs at once and leaves its sums in
 // lanes, for the group paths that total a group of short rows one row per lane (row_totals).
 //
@@ -102,14 +103,23 @@ class RowSumsRun {
       add_pair(i, s0, s1);
       if constexpr (kChains == 4) add_pair(i + 2 * n, s2, s3);
     }
-    // Up to kChains - 1 vectors left, starting a group: to sets 0, 1, 2.
+    // Up to kChains - 1 vectors left, each to set v % kChains as in an uninterrupted run: from a
+    // group's start, sets 0, 1, 2; after steps that ended on a group's second pair (fewer than
+    // two vectors were left for it), its one remaining vector to set 2. (Until 2026-12-07 that
+    // vector went to set 0, so a stepped row's sums could differ in the last bit from the same
+    // row's taken alone, which made the float32 forward's statistics depend on where a thread's
+    // rows began.)
     auto tail_vector = [&](Lanes& set) HWY_ATTR {
       if (i + n > dim_) return false;
       terms_.add(set, i);
       i += n;
       return true;
     };
-    if (tail_vector(s0) && kChains == 4 && tail_vector(s1)) tail_vector(s2);
+    if (kChains == 4 && i % (4 * n) != 0) {
+      tail_vector(s2);
+    } else if (tail_vector(s0) && kChains == 4 && tail_vector(s1)) {
+      tail_vector(s2);
+    }
     Sums sums = terms_.total(combined(s0, s1, s2, s3));
     terms_.add_elements(sums, i, dim_);
     i_ = dim_;

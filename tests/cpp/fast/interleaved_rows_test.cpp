@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "addnorm/ops.hpp"
+#include "hwy/targets.h"
 #include "ops/cpu/kernels.hpp"
 #include "ops/cpu/threading.hpp"
 #include "test_support.hpp"
@@ -323,6 +324,58 @@ TEST_P(InterleavedRows, SixteenBitBackwardWholeCallsEqualRowByRowCallsBitForBit)
       }
     }
   }
+}
+
+// The float64 lanes of the target's widest vectors: AVX3 8, AVX2 4, SSE4 2, the scalar target 1.
+int64_t float64_lanes(int64_t target) {
+  const std::string name = hwy::TargetName(target);
+  if (name.rfind("AVX3", 0) == 0) return 8;
+  if (name == "AVX2") return 4;
+  if (name == "SSE4" || name == "SSSE3") return 2;
+  return 1;
+}
+
+// A row stepped inside the normalising pass of the row before, whose steps end half-way through a
+// group of four vectors (D = 542: the float32 forward steps once per float32 register, 33 of them
+// on AVX3, 67 on AVX2, 135 on SSE4, leaving one float64 vector and a few elements), must send
+// that last vector to the accumulator an uninterrupted run sends it to. The values make the two
+// differ by a whole unit: lane 1 of the set the vector belongs to (set 2) is 0, where lane 1 of
+// set 0 holds 2^60, which would swallow the vector's 1. So the row's mean is 1 / D taken alone
+// and must be the same when the rows before it are in the same call, on any number of threads.
+TEST_P(InterleavedRows, ASteppedRowsLastVectorGoesWhereAnUninterruptedRunPutsIt) {
+  const int64_t rows = 128, dim = 542;  // more than kParallelThreshold elements: threads split it
+  const int64_t lanes = float64_lanes(GetParam());
+  const int64_t vectors = dim / lanes;         // whole float64 vectors of the row
+  const int64_t last = (vectors - 1) * lanes;  // the first element of the last one
+  std::vector<float> x(static_cast<size_t>(rows * dim), 0.0f);
+  for (int64_t row = 0; row < rows; ++row) {
+    float* r = x.data() + row * dim;
+    if (lanes > 1) {
+      r[1] = 0x1p60f;           // vector 0, lane 1: set 0
+      r[lanes + 1] = -0x1p60f;  // vector 1, lane 1: set 1
+      r[last + 1] = 1.0f;       // the last vector, lane 1
+    } else {
+      r[1] = 1.0f;
+    }
+  }
+  const Shape shape{rows, dim}, normalized{dim};
+  const int saved_threads = omp_get_max_threads();
+  std::vector<float> y(x.size()), alone_mean(static_cast<size_t>(rows)), rstd(alone_mean.size());
+  for (int64_t row = 0; row < rows; ++row) {
+    const Shape one{1, dim};
+    layer_norm({x.data() + row * dim, one}, normalized, {y.data() + row * dim, one}, {},
+               NormStats{{alone_mean.data() + row, {1}}, {rstd.data() + row, {1}}});
+  }
+  // Taken alone the 1 is kept (set 2's lane 1 is 0): the mean is 1 / D.
+  EXPECT_EQ(alone_mean[0], static_cast<float>(1.0 / static_cast<double>(dim)));
+  for (const int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> mean(alone_mean.size());
+    layer_norm({x.data(), shape}, normalized, {y.data(), shape}, {},
+               NormStats{{mean.data(), {rows}}, {rstd.data(), {rows}}});
+    EXPECT_EQ(mean, alone_mean) << threads << " threads";
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, InterleavedRows, ::testing::ValuesIn(cpu::available_targets()),
