@@ -44,25 +44,27 @@ CLI::Validator exact_unsigned() {
       "UINT64");
 }
 
+std::string float32_rounding_problem(const std::string& text, bool below_one) {
+  const std::optional<double> value = parse_double(text);
+  if (!value) return "is " + text + ", expected a finite decimal number";
+  const double magnitude = std::fabs(*value);
+  if (magnitude > static_cast<double>(std::numeric_limits<float>::max())) {
+    return "is " + text + ", beyond float32's range (" + kFloat32RangeLimit + ")";
+  }
+  const float rounded = static_cast<float>(*value);
+  if (*value != 0.0 && rounded == 0.0f) {
+    return "is " + text + ", too small for float32 (it would become 0)";
+  }
+  // (A value of 1 or more is the option's own range check, with its own message.)
+  if (below_one && *value < 1.0 && rounded >= 1.0f) {
+    return "is " + text + ", which rounds to 1 in float32; expected a value below 1";
+  }
+  return {};
+}
+
 CLI::Validator exact_float32(bool below_one) {
   return CLI::Validator(
-      [below_one](std::string& text) -> std::string {
-        const std::optional<double> value = parse_double(text);
-        if (!value) return "is " + text + ", expected a finite decimal number";
-        const double magnitude = std::fabs(*value);
-        if (magnitude > static_cast<double>(std::numeric_limits<float>::max())) {
-          return "is " + text + ", beyond float32's range (" + kFloat32RangeLimit + ")";
-        }
-        const float rounded = static_cast<float>(*value);
-        if (*value != 0.0 && rounded == 0.0f) {
-          return "is " + text + ", too small for float32 (it would become 0)";
-        }
-        // (A value of 1 or more is the option's own range check, with its own message.)
-        if (below_one && *value < 1.0 && rounded >= 1.0f) {
-          return "is " + text + ", which rounds to 1 in float32; expected a value below 1";
-        }
-        return {};
-      },
+      [below_one](std::string& text) { return float32_rounding_problem(text, below_one); },
       "FLOAT32");
 }
 

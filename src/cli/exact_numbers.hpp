@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <string>
 
 namespace addnorm::cli {
 
@@ -16,6 +17,10 @@ CLI::Validator exact_unsigned();
 // `below_one`, a value below 1 must also stay below 1 when rounded (dropout's p: 0.99999999999
 // rounds to 1).
 CLI::Validator exact_float32(bool below_one = false);
+// exact_float32's rule as a check of its own, for numbers whose limits depend on the run (eps and
+// momentum: a float32 run rounds them, a float64 run takes them as typed): what is wrong with
+// `text`, quoting it, or "" when nothing is.
+std::string float32_rounding_problem(const std::string& text, bool below_one = false);
 
 // A decimal number that is finite as a double ("1e400" is refused, not taken as infinity).
 CLI::Validator finite_double();

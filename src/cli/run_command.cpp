@@ -5,7 +5,10 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "addnorm/error.hpp"
 #include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "cli/commands.hpp"
@@ -26,14 +29,16 @@ constexpr const char* kRunDescription =
     "Inputs are little-endian float32 or float64 arrays in C order. float32 inputs are computed\n"
     "by the float32 ops (float64 statistics); when any input is float64, every input is taken\n"
     "as float64 and computed by the float64 ops, as the Python module does, and the outputs\n"
-    "are written as float64. Number options must have a finite float32 rounding (nonzero\n"
-    "unless typed as 0) in either case. Nothing is written unless every check and computation\n"
-    "succeeds.";
+    "are written as float64. Each input file is read once. --eps and --momentum must have a\n"
+    "finite float32 rounding (nonzero unless typed as 0) in a float32 run and be finite in a\n"
+    "float64 run; --p is drawn at float32's precision in both. Nothing is written unless every\n"
+    "check and computation succeeds.";
 
-// The options one op's subcommand parses into, and the two whose presence (not just their value)
-// matters.
+// The options one op's subcommand parses into, its input files (argument name and field), and the
+// options whose presence (not just their value) matters.
 struct OpState {
   RunSettings settings;
+  std::vector<std::pair<std::string, std::string RunSettings::*>> inputs;
   CLI::Option* axis = nullptr;
   CLI::Option* momentum = nullptr;
   CLI::Option* eps = nullptr;
@@ -42,11 +47,42 @@ struct OpState {
 // One op on inputs and outputs of T, written only once it has succeeded.
 template <class T>
 void run_as(void (*run)(const RunSettings&, InputSet<T>&, OutputSet<T>&),
-            const RunSettings& settings) {
-  InputSet<T> inputs;
+            const RunSettings& settings, StoredInputs& stored) {
+  InputSet<T> inputs(stored);
   OutputSet<T> outputs(inputs);
   run(settings, inputs, outputs);
   outputs.write_all(settings.out, std::cout);
+}
+
+// A float32 run rounds --eps and --momentum to float32 once; a float64 run takes them as typed,
+// so their float32 limits are checked only once the inputs have chosen the run.
+void check_float32_numbers(const OpState& state) {
+  for (const CLI::Option* option : {state.eps, state.momentum}) {
+    if (option == nullptr || option->count() == 0) continue;
+    const std::string problem = float32_rounding_problem(option->results().back());
+    if (!problem.empty()) {
+      throw Error(option->get_name() + ": " + problem + "; float64 inputs would take it as typed");
+    }
+  }
+}
+
+// Reads every input the op was given, then runs it in float64 when any is stored so, else in
+// float32.
+void run_op(const OpState& state, const OpRunner& runner) {
+  RunSettings given = state.settings;
+  given.axis_given = state.axis != nullptr && state.axis->count() > 0;
+  given.momentum_given = state.momentum != nullptr && state.momentum->count() > 0;
+  given.eps_given = state.eps != nullptr && state.eps->count() > 0;
+  StoredInputs stored;
+  for (const auto& [argument, path] : state.inputs) {
+    if (!(given.*path).empty()) stored.read(argument, given.*path);
+  }
+  if (stored.any_float64()) {
+    run_as<double>(runner.float64, given, stored);
+  } else {
+    check_float32_numbers(state);
+    run_as<float>(runner.float32, given, stored);
+  }
 }
 
 // Declares one op's subcommand option by option.
@@ -63,17 +99,7 @@ class OpCommand {
     backward_ = app_->add_flag("--backward", settings.backward,
                                "Compute the gradients from --dy instead of the forward outputs")
                     ->group(kOutput);
-    app_->callback([state = state_, &runner]() {
-      RunSettings given = state->settings;
-      given.axis_given = state->axis != nullptr && state->axis->count() > 0;
-      given.momentum_given = state->momentum != nullptr && state->momentum->count() > 0;
-      given.eps_given = state->eps != nullptr && state->eps->count() > 0;
-      try {
-        run_as<float>(runner.float32, given);
-      } catch (const Float64Input&) {  // a float64 input: the whole op in float64
-        run_as<double>(runner.float64, given);
-      }
-    });
+    app_->callback([state = state_, &runner]() { run_op(*state, runner); });
   }
 
   OpCommand& input(const std::string& names, std::string RunSettings::*path,
@@ -81,16 +107,18 @@ class OpCommand {
     CLI::Option* option =
         app_->add_option(names, state_->settings.*path, help)->type_name("FILE")->group(kInputs);
     if (required) option->required();
+    state_->inputs.emplace_back(option->get_lnames().front(), path);
     return *this;
   }
 
   // An input only the backward reads, such as --dy.
   OpCommand& backward_input(const std::string& names, std::string RunSettings::*path,
                             const std::string& help) {
-    app_->add_option(names, state_->settings.*path, help)
-        ->type_name("FILE")
-        ->needs(backward_)
-        ->group(kInputs);
+    CLI::Option* option = app_->add_option(names, state_->settings.*path, help)
+                              ->type_name("FILE")
+                              ->needs(backward_)
+                              ->group(kInputs);
+    state_->inputs.emplace_back(option->get_lnames().front(), path);
     return *this;
   }
 
@@ -112,7 +140,7 @@ class OpCommand {
     state_->settings.eps = default_eps;
     state_->eps = app_->add_option("--eps", state_->settings.eps,
                                    "Added to the variance inside the square root")
-                      ->check(exact_float32())
+                      ->check(finite_double())
                       ->capture_default_str()
                       ->group(kParameters);
     return *this;
@@ -123,7 +151,7 @@ class OpCommand {
     state_->eps = app_->add_option("--eps", state_->settings.eps,
                                    "Added to the variance inside the square root (default: the "
                                    "norm's own, 1e-05 layer_norm, 1e-06 rms_norm)")
-                      ->check(exact_float32())
+                      ->check(finite_double())
                       ->group(kParameters);
     return *this;
   }
@@ -183,7 +211,7 @@ class OpCommand {
         app_->add_option("--momentum", settings.momentum,
                          "Running-statistics momentum in [0, 1]; default 0.1 for pytorch, 0.9 "
                          "for onnx")
-            ->check(exact_float32())
+            ->check(finite_double())
             ->group(kParameters);
     app_->add_option("--convention", settings.convention,
                      "pytorch: running = (1 - m) * running + m * batch, unbiased variance; onnx: "

@@ -21,12 +21,15 @@ namespace addnorm::cli {
 
 namespace {
 
-// The array's values as T: float32 ones as they are (a float64 array throws Float64Input for T =
-// float), and for T = double either type exactly.
+// The array's values as T: for T = float only float32 arrays (StoredInputs chose T = double when
+// any input is float64), for T = double either type, float32 widened exactly.
 template <class T>
-BasicTensor<T> tensor_of(const NpyArray& array) {
+BasicTensor<T> tensor_of(NpyArray&& array, const std::string& argument) {
   if constexpr (std::is_same_v<T, float>) {
-    if (array.dtype() == NpyDtype::float64) throw Float64Input{};
+    if (array.dtype() == NpyDtype::float64) {
+      throw Error("--" + argument + ": stored as float64 in a float32 run (the file changed " +
+                  "while addnorm read its inputs?)");
+    }
     return {array.shape(), array.float32_values()};
   } else {
     if (array.dtype() == NpyDtype::float64) return {array.shape(), array.float64_values()};
@@ -42,15 +45,34 @@ constexpr NpyDtype npy_dtype_of() {
 
 }  // namespace
 
-template <class T>
-BasicTensor<T> InputSet<T>::load(const std::string& argument, const std::string& path) {
+void StoredInputs::read(const std::string& argument, const std::string& path) {
   try {
-    BasicTensor<T> tensor = tensor_of<T>(read_npy(path));
-    largest_elements_ = std::max(largest_elements_, tensor.shape().numel());
-    return tensor;
+    arrays_.insert_or_assign(argument, Stored{path, read_npy(path)});
   } catch (const Error& error) {
     throw Error("--" + argument + ": " + error.what());
   }
+}
+
+bool StoredInputs::any_float64() const {
+  return std::any_of(arrays_.begin(), arrays_.end(), [](const auto& entry) {
+    return entry.second.array.dtype() == NpyDtype::float64;
+  });
+}
+
+NpyArray StoredInputs::take(const std::string& argument, const std::string& path) {
+  auto found = arrays_.find(argument);
+  if (found == arrays_.end() || found->second.path != path) read(argument, path);
+  found = arrays_.find(argument);
+  NpyArray array = std::move(found->second.array);
+  arrays_.erase(found);  // the op's tensor holds the values from here on
+  return array;
+}
+
+template <class T>
+BasicTensor<T> InputSet<T>::load(const std::string& argument, const std::string& path) {
+  BasicTensor<T> tensor = tensor_of<T>(stored_.take(argument, path), argument);
+  largest_elements_ = std::max(largest_elements_, tensor.shape().numel());
+  return tensor;
 }
 
 template <class T>

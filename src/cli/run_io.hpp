@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -13,17 +14,34 @@
 
 namespace addnorm::cli {
 
-// Thrown by InputSet<float> at the first input stored as float64: `addnorm run` then runs the op
-// again with T = double (run_command.cpp), so that float64 data go through the float64 ops, as
-// the NumPy and PyTorch faces send them, instead of being rounded to float32.
-struct Float64Input {};
+// The files one `addnorm run` names, each read once, before the op runs: the element type the op
+// runs in depends on all of them (any input stored as float64 sends every input through the
+// float64 ops, as the NumPy and PyTorch faces send them, instead of rounding it to float32).
+class StoredInputs {
+ public:
+  // Reads the file given to --`argument`; errors are prefixed with "--argument: ".
+  void read(const std::string& argument, const std::string& path);
+  // Whether any file read so far is stored as float64.
+  bool any_float64() const;
+  // The array read for --`argument` from `path`, handed over (read now if it was not read).
+  NpyArray take(const std::string& argument, const std::string& path);
 
-// Loads inputs as tensors of T: float when every input is float32 (a float64 one throws
-// Float64Input), double otherwise (float32 inputs widened exactly).
+ private:
+  struct Stored {
+    std::string path;
+    NpyArray array;
+  };
+  std::map<std::string, Stored> arrays_;  // by argument
+};
+
+// Hands an op its inputs as tensors of T, from the files StoredInputs read: T = float when every
+// input is float32, double otherwise (float32 inputs widened exactly).
 template <class T>
 class InputSet {
  public:
-  // Reads the file given to --`argument`; errors are prefixed with "--argument: ".
+  explicit InputSet(StoredInputs& stored) : stored_(stored) {}
+
+  // The input given to --`argument` (read from `path`).
   BasicTensor<T> load(const std::string& argument, const std::string& path);
   // As load, or nothing when the option was not given (empty path).
   std::optional<BasicTensor<T>> load_optional(const std::string& argument, const std::string& path);
@@ -34,6 +52,7 @@ class InputSet {
   int64_t largest_elements() const { return largest_elements_; }
 
  private:
+  StoredInputs& stored_;
   int64_t largest_elements_ = 0;
 };
 

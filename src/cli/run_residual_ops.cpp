@@ -67,14 +67,40 @@ void run_dropout(const RunSettings& settings, InputSet<T>& inputs, OutputSet<T>&
   overloads::dropout_backward(dy.cview(), outputs.add("dx", x.shape()).view(), options);
 }
 
+// What both fused ops take after their two streams: the affine parts, the normalised dims and the
+// norm's description (whose views point into the weight's and bias's buffers, which a move keeps).
+template <class T>
+struct FusedNorm {
+  std::optional<BasicTensor<T>> weight, bias;
+  Shape normalized_shape;
+  BasicNormOptions<T> options;
+};
+
+template <class T>
+FusedNorm<T> load_fused_norm(const RunSettings& settings, InputSet<T>& inputs,
+                             const Shape& x_shape) {
+  FusedNorm<T> norm;
+  norm.weight = inputs.load_optional("weight", settings.weight);
+  norm.bias = inputs.load_optional("bias", settings.bias);
+  norm.normalized_shape = resolve_normalized_shape(settings, x_shape);
+  norm.options = norm_options<T>(settings, norm_kind_from(settings.norm), norm.weight, norm.bias);
+  return norm;
+}
+
+// The fused backwards' parameter gradients, for the affine parts that were given.
+template <class T, class Grads>
+void add_affine_grads(const FusedNorm<T>& norm, OutputSet<T>& outputs, Grads& grads) {
+  if (norm.weight) grads.dgamma = outputs.add("dweight", norm.weight->shape()).view();
+  if (norm.bias) grads.dbeta = outputs.add("dbias", norm.bias->shape()).view();
+}
+
 template <class T>
 void run_add_norm_pre(const RunSettings& settings, InputSet<T>& inputs, OutputSet<T>& outputs) {
   const BasicTensor<T> x = inputs.load("x", settings.x);
   const BasicTensor<T> residual = inputs.load("residual", settings.residual);
-  const auto weight = inputs.load_optional("weight", settings.weight);
-  const auto bias = inputs.load_optional("bias", settings.bias);
-  const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  const auto options = norm_options<T>(settings, norm_kind_from(settings.norm), weight, bias);
+  const FusedNorm<T> norm = load_fused_norm(settings, inputs, x.shape());
+  const Shape& normalized_shape = norm.normalized_shape;
+  const BasicNormOptions<T>& options = norm.options;
 
   if (!settings.backward) {
     auto& h = outputs.add("h", x.shape());
@@ -91,8 +117,7 @@ void run_add_norm_pre(const RunSettings& settings, InputSet<T>& inputs, OutputSe
   BasicTensor<T> h(x.shape());
   overloads::add(x.cview(), residual.cview(), h.view());
   BasicAddNormPreGrads<T> grads{outputs.add("dh", x.shape()).view(), std::nullopt, std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
-  if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  add_affine_grads(norm, outputs, grads);
   overloads::add_norm_pre_backward(dy.cview(), optional_view(dh_next), h.cview(), normalized_shape,
                                    grads, options);
 }
@@ -101,10 +126,9 @@ template <class T>
 void run_add_norm_post(const RunSettings& settings, InputSet<T>& inputs, OutputSet<T>& outputs) {
   const BasicTensor<T> x = inputs.load("x", settings.x);
   const BasicTensor<T> s = inputs.load("s", settings.s);
-  const auto weight = inputs.load_optional("weight", settings.weight);
-  const auto bias = inputs.load_optional("bias", settings.bias);
-  const Shape normalized_shape = resolve_normalized_shape(settings, x.shape());
-  const auto options = norm_options<T>(settings, norm_kind_from(settings.norm), weight, bias);
+  const FusedNorm<T> norm = load_fused_norm(settings, inputs, x.shape());
+  const Shape& normalized_shape = norm.normalized_shape;
+  const BasicNormOptions<T>& options = norm.options;
   const auto dropout = dropout_options<T>(settings);
 
   if (!settings.backward) {
@@ -118,8 +142,7 @@ void run_add_norm_post(const RunSettings& settings, InputSet<T>& inputs, OutputS
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicAddNormPostGrads<T> grads{outputs.add("dx", x.shape()).view(),
                                  outputs.add("ds", x.shape()).view(), std::nullopt, std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
-  if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  add_affine_grads(norm, outputs, grads);
   overloads::add_norm_post_backward(dy.cview(), x.cview(), s.cview(), normalized_shape, grads,
                                     options, dropout);
 }

@@ -82,6 +82,65 @@ def test_float64_values_too_small_for_float32_are_normalised_in_float64(addnorm_
     np.testing.assert_allclose(y[0], [-np.sqrt(1.5), 0.0, np.sqrt(1.5)], rtol=1e-14, atol=1e-15)
 
 
+def test_eps_and_momentum_below_float32_are_refused_in_a_float32_run(addnorm_bin, tmp_path):
+    x = np.ones((2, 4), np.float32)
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                            ["--normalized_shape", "4", "--eps", "1e-50"])
+    assert result.returncode == 1
+    assert "--eps: is 1e-50, too small for float32 (it would become 0)" in result.stderr
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "batch_norm", {"x": x},
+                            ["--momentum", "1e-50"])
+    assert result.returncode == 1
+    assert "--momentum: is 1e-50, too small for float32" in result.stderr
+
+
+def test_float64_runs_take_eps_and_momentum_as_typed(addnorm_bin, tmp_path):
+    # float32 would round both to 0; a float64 run uses them, as NumPy does in float64.
+    x = np.array([[0.0, 1e-25, 2e-25], [5.0, 5.0 + 1e-25, 5.0 - 1e-25]])
+    result, out = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": x},
+                              ["--normalized_shape", "3", "--eps", "1e-50"])
+    assert result.returncode == 0, result.stderr
+    centred = x[0] - x[0].mean()
+    expected = centred / np.sqrt((centred ** 2).mean() + 1e-50)
+    np.testing.assert_allclose(np.load(out / "y.npy")[0], expected, rtol=1e-14, atol=0)
+    assert abs(expected[2]) < 1.0  # eps moved it: without eps it would be sqrt(1.5)
+
+    batch = np.arange(12.0).reshape(4, 3)
+    running = np.zeros(3)
+    result, out = run_addnorm(addnorm_bin, tmp_path, "batch_norm",
+                              {"x": batch, "running_mean": running, "running_var": running + 1},
+                              ["--momentum", "1e-50"])
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.load(out / "running_mean.npy"), 1e-50 * batch.mean(axis=0),
+                               rtol=1e-15, atol=0)
+
+
+def test_each_input_file_is_read_once(addnorm_bin, tmp_path):
+    # x and the weight are float32 and the residual, given between them, float64: the run is in
+    # float64, and no file is opened twice to find that out.
+    rng = np.random.default_rng(3)
+    inputs = {"x": rng.standard_normal((4, 8)).astype(np.float32),
+              "residual": rng.standard_normal((4, 8)),
+              "weight": rng.standard_normal(8).astype(np.float32)}
+    paths = {}
+    for name, array in inputs.items():
+        paths[name] = tmp_path / f"input_{name}.npy"
+        np.save(paths[name], array)
+    log = tmp_path / "opens.log"
+    traced = subprocess.run(
+        ["strace", "-f", "-o", str(log), "-e", "trace=open,openat,openat2", str(addnorm_bin),
+         "run", "add_norm_pre", "--x", str(paths["x"]), "--residual", str(paths["residual"]),
+         "--weight", str(paths["weight"]), "--normalized_shape", "8", "--out",
+         str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert traced.returncode == 0, traced.stderr
+    opens = log.read_text()
+    for name, path in paths.items():
+        assert opens.count(f'"{path}"') == 1, (name, opens)
+    h = np.load(tmp_path / "out" / "h.npy")
+    assert h.dtype == np.float64
+    np.testing.assert_array_equal(h, inputs["x"].astype(np.float64) + inputs["residual"])
+
+
 def old_outputs(out):
     """An --out folder holding a previous run's files; returns their bytes by name."""
     out.mkdir()
