@@ -323,10 +323,16 @@ Want run_float64(const NormCase& c, const Inputs& in, const std::vector<double>&
   const auto count = static_cast<size_t>(in.shape.numel());
   const auto statistics = static_cast<size_t>(c.statistics());
   const auto parameters = static_cast<size_t>(c.parameters());
-  Want want{std::vector<double>(count),      std::vector<double>(count),
-            std::vector<double>(count),      std::vector<double>(count),
-            std::vector<double>(statistics), std::vector<double>(statistics),
-            std::vector<double>(parameters), std::vector<double>(parameters)};
+  Want want{std::vector<double>(count),
+            std::vector<double>(count),
+            std::vector<double>(count),
+            std::vector<double>(count),
+            std::vector<double>(statistics),
+            std::vector<double>(statistics),
+            std::vector<double>(parameters),
+            std::vector<double>(parameters),
+            {},
+            {}};
   if (c.op != NormOp::row_norm) {
     run_channels_float64(c, in, x, gamma64, beta64, want);
     return want;
@@ -447,7 +453,8 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
       // error is a few ulp of sum |dy * x_hat| <= sqrt(sum dy^2 * sum x_hat^2), about terms with
       // |dy| <= 1 and x_hat of mean square 1 (and at least the row norms' 8). dbeta sums dy
       // exactly in float64: only its rounding, so the same small scale as before.
-      const double terms = static_cast<double>(in.shape.numel()) / c.parameters();
+      const double terms =
+          static_cast<double>(in.shape.numel()) / static_cast<double>(c.parameters());
       EXPECT_TRUE(within_ulps(got.dgamma, want.dgamma, 4, std::max(8.0, terms)));
       if (centres(c)) {
         EXPECT_TRUE(within_ulps(got.dbeta, want.dbeta, 4, 8.0));

@@ -105,7 +105,8 @@ TEST(NnAttentionOnly, ParametersAndFiniteDifferences) {
       EXPECT_EQ(p->name.find(".ffn"), std::string::npos) << p->name;
       // Admin's omega away from 1, one value per feature, so that dx = omega * dh is tested.
       if (p->name.find(".omega") != std::string::npos) {
-        for (int64_t k = 0; k < p->value.numel(); ++k) p->value[k] = 0.5f + 0.2f * k;
+        for (int64_t k = 0; k < p->value.numel(); ++k)
+          p->value[k] = 0.5f + 0.2f * static_cast<float>(k);
       }
     }
     EXPECT_EQ(block.ffn_norm(), nullptr);
