@@ -29,6 +29,16 @@ constexpr NormTraits norm_traits(NormKind kind) {
   }
   return {"", false, false, 0.0};
 }
+// The channel norms' default eps, PyTorch's and ONNX's for each: GroupNorm (InstanceNorm is its
+// case of one channel a group) and BatchNorm. Their option structs (addnorm/ops.hpp) and every
+// face take them from here.
+inline constexpr double kGroupNormDefaultEps = 1e-5;
+inline constexpr double kBatchNormDefaultEps = 1e-5;
+// The default eps of a norm op as the faces name it: "group_norm", "instance_norm" or
+// "batch_norm"'s, or a row norm's (norm_traits); any other name is norm_kind_from's Error (the
+// fused ops' norm argument, which names the row norms).
+double default_eps_named(std::string_view norm);
+
 // The kind a face's name spells, or nullopt.
 std::optional<NormKind> norm_kind_named(std::string_view name);
 // The same, or an Error naming the argument "norm" and the names accepted.

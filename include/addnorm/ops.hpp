@@ -210,10 +210,10 @@ void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shap
 // y = (x - mean_ng) / sqrt(var_ng + eps) * gamma_c + beta_c, population variance.
 template <class T>
 struct BasicGroupNormOptions {
-  int64_t num_groups = 1;                                    // >= 1, dividing C
-  std::optional<NormConst<T>> gamma = std::nullopt;          // shape [C], or absent (scale 1)
-  std::optional<NormConst<T>> beta = std::nullopt;           // shape [C], or absent (shift 0)
-  T eps = T(norm_traits(NormKind::layer_norm).default_eps);  // its statistics are LayerNorm's
+  int64_t num_groups = 1;                            // >= 1, dividing C
+  std::optional<NormConst<T>> gamma = std::nullopt;  // shape [C], or absent (scale 1)
+  std::optional<NormConst<T>> beta = std::nullopt;   // shape [C], or absent (shift 0)
+  T eps = T(kGroupNormDefaultEps);                   // >= 0, finite
 };
 using GroupNormOptions = BasicGroupNormOptions<float>;
 // `stats`, when given, receives the mean and rstd of each (sample, group): shape [N, num_groups].
@@ -250,7 +250,7 @@ struct BasicBatchNormOptions {
   bool training = true;
   T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
-  T eps = T(1e-5);
+  T eps = T(kBatchNormDefaultEps);
   bool channels_last = false;  // channels on x's last axis instead of axis 1
 };
 using BatchNormOptions = BasicBatchNormOptions<float>;

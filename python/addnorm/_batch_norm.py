@@ -27,11 +27,11 @@ def _check(x, running_mean, running_var, weight, bias, training, eps):
     if not training and running_mean is None:
         raise ValueError("running_mean and running_var are None, expected both in inference "
                          "mode (training=False)")
-    return x, running_mean, running_var, weight, bias, check.eps(eps)
+    return x, running_mean, running_var, weight, bias, check.eps(eps, "batch_norm")
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5, convention="pytorch", return_stats=False):
+               momentum=0.1, eps=None, convention="pytorch", return_stats=False):
     """BatchNorm over channel axis 1 of x shaped (N, C, *), rank 2 to 5, like
     torch.nn.functional.batch_norm.
 
@@ -41,6 +41,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         unbiased batch variance (n / (n - 1)) for running_var;
       convention="onnx": running = momentum * running + (1 - momentum) * batch, biased.
     training=False normalises with the running statistics and changes nothing.
+
+    eps=None is BatchNorm's default, 1e-5 (PyTorch's and ONNX's).
 
     Returns y, or with return_stats=True in training (y, batch_mean, batch_rstd), each (C,).
     Raises ValueError for momentum outside [0, 1], eps < 0, a channel with a single value in
@@ -80,7 +82,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 
 def batch_norm_backward(dy, x, running_mean, running_var, weight=None, bias=None,
-                        training=False, eps=1e-5):
+                        training=False, eps=None):
     """Gradients of batch_norm: returns (dx, dweight, dbias), None for an absent parameter.
 
     training=True: the gradient through the batch statistics (recomputed from x; the running

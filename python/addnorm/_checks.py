@@ -100,8 +100,9 @@ def _real(name, value):
 # every face, applied to the double before it is rounded to float32): these only take the Python
 # types apart.
 def eps(value, norm="layer_norm"):
-    """eps as a float; None is the norm kind's default, defined once in the C++ library
-    (norm_traits in addnorm/ops.hpp) for every face and every entry point of that kind."""
+    """eps as a float; None is the norm op's default, defined once in the C++ library
+    (addnorm/norm_kind.hpp: norm_traits for the row norms, then GroupNorm's and BatchNorm's) for
+    every face and every entry point of that norm."""
     if value is None:
         from . import _addnorm
         return _addnorm.default_eps(norm_name(norm))

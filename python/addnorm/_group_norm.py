@@ -23,14 +23,15 @@ def _check(x, num_groups, weight, bias, eps):
     bias = check.optional_tensor("bias", bias, x)
     check.same_shape("weight", weight, (x.shape[1],))
     check.same_shape("bias", bias, (x.shape[1],))
-    return x, int(num_groups), weight, bias, check.eps(eps)
+    return x, int(num_groups), weight, bias, check.eps(eps, "group_norm")
 
 
-def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, return_stats=False):
+def group_norm(x, num_groups, weight=None, bias=None, eps=None, return_stats=False):
     """GroupNorm over x shaped (N, C, *), like torch.nn.functional.group_norm: the C channels
     form num_groups groups of consecutive channels, each sample's group is normalised over its
     channels and positions (population variance, eps inside the root), then weight and bias,
-    shape (C,), scale and shift each channel.
+    shape (C,), scale and shift each channel. eps=None is GroupNorm's default, 1e-5 (PyTorch's
+    and ONNX's).
 
     Returns y, or (y, mean, rstd) with return_stats=True, mean and rstd shaped (N, num_groups).
 
@@ -49,7 +50,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, return_stats=Fal
     return (y, mean, rstd) if return_stats else y
 
 
-def group_norm_backward(dy, x, num_groups, weight=None, bias=None, eps=1e-5):
+def group_norm_backward(dy, x, num_groups, weight=None, bias=None, eps=None):
     """Gradients of group_norm: (dx, dweight, dbias); dweight (dbias) is None when weight
     (bias) is. dweight and dbias are summed over samples in a fixed order, so they are the same
     bits for any thread count."""
@@ -63,7 +64,7 @@ def group_norm_backward(dy, x, num_groups, weight=None, bias=None, eps=1e-5):
     return dx, dweight, dbias
 
 
-def instance_norm(x, weight=None, bias=None, eps=1e-5):
+def instance_norm(x, weight=None, bias=None, eps=None):
     """InstanceNorm without running statistics, like torch.nn.functional.instance_norm with
     use_input_stats=True: GroupNorm with one channel per group."""
     x = check.tensor("x", x)

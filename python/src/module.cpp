@@ -33,11 +33,9 @@ PYBIND11_MODULE(_addnorm, module) {
   addnorm::python::register_batch_norm(module);
   addnorm::python::register_residual(module);
   module.def(
-      "default_eps",
-      [](const std::string& norm) {
-        return addnorm::norm_traits(addnorm::norm_kind_from(norm)).default_eps;
-      },
-      pybind11::arg("norm"), "The default eps of a norm kind (addnorm/ops.hpp's norm_traits).");
+      "default_eps", [](const std::string& norm) { return addnorm::default_eps_named(norm); },
+      pybind11::arg("norm"),
+      "The default eps of a norm op by name (addnorm/norm_kind.hpp's default_eps_named).");
   module.def(
       "norm_centres",
       [](const std::string& norm) {

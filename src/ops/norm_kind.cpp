@@ -1,5 +1,5 @@
 // The faces' names of the row norms, read back into a NormKind (ops.hpp's norm_traits spells
-// them).
+// them), and every norm op's default eps by name.
 #include <string>
 
 #include "addnorm/error.hpp"
@@ -27,6 +27,13 @@ NormKind norm_kind_from(std::string_view name) {
     names += "'" + std::string(norm_traits(kNormKinds[k]).name) + "'";
   }
   throw Error(ErrorKind::value, "norm", "is '" + std::string(name) + "', expected " + names);
+}
+
+double default_eps_named(std::string_view norm) {
+  if (norm == "group_norm" || norm == "instance_norm") return kGroupNormDefaultEps;
+  if (norm == "batch_norm") return kBatchNormDefaultEps;
+  // Any other name is a row norm's or a mistake, named as the fused ops' norm argument names it.
+  return norm_traits(norm_kind_from(norm)).default_eps;
 }
 
 }  // namespace addnorm

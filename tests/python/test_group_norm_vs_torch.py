@@ -251,6 +251,31 @@ def test_torch_defaults_agree_across_entry_points_and_follow_pytorch(norm):
     close(plain.numpy(), want.numpy())
 
 
+def test_numpy_channel_norm_defaults_follow_pytorch():
+    # Channels of tiny spread, so that eps shows: PyTorch's F.group_norm, F.instance_norm and
+    # F.batch_norm defaults (1e-5) are the expected values, on float64 copies of the input.
+    x = (np.random.default_rng(6).standard_normal((4, 6, 5)) * 1e-3).astype(np.float32)
+    xd = torch.from_numpy(x).double()
+    cases = [
+        (addnorm.group_norm(x, 3), F.group_norm(xd, 3)),
+        (addnorm.instance_norm(x), F.instance_norm(xd)),
+        (addnorm.batch_norm(x, None, None, training=True),
+         F.batch_norm(xd, None, None, training=True)),
+    ]
+    for got, want in cases:
+        close(got, want.numpy())
+    # ...and 1e-5 is not 1e-6 here: a wrong default would show.
+    assert not np.allclose(addnorm.group_norm(x, 3, eps=1e-6), cases[0][0], rtol=1e-3)
+    running_var = np.full(6, 1e-6, np.float32)
+    got = addnorm.batch_norm(x, np.zeros(6, np.float32), running_var, training=False)
+    want = F.batch_norm(xd, torch.zeros(6).double(), torch.from_numpy(running_var).double(),
+                        training=False)
+    close(got, want.numpy())
+    assert addnorm._addnorm.default_eps("group_norm") == 1e-5
+    with pytest.raises(ValueError, match="norm is 'batchnorm', expected 'layer_norm' or"):
+        addnorm._addnorm.default_eps("batchnorm")
+
+
 @pytest.mark.parametrize("opset", [14, 17])
 def test_onnx_export_of_group_and_instance_norm(tmp_path, opset):
     onnx = pytest.importorskip("onnx")
