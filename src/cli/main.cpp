@@ -1,6 +1,7 @@
 // The addnorm command: `addnorm tour` walks through the seed pages' examples, `addnorm run`
 // applies an op to .npy files. Errors become a one-line message: exit code 2 for a bad
-// command line, 1 for bad input data or arguments the library refuses.
+// command line, 1 for bad input data or arguments the library refuses (also an --eps or
+// --momentum that a float32 run cannot hold, which only the inputs' type decides).
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>

@@ -67,8 +67,7 @@ void run_batch_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<
   }
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicBatchNormGrads<T> grads{outputs.add("dx", x.shape()).view(), std::nullopt, std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
-  if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  add_affine_grads(weight, bias, outputs, grads);
   overloads::batch_norm_backward(dy.cview(), x.cview(), grads, options, running);
 }
 

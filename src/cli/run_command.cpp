@@ -29,7 +29,8 @@ constexpr const char* kRunDescription =
     "Inputs are little-endian float32 or float64 arrays in C order. float32 inputs are computed\n"
     "by the float32 ops (float64 statistics); when any input is float64, every input is taken\n"
     "as float64 and computed by the float64 ops, as the Python module does, and the outputs\n"
-    "are written as float64. Each input file is read once. --eps and --momentum must have a\n"
+    "are written as float64. Each input option's file is read once. --eps and --momentum must have "
+    "a\n"
     "finite float32 rounding (nonzero unless typed as 0) in a float32 run and be finite in a\n"
     "float64 run; --p is drawn at float32's precision in both. Nothing is written unless every\n"
     "check and computation succeeds.";

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -22,7 +23,8 @@ namespace addnorm::cli {
 namespace {
 
 // The array's values as T: for T = float only float32 arrays (StoredInputs chose T = double when
-// any input is float64), for T = double either type, float32 widened exactly.
+// any input is float64), for T = double either type, float32 widened exactly. The values are
+// copied (NpyArray hands them out by const reference); the array dies right after.
 template <class T>
 BasicTensor<T> tensor_of(NpyArray&& array, const std::string& argument) {
   if constexpr (std::is_same_v<T, float>) {
@@ -60,9 +62,12 @@ bool StoredInputs::any_float64() const {
 }
 
 NpyArray StoredInputs::take(const std::string& argument, const std::string& path) {
-  auto found = arrays_.find(argument);
-  if (found == arrays_.end() || found->second.path != path) read(argument, path);
-  found = arrays_.find(argument);
+  const auto found = arrays_.find(argument);
+  // Every input an op loads is one its subcommand declares (OpCommand::input), read before the
+  // run chose its type; anything else is a bug here, not a user's mistake.
+  if (found == arrays_.end() || found->second.path != path) {
+    throw std::logic_error("addnorm run: --" + argument + " was not read before the run");
+  }
   NpyArray array = std::move(found->second.array);
   arrays_.erase(found);  // the op's tensor holds the values from here on
   return array;

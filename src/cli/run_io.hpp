@@ -23,7 +23,8 @@ class StoredInputs {
   void read(const std::string& argument, const std::string& path);
   // Whether any file read so far is stored as float64.
   bool any_float64() const;
-  // The array read for --`argument` from `path`, handed over (read now if it was not read).
+  // The array read for --`argument` from `path`, handed over once (std::logic_error if it was
+  // not read: every input an op loads must be declared by its subcommand).
   NpyArray take(const std::string& argument, const std::string& path);
 
  private:

@@ -48,8 +48,7 @@ void run_layer_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<
   }
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicLayerNormGrads<T> grads{outputs.add("dx", x.shape()).view(), std::nullopt, std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
-  if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  add_affine_grads(weight, bias, outputs, grads);
   overloads::layer_norm_backward(dy.cview(), x.cview(), normalized_shape, grads, options);
 }
 
@@ -68,7 +67,7 @@ void run_rms_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<T>
   }
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicRmsNormGrads<T> grads{outputs.add("dx", x.shape()).view(), std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
+  add_affine_grads(weight, std::optional<BasicTensor<T>>{}, outputs, grads);
   overloads::rms_norm_backward(dy.cview(), x.cview(), normalized_shape, grads, options);
 }
 
@@ -102,8 +101,7 @@ void run_group_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<
   }
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicGroupNormGrads<T> grads{outputs.add("dx", x.shape()).view(), std::nullopt, std::nullopt};
-  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
-  if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  add_affine_grads(weight, bias, outputs, grads);
   overloads::group_norm_backward(dy.cview(), x.cview(), grads, options);
 }
 

@@ -24,8 +24,9 @@ struct RunSettings {
   int64_t axis = -1;             // ONNX: normalise from `axis` to the end
   bool axis_given = false;
 
-  // The numbers as typed (each checked to have a finite float32 rounding); a float32 run rounds
-  // them once, by the library's rule (eps_as, momentum_as, dropout_p_as), a float64 run does not.
+  // The numbers as typed (finite; p, and in a float32 run eps and momentum, with a finite float32
+  // rounding that is not 0 unless typed so); a float32 run rounds them once, by the library's
+  // rule (eps_as, momentum_as, dropout_p_as), a float64 run does not.
   double eps = 1e-5;
   uint64_t num_groups = 1;  // GroupNorm
   bool eps_given = false;   // the fused ops: otherwise the norm kind's default
@@ -60,6 +61,18 @@ template <class T>
 BasicNormOptions<T> norm_options(const RunSettings& settings, NormKind kind,
                                  const std::optional<BasicTensor<T>>& weight,
                                  const std::optional<BasicTensor<T>>& bias);
+
+// A backward's parameter gradients, dweight and dbias, for the affine parts that were given
+// (`bias` absent for a norm without a shift).
+template <class T, class Grads>
+void add_affine_grads(const std::optional<BasicTensor<T>>& weight,
+                      const std::optional<BasicTensor<T>>& bias, OutputSet<T>& outputs,
+                      Grads& grads) {
+  if (weight) grads.dgamma = outputs.add("dweight", weight->shape()).view();
+  if constexpr (requires { grads.dbeta; }) {
+    if (bias) grads.dbeta = outputs.add("dbias", bias->shape()).view();
+  }
+}
 
 // One op's run for each element type: float32 inputs through the float32 ops, and, when any
 // input is stored as float64, all of them through the float64 ops (the reference kernels), the

@@ -71,6 +71,12 @@ void run_dropout(const RunSettings& settings, InputSet<T>& inputs, OutputSet<T>&
 // norm's description (whose views point into the weight's and bias's buffers, which a move keeps).
 template <class T>
 struct FusedNorm {
+  FusedNorm() = default;
+  FusedNorm(FusedNorm&&) = default;
+  FusedNorm(const FusedNorm&) = delete;  // a copy's options would point into the original
+  FusedNorm& operator=(const FusedNorm&) = delete;
+  FusedNorm& operator=(FusedNorm&&) = delete;
+
   std::optional<BasicTensor<T>> weight, bias;
   Shape normalized_shape;
   BasicNormOptions<T> options;
@@ -85,13 +91,6 @@ FusedNorm<T> load_fused_norm(const RunSettings& settings, InputSet<T>& inputs,
   norm.normalized_shape = resolve_normalized_shape(settings, x_shape);
   norm.options = norm_options<T>(settings, norm_kind_from(settings.norm), norm.weight, norm.bias);
   return norm;
-}
-
-// The fused backwards' parameter gradients, for the affine parts that were given.
-template <class T, class Grads>
-void add_affine_grads(const FusedNorm<T>& norm, OutputSet<T>& outputs, Grads& grads) {
-  if (norm.weight) grads.dgamma = outputs.add("dweight", norm.weight->shape()).view();
-  if (norm.bias) grads.dbeta = outputs.add("dbias", norm.bias->shape()).view();
 }
 
 template <class T>
@@ -117,7 +116,7 @@ void run_add_norm_pre(const RunSettings& settings, InputSet<T>& inputs, OutputSe
   BasicTensor<T> h(x.shape());
   overloads::add(x.cview(), residual.cview(), h.view());
   BasicAddNormPreGrads<T> grads{outputs.add("dh", x.shape()).view(), std::nullopt, std::nullopt};
-  add_affine_grads(norm, outputs, grads);
+  add_affine_grads(norm.weight, norm.bias, outputs, grads);
   overloads::add_norm_pre_backward(dy.cview(), optional_view(dh_next), h.cview(), normalized_shape,
                                    grads, options);
 }
@@ -142,7 +141,7 @@ void run_add_norm_post(const RunSettings& settings, InputSet<T>& inputs, OutputS
   const BasicTensor<T> dy = inputs.load_for_backward("dy", settings.dy);
   BasicAddNormPostGrads<T> grads{outputs.add("dx", x.shape()).view(),
                                  outputs.add("ds", x.shape()).view(), std::nullopt, std::nullopt};
-  add_affine_grads(norm, outputs, grads);
+  add_affine_grads(norm.weight, norm.bias, outputs, grads);
   overloads::add_norm_post_backward(dy.cview(), x.cview(), s.cview(), normalized_shape, grads,
                                     options, dropout);
 }
