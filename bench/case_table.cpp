@@ -103,11 +103,17 @@ std::vector<NormCase> build_table() {
     }
   }
   // BatchNorm in training mode: L = 1 is (N, C), whose vectors run across channels; channel
-  // counts that are no multiple of a register; without parameters. float32 only, as batch_norm
-  // takes it.
-  for (bool channels_last : {false, true}) {
-    for (int64_t channels : {3, 17}) {
-      for (int64_t dim : {1, 5, 64}) all.push_back(batch_case(dim, channels, channels_last));
+  // counts that are no multiple of a register; every storage type (x, y and their gradients
+  // share one); without parameters.
+  for (DType storage : kStorages) {
+    for (bool channels_last : {false, true}) {
+      for (int64_t channels : {3, 17}) {
+        for (int64_t dim : {1, 5, 64}) {
+          NormCase c = batch_case(dim, channels, channels_last);
+          c.stream = c.branch = storage;
+          all.push_back(c);
+        }
+      }
     }
   }
   for (NormCase c : {group_case(1, 6, 2), group_case(33, 6, 2), batch_case(9, 5, false),
@@ -117,11 +123,14 @@ std::vector<NormCase> build_table() {
   }
   // BatchNorm in inference mode: the running statistics normalise, and are constants to the
   // backward.
-  for (bool channels_last : {false, true}) {
-    for (int64_t dim : {1, 12}) {
-      NormCase c = batch_case(dim, 5, channels_last);
-      c.training = false;
-      all.push_back(c);
+  for (DType storage : kStorages) {
+    for (bool channels_last : {false, true}) {
+      for (int64_t dim : {1, 12}) {
+        NormCase c = batch_case(dim, 5, channels_last);
+        c.training = false;
+        c.stream = c.branch = storage;
+        all.push_back(c);
+      }
     }
   }
   // Every rank from 2 to 5 (L spread over 0 to 3 dims), both layouts for BatchNorm.

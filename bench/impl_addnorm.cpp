@@ -36,7 +36,7 @@ std::string dropout_note(float p) {
 // bfloat16 data (x, r, dy, dh_next, y, h, dx, ds) with float32 gamma, beta and statistics,
 // through the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward
 // and backward, and the fused pre-norm and post-norm (dropout dropout_p, r as s) Add&Norm
-// forward and backward. BatchNorm is float32 only.
+// forward and backward; BatchNorm's training forward over (N, C) = (rows, D).
 void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
@@ -107,8 +107,18 @@ void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector
                                               dropout, saved);
                      }});
       break;
+    case Op::batch_norm_train_fwd: {
+      const Shape columns{c.dim};
+      const BatchNormOptions bn{
+          ConstView{ws.gamma, columns}, ConstView{ws.beta, columns}, true,
+          kBatchNormMomentum,           MomentumConvention::pytorch, kLayerNormEps};
+      const RunningStats running{{ws.running_mean, columns}, {ws.running_var, columns}};
+      const NormStats batch{{ws.column_stat_a, columns}, {ws.column_stat_b, columns}};
+      out.push_back({name, note, [=] { batch_norm(x, y, bn, running, batch); }});
+      break;
+    }
     default:
-      break;  // BatchNorm: float32 only
+      break;
   }
 }
 

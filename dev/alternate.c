@@ -11,10 +11,11 @@
  * add_norm_post_fwd (LayerNorm, dropout 0.1 as addnorm-bench's), add_norm_post_p0_fwd (p = 0),
  * layer_norm_bwd, rms_norm_bwd, batch_norm_train_fwd (BatchNorm in training mode over (N, C) =
  * (rows, DIM), updating the running statistics and saving the batch's, as addnorm-bench's) or
- * batch_norm_train_bwd (its backward, which the bench does not time); both f32 only, as the
- * library's BatchNorm; DTYPE: f32 or bf16; DIM: the row length D; MIB: the size of one tensor (rows
- * = MIB MiB / D / element size). Threads: OpenMP's (OMP_NUM_THREADS). Prints one line per library
- * and repetition, "sample LIBRARY_INDEX REPETITION SECONDS", then "rows ROWS". */
+ * batch_norm_train_bwd (its backward, which the bench does not time); DTYPE: f32 or bf16 (x, r, dy,
+ * y and h; a library built before 16-bit BatchNorm refuses bf16 BatchNorm by name); DIM: the row
+ * length D; MIB: the size of one tensor (rows = MIB MiB / D / element size). Threads: OpenMP's
+ * (OMP_NUM_THREADS). Prints one line per library and repetition, "sample LIBRARY_INDEX REPETITION
+ * SECONDS", then "rows ROWS". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -150,7 +151,6 @@ int main(int argc, char** argv) {
   if (dim < 1 || mib <= 0 || reps < 1) fail("DIM, MIB and REPS must be positive", NULL);
   if (count > kMaxLibraries) fail("at most 8 libraries", NULL);
   const int batch_norm = strncmp(op, "batch_norm", 10) == 0;
-  if (batch_norm && bf16) fail("DTYPE: BatchNorm takes f32 only, got bf16 for ", op);
   const size_t element = bf16 ? 2 : 4;
   const int64_t rows = (int64_t)(mib * 1048576.0 / (double)element) / dim;
   if (rows < 1) fail("MIB holds no row of DIM elements", NULL);

@@ -12,13 +12,11 @@ from pathlib import Path
 
 # addnorm-bench's op names (add_norm_post_fwd with its dropout 0.1), the RMSNorm pre-norm and
 # the post-norm at p = 0 (which the bench times as its implementation addnorm-p0), and BatchNorm
-# in training mode (the bench's forward, and the backward, which the bench does not time), which
-# run float32 only (the library's BatchNorm takes float32 views): a grid leaves out their bf16
-# cases.
+# in training mode (the bench's forward, and the backward, which the bench does not time), each
+# in f32 and bf16.
 OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
        "add_norm_post_fwd", "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd",
        "batch_norm_train_fwd", "batch_norm_train_bwd")
-FLOAT32_ONLY = ("batch_norm_train_fwd", "batch_norm_train_bwd")
 # The ops the plain loop has (dev/plain_abi.cpp): its share of each side is measured there too.
 PLAIN_OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
              "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd")
@@ -59,10 +57,7 @@ def cases(pairs):
         raise ValueError("--tensor-mib and --reps: expected numbers")
     if mib <= 0 or reps < 1:
         raise ValueError("--tensor-mib and --reps must be positive")
-    grid = [(op, dtype, dim, t) for op in ops for dtype in dtypes for dim in dims for t in threads
-            if dtype == "f32" or op not in FLOAT32_ONLY]
-    if not grid:
-        raise ValueError(f"--dtypes: {', '.join(ops)} run f32 only")
+    grid = [(op, dtype, dim, t) for op in ops for dtype in dtypes for dim in dims for t in threads]
     return grid, mib, reps
 
 

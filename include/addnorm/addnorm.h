@@ -17,7 +17,8 @@
  * rules on which tensors of a call must share a type (addnorm/ops.hpp). Their statistics (mean,
  * rstd) and parameter gradients (dgamma, dbeta) are float32. A call whose x (h in
  * add_norm_pre_backward) is float64 runs the float64 ops instead (addnorm/float64.hpp), and
- * then every tensor of the call is float64. BatchNorm takes float32 or float64 only.
+ * then every tensor of the call is float64. BatchNorm's running statistics stay float32 beside
+ * 16-bit x, as mixed-precision training keeps them.
  *
  * Argument order: the inputs, then the shape argument (normalized_ndim or num_groups), the
  * parameters gamma and beta, the scalar options, the saved statistics a backward may reuse,
@@ -183,7 +184,8 @@ ADDNORM_C_API addnorm_status addnorm_group_norm_backward(
  * update them in place (momentum in [0, 1], PyTorch's default 0.1; convention an
  * addnorm_momentum_convention); batch_mean and batch_rstd (shape [C], optional, both or
  * neither) receive the batch statistics. Inference (training = 0): normalise with the running
- * statistics, which are then required and unchanged; batch_mean and batch_rstd must be NULL. */
+ * statistics, which are then required and unchanged; batch_mean and batch_rstd must be NULL.
+ * x and y (dy, x and dx in the backward) share one storage type. */
 ADDNORM_C_API addnorm_status addnorm_batch_norm(
     const addnorm_tensor* x, const addnorm_tensor* gamma, const addnorm_tensor* beta,
     int32_t training, double momentum, int32_t convention, double eps, int32_t channels_last,

@@ -11,7 +11,8 @@
 // any type. A call outside these rules is refused (Error names the tensor). A float32 view
 // converts to them implicitly. Computation is float32 with float64 reductions whatever the
 // storage; each output is rounded once to its storage type. Statistics (mean, rstd) and the
-// parameters' gradients are float32. The residual add, BatchNorm and dropout take float32 views.
+// parameters' gradients are float32. GroupNorm's and BatchNorm's rules are at their ops. The
+// residual add and dropout take float32 views.
 //
 // Conventions shared by every function here:
 // - Tensors are C-contiguous views. A "row" is one slice over the normalised (trailing) dims;
@@ -236,6 +237,9 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
 // ---------------------------------------------------------------------------------------------
 // BatchNorm over the channels of x shaped (N, C, *), rank 2 to 5: channel axis 1, PyTorch's
 // layout, or with channels_last the last axis, (N, *, C), as a channels-last tensor is stored.
+// x, y, dy and dx are of one storage type, any of them (the float32 ops compute in float32 with
+// float64 statistics and round each output once); gamma and beta of any; the running and saved
+// statistics and dgamma/dbeta are float32, as mixed-precision training keeps them.
 enum class MomentumConvention {
   // PyTorch: running = (1 - momentum) * running + momentum * batch; running_var is unbiased.
   pytorch,
@@ -245,8 +249,8 @@ enum class MomentumConvention {
 
 template <class T>
 struct BasicBatchNormOptions {
-  std::optional<TensorView<const T>> gamma;  // shape [C] or absent
-  std::optional<TensorView<const T>> beta;   // shape [C] or absent
+  std::optional<NormConst<T>> gamma;  // shape [C] or absent
+  std::optional<NormConst<T>> beta;   // shape [C] or absent
   bool training = true;
   T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
@@ -263,20 +267,20 @@ struct BasicRunningStats {
 };
 using RunningStats = BasicRunningStats<float>;
 // `batch_stats`, when given in training mode, receives the batch mean and rstd per channel.
-void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options = {},
+void batch_norm(AnyConstView x, AnyMutableView y, const BatchNormOptions& options = {},
                 std::optional<RunningStats> running = {},
                 std::optional<NormStats> batch_stats = {});
 
 template <class T>
 struct BasicBatchNormGrads {
-  TensorView<T> dx;
+  NormMutable<T> dx;
   std::optional<TensorView<T>> dgamma;
   std::optional<TensorView<T>> dbeta;
 };
 using BatchNormGrads = BasicBatchNormGrads<float>;
 // Training mode: the gradient through the batch statistics (recomputed from x). Inference mode:
 // the running statistics are constants, so `running` is required and only scales dy.
-void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
+void batch_norm_backward(AnyConstView dy, AnyConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options = {},
                          std::optional<RunningStats> running = {});
 

@@ -94,8 +94,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None, zero_centered_weigh
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm, computed by addnorm; running statistics are updated in
-    place in training, as PyTorch does. 16-bit input is computed in float32 (the library has no
-    16-bit BatchNorm) and rounded once."""
+    place in training, as PyTorch does. 16-bit input is read and written in its own dtype,
+    computed in float32 with float64 statistics; running statistics are kept in float32."""
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
                                         bool(training), float(momentum), float(eps))
 

@@ -197,6 +197,31 @@ std::optional<AnyConstView> optional_any(const at::Tensor& tensor) {
   return any_view(tensor);
 }
 
+// A tensor as the library's ops for element type T take x, y, gamma and the like (NormConst,
+// NormMutable): a view of any storage type for the float32 ops, a float64 view for the float64
+// ones.
+template <class T>
+NormConst<T> norm_view(const at::Tensor& tensor) {
+  if constexpr (std::is_same_v<T, double>) {
+    return const_view<T>(tensor);
+  } else {
+    return any_view(tensor);
+  }
+}
+template <class T>
+NormMutable<T> norm_mutable(const at::Tensor& tensor) {
+  if constexpr (std::is_same_v<T, double>) {
+    return mutable_view<T>(tensor);
+  } else {
+    return any_mutable(tensor);
+  }
+}
+template <class T>
+std::optional<NormConst<T>> optional_norm_view(const at::Tensor& tensor) {
+  if (!tensor.defined()) return std::nullopt;
+  return norm_view<T>(tensor);
+}
+
 at::Tensor contiguous(const OptionalTensor& tensor) {
   return tensor.has_value() && tensor->defined() ? tensor->contiguous() : at::Tensor();
 }
@@ -609,8 +634,8 @@ RunningBuffers running_for(const OptionalTensor& mean, const OptionalTensor& var
 template <class T>
 BasicBatchNormOptions<T> batch_options(const at::Tensor& weight, const at::Tensor& bias,
                                        const BatchNormSpec& spec) {
-  return {optional_view<T>(weight),
-          optional_view<T>(bias),
+  return {optional_norm_view<T>(weight),
+          optional_norm_view<T>(bias),
           spec.training,
           argument_as<T>("momentum", spec.momentum),
           MomentumConvention::pytorch,
@@ -628,22 +653,18 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
                               const OptionalTensor& bias, const OptionalTensor& running_mean,
                               const OptionalTensor& running_var, const BatchNormSpec& spec) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
-  const bool narrow = is_16_bit(input.scalar_type());
-  // The library has no 16-bit BatchNorm: 16-bit input is computed in float32, y rounded once.
-  const at::Tensor x = narrow ? to_float32(input) : input.contiguous();
-  const at::Tensor w = narrow ? to_float32(contiguous(weight)) : contiguous(weight);
-  const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
-  const RunningBuffers running = running_for(running_mean, running_var, x.scalar_type());
+  const at::Tensor x = input.contiguous(), w = contiguous(weight), b = contiguous(bias);
+  const RunningBuffers running = running_for(running_mean, running_var, compute_type(x));
   const at::Tensor y = at::empty(x.sizes(), x.options());
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
-      library::batch_norm(const_view<T>(x), mutable_view<T>(y), batch_options<T>(w, b, spec),
+      library::batch_norm(norm_view<T>(x), norm_mutable<T>(y), batch_options<T>(w, b, spec),
                           running_views<T>(running));
     });
   });
   running.write_back();
-  return narrow ? y.to(input.scalar_type()) : y;
+  return y;
 }
 
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
@@ -652,27 +673,23 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const BatchNormSpec& spec) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
   check_like("grad_y", grad_y, input);
-  const bool narrow = is_16_bit(input.scalar_type());
-  const auto prepare = [&](const at::Tensor& t) { return narrow ? to_float32(t) : t.contiguous(); };
-  const at::Tensor x = prepare(input), dy = prepare(grad_y);
-  const at::Tensor w = narrow ? to_float32(contiguous(weight)) : contiguous(weight);
-  const at::Tensor b = narrow ? to_float32(contiguous(bias)) : contiguous(bias);
+  const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
+  const at::Tensor w = contiguous(weight), b = contiguous(bias);
   // The backward only reads the running statistics (inference mode), so training=false here
   // never writes them; in training they are not needed.
   const RunningBuffers running =
-      spec.training ? RunningBuffers{} : running_for(running_mean, running_var, x.scalar_type());
+      spec.training ? RunningBuffers{} : running_for(running_mean, running_var, compute_type(x));
   NormGrads grads = allocate_grads(x, {w, b, {}, {}});
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
-      library::batch_norm_backward(const_view<T>(dy), const_view<T>(x),
-                                   {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
+      library::batch_norm_backward(norm_view<T>(dy), norm_view<T>(x),
+                                   {norm_mutable<T>(grads.dx), optional_mutable<T>(grads.dweight),
                                     optional_mutable<T>(grads.dbias)},
                                    batch_options<T>(w, b, spec), running_views<T>(running));
     });
   });
-  return {narrow ? grads.dx.to(input.scalar_type()) : grads.dx,
-          like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
+  return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -712,16 +729,10 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
     std::optional<BasicNormStats<T>> stats;
     if (save_stats) stats = BasicNormStats<T>{mutable_view<T>(out.mean), mutable_view<T>(out.rstd)};
     run_library([&] {
-      if constexpr (std::is_same_v<T, double>) {
-        library::group_norm(const_view<T>(x), mutable_view<T>(y),
-                            {spec.num_groups, optional_view<T>(w), optional_view<T>(b), spec.eps},
-                            stats);
-      } else {
-        group_norm(any_view(x), any_mutable(y),
-                   {spec.num_groups, optional_any(w), optional_any(b),
-                    argument_as<float>("eps", spec.eps)},
-                   stats);
-      }
+      library::group_norm(norm_view<T>(x), norm_mutable<T>(y),
+                          {spec.num_groups, optional_norm_view<T>(w), optional_norm_view<T>(b),
+                           argument_as<T>("eps", spec.eps)},
+                          stats);
     });
   });
   return out;
@@ -738,19 +749,12 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
-      if constexpr (std::is_same_v<T, double>) {
-        library::group_norm_backward(
-            const_view<T>(dy), const_view<T>(x),
-            {mutable_view<T>(grads.dx), optional_mutable<T>(grads.dweight),
-             optional_mutable<T>(grads.dbias)},
-            {spec.num_groups, optional_view<T>(t.weight), optional_view<T>(t.bias), spec.eps});
-      } else {
-        group_norm_backward(any_view(dy), any_view(x),
-                            {any_mutable(grads.dx), optional_mutable<float>(grads.dweight),
-                             optional_mutable<float>(grads.dbias)},
-                            {spec.num_groups, optional_any(t.weight), optional_any(t.bias),
-                             argument_as<float>("eps", spec.eps)});
-      }
+      library::group_norm_backward(
+          norm_view<T>(dy), norm_view<T>(x),
+          {norm_mutable<T>(grads.dx), optional_mutable<T>(grads.dweight),
+           optional_mutable<T>(grads.dbias)},
+          {spec.num_groups, optional_norm_view<T>(t.weight), optional_norm_view<T>(t.bias),
+           argument_as<T>("eps", spec.eps)});
     });
   });
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};

@@ -1,5 +1,6 @@
-// BatchNorm through the C ABI. Its C++ ops take float32 (or float64) views only, so every
-// tensor is read with exact<T>, 16-bit storage refused by name.
+// BatchNorm through the C ABI. x, y, dy and dx may be of any storage type (one per call, as the
+// C++ op checks), gamma and beta of any; the running and batch statistics and dgamma/dbeta are
+// float32 (or float64 with float64 x), read with exact<T>.
 #include "addnorm/addnorm.h"
 #include "capi/library.hpp"
 #include "capi/status.hpp"
@@ -14,8 +15,8 @@ template <class T>
 BasicBatchNormOptions<T> batch_norm_options(const addnorm_tensor* gamma, const addnorm_tensor* beta,
                                             int32_t training, double eps, int32_t channels_last) {
   BasicBatchNormOptions<T> options;
-  options.gamma = optional_exact<const T>("gamma", gamma);
-  options.beta = optional_exact<const T>("beta", beta);
+  options.gamma = optional_input<T>("gamma", gamma);
+  options.beta = optional_input<T>("beta", beta);
   options.training = training != 0;
   options.eps = eps_or<T>(eps, options.eps);
   options.channels_last = channels_last != 0;
@@ -45,13 +46,13 @@ addnorm_status addnorm_batch_norm(const addnorm_tensor* x, const addnorm_tensor*
   return guarded([&] {
     by_element_type("x", x, [&](auto zero) {
       using T = decltype(zero);
-      const TensorView<const T> x_view = exact<const T>("x", x);
+      const NormConst<T> x_view = input<T>("x", x);
       BasicBatchNormOptions<T> options =
           batch_norm_options<T>(gamma, beta, training, eps, channels_last);
       options.momentum = momentum_as<T>(momentum);
       options.convention = momentum_convention(convention);
       const auto running = running_stats<T>(running_mean, running_var);
-      const TensorView<T> y_view = exact<T>("y", y);
+      const NormMutable<T> y_view = output<T>("y", y);
       expect_pair("batch_mean", batch_mean, "batch_rstd", batch_rstd);
       std::optional<BasicNormStats<T>> batch_stats;
       if (batch_mean != nullptr) {
@@ -73,12 +74,12 @@ addnorm_status addnorm_batch_norm_backward(const addnorm_tensor* dy, const addno
   return guarded([&] {
     by_element_type("x", x, [&](auto zero) {
       using T = decltype(zero);
-      const TensorView<const T> dy_view = exact<const T>("dy", dy);
-      const TensorView<const T> x_view = exact<const T>("x", x);
+      const NormConst<T> dy_view = input<T>("dy", dy);
+      const NormConst<T> x_view = input<T>("x", x);
       const BasicBatchNormOptions<T> options =
           batch_norm_options<T>(gamma, beta, training, eps, channels_last);
       const auto running = running_stats<T>(running_mean, running_var);
-      const BasicBatchNormGrads<T> grads{exact<T>("dx", dx), optional_exact<T>("dgamma", dgamma),
+      const BasicBatchNormGrads<T> grads{output<T>("dx", dx), optional_exact<T>("dgamma", dgamma),
                                          optional_exact<T>("dbeta", dbeta)};
       library::batch_norm_backward(dy_view, x_view, grads, options, running);
     });

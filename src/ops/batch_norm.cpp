@@ -5,15 +5,18 @@
 #include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/storage.hpp"
 
 namespace addnorm {
 namespace {
 
 // What a BatchNorm call's forward and backward both tell the kernel layer.
+// gamma (and beta) of another storage type are widened to float32 in `scratch`.
 template <class KernelArgs>
 void describe(KernelArgs& args, const BatchNormOptions& options,
-              const reference::BatchLayout& layout, const std::optional<RunningStats>& running) {
-  args.gamma = options.gamma ? options.gamma->data : nullptr;
+              const reference::BatchLayout& layout, const std::optional<RunningStats>& running,
+              cpu::Scratch& scratch) {
+  args.gamma = detail::parameter_as_float32(options.gamma, scratch);
   args.shape = {layout.batch, layout.channels, layout.length};
   args.eps = options.eps;
   args.training = options.training;
@@ -23,20 +26,22 @@ void describe(KernelArgs& args, const BatchNormOptions& options,
 
 }  // namespace
 
-void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
+void batch_norm(AnyConstView x, AnyMutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
-      detail::check_batch_norm(x, y, options, running, batch_stats);
+      detail::check_batch_norm<float>(x, y, options, running, batch_stats);
   // An empty batch leaves the running statistics as they are.
   if (detail::empty_statistics(layout.elements(), options.training ? batch_stats : std::nullopt,
                                layout.channels)) {
     return;
   }
+  cpu::Scratch scratch;
   cpu::BatchNormForward args;
-  describe(args, options, layout, running);
+  describe(args, options, layout, running, scratch);
   args.x = x.data;
   args.y = y.data;
-  args.beta = options.beta ? options.beta->data : nullptr;
+  args.storage = x.dtype;
+  args.beta = detail::parameter_as_float32(options.beta, scratch);
   args.momentum = options.momentum;
   args.convention = options.convention;
   args.saved_mean = batch_stats ? batch_stats->mean.data : nullptr;
@@ -44,16 +49,18 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
   cpu::batch_norm_forward(args);
 }
 
-void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
+void batch_norm_backward(AnyConstView dy, AnyConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
-      detail::check_batch_norm_backward(dy, x, grads, options, running);
+      detail::check_batch_norm_backward<float>(dy, x, grads, options, running);
   if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
+  cpu::Scratch scratch;
   cpu::BatchNormBackward args;
-  describe(args, options, layout, running);
+  describe(args, options, layout, running, scratch);
   args.dy = dy.data;
   args.x = x.data;
   args.dx = grads.dx.data;
+  args.storage = x.dtype;
   args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
   cpu::batch_norm_backward(args);

@@ -28,7 +28,7 @@ Wide running_rstd(const RunningStats& running, int64_t c, double eps) {
 void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                 std::optional<RunningStats> running, std::optional<NormStats> batch_stats) {
   const reference::BatchLayout layout =
-      detail::check_batch_norm(x, y, options, running, batch_stats);
+      detail::check_batch_norm<double>(x, y, options, running, batch_stats);
   // An empty batch leaves the running statistics as they are.
   if (detail::empty_statistics(layout.elements(), options.training ? batch_stats : std::nullopt,
                                layout.channels)) {
@@ -61,7 +61,7 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
 void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
                          const BatchNormOptions& options, std::optional<RunningStats> running) {
   const reference::BatchLayout layout =
-      detail::check_batch_norm_backward(dy, x, grads, options, running);
+      detail::check_batch_norm_backward<double>(dy, x, grads, options, running);
   if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
   const double* gamma = data_or_null(options.gamma);
   double* dgamma = data_or_null(grads.dgamma);

@@ -265,8 +265,8 @@ reference::GroupLayout check_group_norm_backward(const NormConst<T>& dy, const N
 // x is (N, C, *) of rank 2 to 5 with channels on axis 1, seen as [N, C, L] with L the product of
 // the trailing dims; or, channels last, (N, *, C), seen as [N * product(*), C, 1].
 inline constexpr int kBatchNormMaxRank = 5;
-template <class T>
-reference::BatchLayout batch_layout(const Const<T>& x, bool channels_last) {
+template <class View>
+reference::BatchLayout batch_layout(const View& x, bool channels_last) {
   check_tensor("x", x);
   const int rank = x.shape.rank();
   if (rank < 2 || rank > kBatchNormMaxRank) {
@@ -304,12 +304,15 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
 }
 
 template <class T>
-reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
+reference::BatchLayout check_batch_norm(const NormConst<T>& x, const NormMutable<T>& y,
                                         const BasicBatchNormOptions<T>& options,
                                         const std::optional<BasicRunningStats<T>>& running,
                                         const std::optional<BasicNormStats<T>>& batch_stats) {
   const reference::BatchLayout layout = batch_layout(x, options.channels_last);
   check_shape("y", y, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("y", y, "x", x, "BatchNorm's tensors share one storage type");
+  }
   check_batch_norm_options(options, layout, running);
   if (batch_stats) {
     if (!options.training) {
@@ -331,11 +334,15 @@ reference::BatchLayout check_batch_norm(const Const<T>& x, const Mutable<T>& y,
 
 template <class T>
 reference::BatchLayout check_batch_norm_backward(
-    const Const<T>& dy, const Const<T>& x, const BasicBatchNormGrads<T>& grads,
+    const NormConst<T>& dy, const NormConst<T>& x, const BasicBatchNormGrads<T>& grads,
     const BasicBatchNormOptions<T>& options, const std::optional<BasicRunningStats<T>>& running) {
   const reference::BatchLayout layout = batch_layout(x, options.channels_last);
   check_shape("dy", dy, x.shape);
   check_shape("dx", grads.dx, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("dy", dy, "x", x, "BatchNorm's tensors share one storage type");
+    check_same_storage("dx", grads.dx, "x", x, "a gradient is stored as its tensor");
+  }
   check_batch_norm_options(options, layout, running);
   const Shape channels{layout.channels};
   check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, channels);

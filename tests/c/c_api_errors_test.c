@@ -181,10 +181,10 @@ static void test_batch_norm_refusals(void) {
   const addnorm_tensor ty = f32(out.y, kShape, 2), tmean = f32(out.running_mean, channels, 1),
                        tvar = f32(out.running_var, channels, 1);
 
-  expect_refusal("bfloat16 x",
+  expect_refusal("bfloat16 x with a float32 y",
                  addnorm_batch_norm(&tx16, NULL, NULL, 1, 0.1, ADDNORM_MOMENTUM_PYTORCH, -1, 0,
                                     NULL, NULL, &ty, NULL, NULL),
-                 &out, "x has dtype bfloat16, expected float32");
+                 &out, "y is stored as float32, expected bfloat16 like x");
   expect_refusal("running_mean without running_var",
                  addnorm_batch_norm(&tx, NULL, NULL, 1, 0.1, ADDNORM_MOMENTUM_PYTORCH, -1, 0,
                                     &tmean, NULL, &ty, NULL, NULL),

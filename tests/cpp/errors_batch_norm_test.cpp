@@ -52,9 +52,11 @@ void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
                            "expected more than 1 in training mode"}});
   }
   add_tensor_rejections<Call>(rejections, "gamma",
-                              [](Call& c) -> In<T>& { return *c.options.gamma; }, kChannels, {2});
-  add_tensor_rejections<Call>(rejections, "beta", [](Call& c) -> In<T>& { return *c.options.beta; },
-                              kChannels, {3, 1});
+                              [](Call& c) -> NormConst<T>& { return *c.options.gamma; }, kChannels,
+                              {2});
+  add_tensor_rejections<Call>(rejections, "beta",
+                              [](Call& c) -> NormConst<T>& { return *c.options.beta; }, kChannels,
+                              {3, 1});
   add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps; });
   for (T bad : {T(-0.1), T(1.5), T(5), std::numeric_limits<T>::quiet_NaN(),
                 std::numeric_limits<T>::infinity()}) {
@@ -224,8 +226,8 @@ TYPED_TEST(BatchNormErrors, BackwardRejectsEveryBadArgumentWithoutWriting) {
   add_layout_and_option_rejections<Call>(rejections, &reshape_backward_x<T>);
   add_tensor_rejections<Call>(rejections, "dy", [](Call& c) -> In<T>& { return c.dy; }, kX,
                               {4, 15});
-  add_tensor_rejections<Call>(rejections, "dx", [](Call& c) -> Out<T>& { return c.grads.dx; }, kX,
-                              {4, 3});
+  add_tensor_rejections<Call>(rejections, "dx",
+                              [](Call& c) -> NormMutable<T>& { return c.grads.dx; }, kX, {4, 3});
   add_tensor_rejections<Call>(rejections, "dgamma",
                               [](Call& c) -> Out<T>& { return *c.grads.dgamma; }, kChannels, {4});
   add_tensor_rejections<Call>(rejections, "dbeta",

@@ -465,6 +465,52 @@ def test_16bit_storage(lib, storage):
     same_bits(y, rounded)
 
 
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+@pytest.mark.parametrize("training", [True, False])
+def test_16bit_batch_norm_matches_pytorch(lib, storage, training):
+    """BatchNorm with x, y, dy and dx in 16 bits beside float32 parameters and running
+    statistics, as mixed-precision training keeps them: y and dx within one unit of the storage
+    type of PyTorch's float64 result on the stored values, the running statistics, dweight and
+    dbias as PyTorch updates and sums them."""
+    import torch
+    import torch.nn.functional as F
+    x32 = data(33, (6, 5, 7), np.float32, -1, 4)
+    dy32 = data(34, x32.shape, np.float32)
+    weight, bias = data(35, (5,), np.float32, 0.5, 2), data(36, (5,), np.float32)
+    running_mean, running_var = data(37, (5,), np.float32), data(38, (5,), np.float32, 0.5, 2)
+    if storage == "bfloat16":
+        code, encode, decode, unit = BFLOAT16, to_bfloat16, from_bfloat16, 2.0 ** -7
+    else:
+        code, encode, unit = FLOAT16, (lambda v: v.astype(np.float16)), 2.0 ** -10
+        decode = lambda v: v.astype(np.float32)  # noqa: E731
+    x, dy = encode(x32), encode(dy32)
+    y, dx = np.empty_like(x), np.empty_like(x)
+    mine_mean, mine_var = running_mean.copy(), running_var.copy()
+    dweight, dbias = np.empty_like(weight), np.empty_like(bias)
+    expect_ok(lib, lib.addnorm_batch_norm(tensor(x, code), tensor(weight), tensor(bias), training,
+                                          0.1, MOMENTUM_PYTORCH, DEFAULT_EPS, False,
+                                          tensor(mine_mean), tensor(mine_var), tensor(y, code),
+                                          None, None))
+    expect_ok(lib, lib.addnorm_batch_norm_backward(
+        tensor(dy, code), tensor(x, code), tensor(weight), tensor(bias), training, DEFAULT_EPS,
+        False, tensor(running_mean), tensor(running_var), tensor(dx, code), tensor(dweight),
+        tensor(dbias)))
+
+    def wide(values, grad=False):
+        return torch.tensor(np.asarray(values, np.float64), requires_grad=grad)
+    xt, wt, bt = wide(decode(x), True), wide(weight, True), wide(bias, True)
+    their_mean, their_var = wide(running_mean), wide(running_var)
+    yt = F.batch_norm(xt, their_mean, their_var, wt, bt, training, 0.1, 1e-5)
+    (yt * wide(decode(dy))).sum().backward()
+    for got, want in ((y, yt), (dx, xt.grad)):
+        want = want.detach().numpy()
+        error = np.abs(decode(got).astype(np.float64) - want)
+        assert np.all(error <= unit * np.maximum(np.abs(want), np.abs(want).max() * 2 ** -7))
+    for got, want in ((mine_mean, their_mean), (mine_var, their_var), (dweight, wt.grad),
+                      (dbias, bt.grad)):
+        close_to(got, want.detach().numpy())
+
+
 # ---- errors -----------------------------------------------------------------------------------
 
 def expect_refusal(lib, status, message_part, *outputs_and_copies):

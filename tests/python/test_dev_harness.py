@@ -225,12 +225,12 @@ def test_in_process_cases_take_the_bench_option_names_over_their_defaults():
     assert len(grid) == 2 * 6 * 2  # two ops, six row lengths, two thread counts
 
 
-def test_in_process_grids_leave_out_the_bf16_batch_norm_cases():
+def test_in_process_grids_take_every_op_in_both_dtypes():
     grid, _, _ = in_process.cases(ab.options(["--ops", "batch_norm_train_fwd,layer_norm_fwd",
                                               "--dtypes", "f32,bf16", "--dims", "64",
                                               "--threads", "1"]))
-    assert grid == [("batch_norm_train_fwd", "f32", 64, 1), ("layer_norm_fwd", "f32", 64, 1),
-                    ("layer_norm_fwd", "bf16", 64, 1)]
+    assert grid == [("batch_norm_train_fwd", "f32", 64, 1), ("batch_norm_train_fwd", "bf16", 64, 1),
+                    ("layer_norm_fwd", "f32", 64, 1), ("layer_norm_fwd", "bf16", 64, 1)]
 
 
 @pytest.mark.parametrize("given, message", [
@@ -240,7 +240,6 @@ def test_in_process_grids_leave_out_the_bf16_batch_norm_cases():
     (["--dims", "0"], "must be positive"),
     (["--dims", "64,x"], "--dims: expected a comma-separated list"),
     (["--reps", "0"], "must be positive"),
-    (["--ops", "batch_norm_train_bwd", "--dtypes", "bf16"], "run f32 only"),
 ])
 def test_in_process_cases_refuse_what_the_driver_cannot_run(given, message):
     with pytest.raises(ValueError, match=message):
@@ -342,8 +341,6 @@ def alternate(tmp_path_factory):
 @pytest.mark.parametrize("op", in_process.OPS)
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_the_driver_calls_each_library_at_every_repetition(alternate, op, dtype):
-    if dtype == "bf16" and op in in_process.FLOAT32_ONLY:
-        pytest.skip("BatchNorm runs float32 only (test_the_driver_refuses_bad_arguments_by_name)")
     binary, libraries = alternate
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run([str(binary), op, dtype, "48", "0.0625", "3", *map(str, libraries)],
@@ -359,7 +356,6 @@ def test_the_driver_calls_each_library_at_every_repetition(alternate, op, dtype)
     (["group_norm", "f32", "48", "0.0625", "1"], "OP: expected"),
     (["layer_norm_fwd", "f32", "0", "1", "1"], "must be positive"),
     (["layer_norm_fwd", "f32", "48", "1"], "usage"),
-    (["batch_norm_train_fwd", "bf16", "48", "0.0625", "1"], "BatchNorm takes f32 only"),
 ])
 def test_the_driver_refuses_bad_arguments_by_name(alternate, args, message):
     binary, libraries = alternate

@@ -29,7 +29,7 @@ void batch_norm_forward(const BatchNormForward& args) {
   // training, the running variance (the spread x is assumed to have) in inference.
   double* variance = scratch.take<double>(channels);
   if (args.training) {
-    batch_statistics(args.x, args.shape, mean, variance);
+    batch_statistics(args.x, args.storage, args.shape, mean, variance);
     for (int64_t c = 0; c < channels; ++c) {
       rstd[c] = 1.0 / std::sqrt(variance[c] + double(args.eps));
       if (args.running_mean) {
@@ -46,21 +46,22 @@ void batch_norm_forward(const BatchNormForward& args) {
     running_constants(args.running_mean, args.running_var, args.eps, channels, mean, rstd);
     for (int64_t c = 0; c < channels; ++c) variance[c] = args.running_var[c];
   }
-  batch_normalise(args.x, mean, rstd, variance, args.gamma, args.beta, args.y, args.shape);
+  batch_normalise(args.x, args.storage, mean, rstd, variance, args.gamma, args.beta, args.y,
+                  args.shape);
 }
 
 void batch_norm_backward(const BatchNormBackward& args) {
   if (args.training) {
-    batch_norm_backward_training(args.dy, args.x, args.gamma, args.dx, args.dgamma, args.dbeta,
-                                 args.shape, args.eps);
+    batch_norm_backward_training(args.dy, args.x, args.dx, args.storage, args.gamma, args.dgamma,
+                                 args.dbeta, args.shape, args.eps);
     return;
   }
   Scratch scratch;
   double* mean = scratch.take<double>(args.shape.channels);
   double* rstd = scratch.take<double>(args.shape.channels);
   running_constants(args.running_mean, args.running_var, args.eps, args.shape.channels, mean, rstd);
-  batch_norm_backward_inference(args.dy, args.x, args.gamma, mean, rstd, args.dx, args.dgamma,
-                                args.dbeta, args.shape);
+  batch_norm_backward_inference(args.dy, args.x, args.dx, args.storage, args.gamma, mean, rstd,
+                                args.dgamma, args.dbeta, args.shape);
 }
 
 }  // namespace addnorm::cpu

@@ -13,7 +13,9 @@
 // the channel's first value as shift; each fixed chunk of the batch sums its samples in order and
 // the chunks are added in chunk order, so results are bitwise identical for any thread count.
 // The normalise pass runs in float32 lanes with mean and rstd split into hi + lo float32 parts,
-// as norm_forward-inl.h's normalise_row does; backwards compute dx in float64 lanes, rounded once.
+// as norm_forward-inl.h's normalise_row does; backwards compute dx in float64 lanes, rounded once
+// to float32. x, y, dy and dx share one storage type (row_storage-inl.h's policies): a 16-bit
+// value is widened exactly on load, and an output rounded from that float32 result on store.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/batch_norm_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -21,6 +23,7 @@
 #include "hwy/highway.h"
 #include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/cpu/lane_ops-inl.h"
+#include "ops/cpu/row_storage-inl.h"
 #include "ops/cpu/shifted_sums-inl.h"
 #include "ops/cpu/tuning.hpp"
 
@@ -129,9 +132,24 @@ void for_sample_groups(int64_t begin, int64_t end, const Body& body) {
 // The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
 // float64 work per cache line keeps too few lines in flight.
 
-template <class D, class V>
-void store(V v, D d, float* HWY_RESTRICT out, bool stream) {
-  if (stream) {
+// x, y, dy and dx are rows of one storage policy S (row_storage-inl.h): float32, or the bits of
+// a 16-bit type, widened exactly on load and rounded once on store.
+template <class S>
+using Stored = typename S::Elem;
+
+// Half a register of values from p widened to float32, for promotion to float64 lanes.
+template <class S>
+HWY_INLINE hn::Vec<HalfFloatTag> widened(const Stored<S>* HWY_RESTRICT p) {
+  return load<S>(HalfFloatTag(), p);
+}
+
+// An output vector. 16-bit outputs are never streamed: the dispatch passes stream = false for
+// them (batch_norm_kernels.hpp says why).
+template <class S, class D, class V>
+HWY_INLINE void store_output(V v, D d, Stored<S>* HWY_RESTRICT out, bool stream) {
+  if constexpr (S::kHalf) {
+    store<S>(d, v, out);
+  } else if (stream) {
     hn::Stream(v, d, out);
   } else {
     hn::StoreU(v, d, out);
@@ -227,9 +245,10 @@ void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const F
 }
 
 // The statistics' fold: with d = x - shift, sum(d) and sum(d^2) per channel.
+template <class S>
 struct ChannelSums {
   static constexpr int kLongGroup = 8;  // samples per fold when C >= 512 (across_chunks)
-  const float* HWY_RESTRICT x;
+  const Stored<S>* HWY_RESTRICT x;
   const double* HWY_RESTRICT shifts;
   double* HWY_RESTRICT sums;
   double* HWY_RESTRICT squares;
@@ -245,7 +264,7 @@ struct ChannelSums {
   // Adds the vector at `at`, prefetching `ahead` floats on (across_channels).
   HWY_INLINE void add(Acc& l, int64_t at, int64_t ahead) const {
     hwy::Prefetch(x + at + ahead);
-    const auto d = hn::Sub(hn::PromoteTo(DoubleTag(), hn::LoadU(HalfFloatTag(), x + at)), l.shift);
+    const auto d = hn::Sub(hn::PromoteTo(DoubleTag(), widened<S>(x + at)), l.shift);
     l.sum = hn::Add(l.sum, d);
     l.square = hn::MulAdd(d, d, l.square);
   }
@@ -254,7 +273,7 @@ struct ChannelSums {
     hn::StoreU(l.square, DoubleTag(), squares + c);
   }
   void add_one(int64_t at, int64_t c) const {
-    const double d = static_cast<double>(x[at]) - shifts[c];
+    const double d = static_cast<double>(load_one<S>(x, at)) - shifts[c];
     sums[c] += d;
     squares[c] += d * d;
   }
@@ -262,12 +281,13 @@ struct ChannelSums {
 
 // The samples of `count` chunks added into each chunk's per-channel shifted sums and sums of
 // squares.
-void accumulate_statistics(const float* x, const BatchShape& shape, const double* shifts,
-                           const SumsChunk* chunks, int count) {
+template <class S>
+void accumulate_statistics_as(const Stored<S>* x, const BatchShape& shape, const double* shifts,
+                              const SumsChunk* chunks, int count) {
   const int64_t channels = shape.channels, length = shape.length;
   if (length == 1) {
     across_chunks(chunks, count, channels, [&](int k, int64_t first) {
-      return ChannelSums{x + first * channels, shifts, chunks[k].sums[0], chunks[k].sums[1]};
+      return ChannelSums<S>{x + first * channels, shifts, chunks[k].sums[0], chunks[k].sums[1]};
     });
     return;
   }
@@ -276,7 +296,7 @@ void accumulate_statistics(const float* x, const BatchShape& shape, const double
     for (int64_t n = chunks[k].samples.begin; n < chunks[k].samples.end; ++n) {
       for (int64_t c = 0; c < channels; ++c) {
         const ShiftedSums run =
-            shifted_sums_row(x + n * sample_size + c * length, length, shifts[c]);
+            shifted_sums_row<S>(x + n * sample_size + c * length, length, shifts[c]);
         chunks[k].sums[0][c] += run.sum;
         chunks[k].sums[1][c] += run.squares;
       }
@@ -312,9 +332,9 @@ HWY_INLINE float normalise_wide_scalar(float x, const NormaliseTables& t, int64_
 // windows a multiple of 4 KiB apart would otherwise load each right after a store to the same
 // address modulo 4 KiB (when x and y are so aligned), which the CPU takes for a possible
 // dependency and stalls on.
-template <int kRows>
-void normalise_windows(const float* x, float* y, int64_t window, int64_t stride, int64_t channels,
-                       int64_t c0, const NormaliseTables& t, bool stream) {
+template <class S, int kRows>
+void normalise_windows(const Stored<S>* x, Stored<S>* y, int64_t window, int64_t stride,
+                       int64_t channels, int64_t c0, const NormaliseTables& t, bool stream) {
   const FloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(df));
   const int64_t step = n % channels;  // how far the channel advances per vector
@@ -330,14 +350,14 @@ void normalise_windows(const float* x, float* y, int64_t window, int64_t stride,
     hn::Vec<FloatTag> v[kRows];
     for (int r = 0; r < kRows; ++r) {
       hwy::Prefetch(x + r * stride + j + kPrefetchFloats);
-      v[r] = hn::LoadU(df, x + r * stride + j);
+      v[r] = load<S>(df, x + r * stride + j);
     }
     const auto hi_v = hn::LoadU(df, centre_hi + c), lo_v = hn::LoadU(df, centre_lo + c);
     const auto rstd_hi_v = hn::LoadU(df, rstd_hi + c), rstd_lo_v = hn::LoadU(df, rstd_lo + c);
     const auto gamma_v = hn::LoadU(df, gamma + c), beta_v = hn::LoadU(df, beta + c);
     for (int r = 0; r < kRows; ++r) {
-      store(normalise_lanes(v[r], hi_v, lo_v, rstd_hi_v, rstd_lo_v, gamma_v, beta_v), df,
-            y + r * stride + j, stream);
+      store_output<S>(normalise_lanes(v[r], hi_v, lo_v, rstd_hi_v, rstd_lo_v, gamma_v, beta_v), df,
+                      y + r * stride + j, stream);
     }
     c += step;
     if (c >= channels) c -= channels;
@@ -348,7 +368,8 @@ void normalise_windows(const float* x, float* y, int64_t window, int64_t stride,
 // i % C. Viewing it flat keeps every vector full whatever C is (no per-sample head or tail of
 // scalars, which for small C would be most of the work) and lets streaming stores start at one
 // aligned address instead of one per sample.
-void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_t channels,
+template <class S>
+void normalise_flat(const Stored<S>* x, Stored<S>* y, int64_t begin, int64_t end, int64_t channels,
                     const NormaliseTables& t, bool stream) {
   const FloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(df));
@@ -357,7 +378,7 @@ void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_
   int64_t i = begin;
   int64_t c = begin % channels;
   for (; i < start; ++i) {
-    y[i] = normalise_scalar(x[i], t, c);
+    store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
     if (++c == channels) c = 0;
   }
   // The stretches: a multiple of lcm(C, n) elements each, so that they start at channel c and
@@ -365,17 +386,17 @@ void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_
   const int64_t unit = std::lcm(channels, n);
   const int64_t stretch = (end - i) / (kBatchNormStreams * unit) * unit;
   if (stretch > 0) {
-    normalise_windows<kBatchNormStreams>(x + i, y + i, stretch, stretch, channels, c, t, stream);
+    normalise_windows<S, kBatchNormStreams>(x + i, y + i, stretch, stretch, channels, c, t, stream);
     i += kBatchNormStreams * stretch;
   }
   const int64_t step = n % channels;
   for (; i + n <= end; i += n) {
-    normalise_windows<1>(x + i, y + i, n, n, channels, c, t, stream);
+    normalise_windows<S, 1>(x + i, y + i, n, n, channels, c, t, stream);
     c += step;
     if (c >= channels) c -= channels;
   }
   for (; i < end; ++i) {
-    y[i] = normalise_scalar(x[i], t, c);
+    store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
     if (++c == channels) c = 0;
   }
 }
@@ -383,7 +404,8 @@ void normalise_flat(const float* x, float* y, int64_t begin, int64_t end, int64_
 // One sample of [channels] (length 1) in float64 lanes: the whole tensor goes this way when any
 // channel needs it (spreads below ~5e-20, e.g. denormal inputs with eps = 0, or means beyond
 // 1e30: rare).
-void normalise_across_channels_wide(const float* x, float* y, int64_t channels,
+template <class S>
+void normalise_across_channels_wide(const Stored<S>* x, Stored<S>* y, int64_t channels,
                                     const NormaliseTables& t) {
   const DoubleTag dd;
   const HalfFloatTag df;
@@ -391,33 +413,35 @@ void normalise_across_channels_wide(const float* x, float* y, int64_t channels,
   int64_t c = 0;
   for (; c + n <= channels; c += n) {
     const auto centred =
-        hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + c)), hn::LoadU(dd, t.centre + c));
+        hn::Sub(hn::PromoteTo(dd, load<S>(df, x + c)), hn::LoadU(dd, t.centre + c));
     const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, hn::LoadU(dd, t.scale + c)));
-    hn::StoreU(hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)), df, y + c);
+    store<S>(df, hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)), y + c);
   }
-  for (; c < channels; ++c) y[c] = normalise_wide_scalar(x[c], t, c);
+  for (; c < channels; ++c) store_one<S>(y, c, normalise_wide_scalar(load_one<S>(x, c), t, c));
 }
 
 // One channel's run of `length` floats (length > 1), its constants broadcast.
-void normalise_along_length(const float* x, float* y, int64_t length, const NormaliseTables& t,
-                            int64_t c, bool stream) {
+template <class S>
+void normalise_along_length(const Stored<S>* x, Stored<S>* y, int64_t length,
+                            const NormaliseTables& t, int64_t c, bool stream) {
   const FloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(df));
   const auto hi = hn::Set(df, t.centre_hi[c]), lo = hn::Set(df, t.centre_lo[c]);
   const auto rstd_hi = hn::Set(df, t.rstd_hi[c]), rstd_lo = hn::Set(df, t.rstd_lo[c]);
   const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
   const int64_t start = aligned_start(df, y, length, stream);
-  for (int64_t i = 0; i < start; ++i) y[i] = normalise_scalar(x[i], t, c);
+  for (int64_t i = 0; i < start; ++i) store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
   int64_t i = start;
   for (; i + n <= length; i += n) {
-    store(normalise_lanes(hn::LoadU(df, x + i), hi, lo, rstd_hi, rstd_lo, gamma, beta), df, y + i,
-          stream);
+    store_output<S>(normalise_lanes(load<S>(df, x + i), hi, lo, rstd_hi, rstd_lo, gamma, beta), df,
+                    y + i, stream);
   }
-  for (; i < length; ++i) y[i] = normalise_scalar(x[i], t, c);
+  for (; i < length; ++i) store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
 }
 
-void normalise_along_length_wide(const float* x, float* y, int64_t length, const NormaliseTables& t,
-                                 int64_t c) {
+template <class S>
+void normalise_along_length_wide(const Stored<S>* x, Stored<S>* y, int64_t length,
+                                 const NormaliseTables& t, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
@@ -425,41 +449,43 @@ void normalise_along_length_wide(const float* x, float* y, int64_t length, const
   const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
-    const auto centred = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), centre);
+    const auto centred = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), centre);
     const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
-    hn::StoreU(hn::MulAdd(x_hat, gamma, beta), df, y + i);
+    store<S>(df, hn::MulAdd(x_hat, gamma, beta), y + i);
   }
-  for (; i < length; ++i) y[i] = normalise_wide_scalar(x[i], t, c);
+  for (; i < length; ++i) store_one<S>(y, i, normalise_wide_scalar(load_one<S>(x, i), t, c));
 }
 
 // Samples [begin, end) of (N, C) input.
-void normalise_rows(const float* x, float* y, int64_t channels, const NormaliseTables& t,
+template <class S>
+void normalise_rows(const Stored<S>* x, Stored<S>* y, int64_t channels, const NormaliseTables& t,
                     int64_t begin, int64_t end, bool stream) {
   if (t.any_wide) {
     for (int64_t n = begin; n < end; ++n) {
-      normalise_across_channels_wide(x + n * channels, y + n * channels, channels, t);
+      normalise_across_channels_wide<S>(x + n * channels, y + n * channels, channels, t);
     }
     return;
   }
-  normalise_flat(x, y, begin * channels, end * channels, channels, t, stream);
+  normalise_flat<S>(x, y, begin * channels, end * channels, channels, t, stream);
 }
 
 // Samples [begin, end); y may be x (each element is loaded before it is stored). With `stream`,
 // y is written with non-temporal stores, which are weakly ordered: they are fenced before
 // returning, so another thread may read y.
-void normalise_samples(const float* x, float* y, const BatchShape& shape, const NormaliseTables& t,
-                       int64_t begin, int64_t end, bool stream) {
+template <class S>
+void normalise_samples_as(const Stored<S>* x, Stored<S>* y, const BatchShape& shape,
+                          const NormaliseTables& t, int64_t begin, int64_t end, bool stream) {
   const int64_t channels = shape.channels, length = shape.length;
   if (length == 1) {
-    normalise_rows(x, y, channels, t, begin, end, stream);
+    normalise_rows<S>(x, y, channels, t, begin, end, stream);
   } else {
     for (int64_t n = begin; n < end; ++n) {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t offset = (n * channels + c) * length;
         if (t.wide[c]) {
-          normalise_along_length_wide(x + offset, y + offset, length, t, c);
+          normalise_along_length_wide<S>(x + offset, y + offset, length, t, c);
         } else {
-          normalise_along_length(x + offset, y + offset, length, t, c, stream);
+          normalise_along_length<S>(x + offset, y + offset, length, t, c, stream);
         }
       }
     }
@@ -471,10 +497,11 @@ void normalise_samples(const float* x, float* y, const BatchShape& shape, const 
 
 // The backward's pass 1 fold (across_channels): with d = x - shift, sum(d), sum(d^2), sum(dy)
 // and sum(dy * d) per channel.
+template <class S>
 struct ChannelBackwardSums {
   static constexpr int kLongGroup = kSampleGroup;  // samples per fold when C >= 512
-  const float* HWY_RESTRICT dy;
-  const float* HWY_RESTRICT x;
+  const Stored<S>* HWY_RESTRICT dy;
+  const Stored<S>* HWY_RESTRICT x;
   const double* HWY_RESTRICT shifts;
   BackwardSums s;
 
@@ -489,11 +516,10 @@ struct ChannelBackwardSums {
   }
   HWY_INLINE void add(Acc& l, int64_t at, int64_t ahead) const {
     const DoubleTag dd;
-    const HalfFloatTag df;
     hwy::Prefetch(x + at + ahead);
     hwy::Prefetch(dy + at + ahead);
-    const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + at)), l.shift);
-    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
+    const auto d = hn::Sub(hn::PromoteTo(dd, widened<S>(x + at)), l.shift);
+    const auto g = hn::PromoteTo(dd, widened<S>(dy + at));
     l.d = hn::Add(l.d, d);
     l.d2 = hn::MulAdd(d, d, l.d2);
     l.dy = hn::Add(l.dy, g);
@@ -507,8 +533,8 @@ struct ChannelBackwardSums {
     hn::StoreU(l.dy_d, dd, s.dy_d + c);
   }
   void add_one(int64_t at, int64_t c) const {
-    const double d = static_cast<double>(x[at]) - shifts[c];
-    const double g = static_cast<double>(dy[at]);
+    const double d = static_cast<double>(load_one<S>(x, at)) - shifts[c];
+    const double g = static_cast<double>(load_one<S>(dy, at));
     s.d[c] += d;
     s.d2[c] += d * d;
     s.dy[c] += g;
@@ -517,7 +543,8 @@ struct ChannelBackwardSums {
 };
 
 // Pass 1 for one channel's run of `length` floats (length > 1), added into the sums at c.
-void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_RESTRICT x,
+template <class S>
+void backward_sums_along_length(const Stored<S>* HWY_RESTRICT dy, const Stored<S>* HWY_RESTRICT x,
                                 int64_t length, double shift, const BackwardSums& s, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
@@ -526,8 +553,8 @@ void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_R
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_dy = hn::Zero(dd), sum_dy_d = hn::Zero(dd);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
-    const auto d = hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), shift_v);
-    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
+    const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
+    const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
     sum_d = hn::Add(sum_d, d);
     sum_d2 = hn::MulAdd(d, d, sum_d2);
     sum_dy = hn::Add(sum_dy, g);
@@ -538,8 +565,8 @@ void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_R
   double total_dy = hn::GetLane(hn::SumOfLanes(dd, sum_dy));
   double total_dy_d = hn::GetLane(hn::SumOfLanes(dd, sum_dy_d));
   for (; i < length; ++i) {
-    const double d = static_cast<double>(x[i]) - shift;
-    const double g = static_cast<double>(dy[i]);
+    const double d = static_cast<double>(load_one<S>(x, i)) - shift;
+    const double g = static_cast<double>(load_one<S>(dy, i));
     total_d += d;
     total_d2 += d * d;
     total_dy += g;
@@ -552,8 +579,9 @@ void backward_sums_along_length(const float* HWY_RESTRICT dy, const float* HWY_R
 }
 
 // Pass 1 over the samples of `count` chunks, each into its own sums.
-void backward_training_sums(const float* dy, const float* x, const BatchShape& shape,
-                            const double* shifts, const SumsChunk* chunks, int count) {
+template <class S>
+void backward_training_sums_as(const Stored<S>* dy, const Stored<S>* x, const BatchShape& shape,
+                               const double* shifts, const SumsChunk* chunks, int count) {
   const int64_t channels = shape.channels, length = shape.length;
   const auto sums_of = [&](int k) {
     const SumsChunk& chunk = chunks[k];
@@ -561,7 +589,8 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
   };
   if (length == 1) {
     across_chunks(chunks, count, channels, [&](int k, int64_t first) {
-      return ChannelBackwardSums{dy + first * channels, x + first * channels, shifts, sums_of(k)};
+      return ChannelBackwardSums<S>{dy + first * channels, x + first * channels, shifts,
+                                    sums_of(k)};
     });
     return;
   }
@@ -569,7 +598,7 @@ void backward_training_sums(const float* dy, const float* x, const BatchShape& s
     for (int64_t n = chunks[k].samples.begin; n < chunks[k].samples.end; ++n) {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t offset = (n * channels + c) * length;
-        backward_sums_along_length(dy + offset, x + offset, length, shifts[c], sums_of(k), c);
+        backward_sums_along_length<S>(dy + offset, x + offset, length, shifts[c], sums_of(k), c);
       }
     }
   }
@@ -591,9 +620,10 @@ HWY_INLINE float training_dx_scalar(float dy, float x, const BackwardTables& t, 
 // Pass 2 for kRows samples of [channels] (length 1). dx may be dy or x: each element of both is
 // loaded before dx's element is stored. `stream` (non-temporal stores) needs every dx + c
 // vector-aligned: dx aligned to 64 bytes and C a multiple of 16.
-template <int kRows>
-void training_dx_across_channels(const float* dy, const float* x, float* dx, int64_t stride,
-                                 int64_t channels, const BackwardTables& t, bool stream) {
+template <class S, int kRows>
+void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
+                                 int64_t stride, int64_t channels, const BackwardTables& t,
+                                 bool stream) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
@@ -608,23 +638,24 @@ void training_dx_across_channels(const float* dy, const float* x, float* dx, int
       const int64_t at = r * stride + c;
       hwy::Prefetch(x + at + kPrefetchFloats);
       hwy::Prefetch(dy + at + kPrefetchFloats);
-      const auto grad = training_dx(hn::PromoteTo(dd, hn::LoadU(df, dy + at)),
-                                    hn::PromoteTo(dd, hn::LoadU(df, x + at)), mean, rstd, scale,
-                                    mean_dy, mean_dy_xhat);
-      store(hn::DemoteTo(df, grad), df, dx + at, stream);
+      const auto grad =
+          training_dx(hn::PromoteTo(dd, widened<S>(dy + at)), hn::PromoteTo(dd, widened<S>(x + at)),
+                      mean, rstd, scale, mean_dy, mean_dy_xhat);
+      store_output<S>(hn::DemoteTo(df, grad), df, dx + at, stream);
     }
   }
   for (; c < channels; ++c) {
     for (int r = 0; r < kRows; ++r) {
       const int64_t at = r * stride + c;
-      dx[at] = training_dx_scalar(dy[at], x[at], t, c);
+      store_one<S>(dx, at, training_dx_scalar(load_one<S>(dy, at), load_one<S>(x, at), t, c));
     }
   }
 }
 
 // Pass 2 for one channel's run of `length` floats (length > 1).
-void training_dx_along_length(const float* dy, const float* x, float* dx, int64_t length,
-                              const BackwardTables& t, int64_t c) {
+template <class S>
+void training_dx_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
+                              int64_t length, const BackwardTables& t, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
@@ -633,33 +664,37 @@ void training_dx_along_length(const float* dy, const float* x, float* dx, int64_
   const auto mean_dy_xhat = hn::Set(dd, t.mean_dy_xhat[c]);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
-    const auto grad = training_dx(hn::PromoteTo(dd, hn::LoadU(df, dy + i)),
-                                  hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean, rstd, scale,
-                                  mean_dy, mean_dy_xhat);
-    hn::StoreU(hn::DemoteTo(df, grad), df, dx + i);
+    const auto grad =
+        training_dx(hn::PromoteTo(dd, load<S>(df, dy + i)), hn::PromoteTo(dd, load<S>(df, x + i)),
+                    mean, rstd, scale, mean_dy, mean_dy_xhat);
+    store<S>(df, hn::DemoteTo(df, grad), dx + i);
   }
-  for (; i < length; ++i) dx[i] = training_dx_scalar(dy[i], x[i], t, c);
+  for (; i < length; ++i) {
+    store_one<S>(dx, i, training_dx_scalar(load_one<S>(dy, i), load_one<S>(x, i), t, c));
+  }
 }
 
 // Pass 2 over samples [begin, end). With length 1, kBatchNormStreams samples from as many
 // stretches of the range go together, so that they are that many streams of x and dy; and with
 // `stream` (length 1 only: training_dx_across_channels' alignment), dx is written with
 // non-temporal stores, fenced before returning.
-void backward_training_dx(const float* dy, const float* x, float* dx, const BatchShape& shape,
-                          const BackwardTables& t, int64_t begin, int64_t end, bool stream) {
+template <class S>
+void backward_training_dx_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
+                             const BatchShape& shape, const BackwardTables& t, int64_t begin,
+                             int64_t end, bool stream) {
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
     const int64_t stretch = (end - begin) / kBatchNormStreams;
     for (int64_t i = 0; i < stretch; ++i) {
       const int64_t offset = (begin + i) * channels;
-      training_dx_across_channels<kBatchNormStreams>(dy + offset, x + offset, dx + offset,
-                                                     stretch * channels, channels, t, stream);
+      training_dx_across_channels<S, kBatchNormStreams>(dy + offset, x + offset, dx + offset,
+                                                        stretch * channels, channels, t, stream);
     }
     for_sample_groups(begin + kBatchNormStreams * stretch, end, [&](int64_t first, auto rows) {
       const int64_t offset = first * channels;
-      training_dx_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
-                                          t, stream);
+      training_dx_across_channels<S, rows()>(dy + offset, x + offset, dx + offset, channels,
+                                             channels, t, stream);
     });
     if (stream) hwy::FlushStream();
     return;
@@ -667,7 +702,7 @@ void backward_training_dx(const float* dy, const float* x, float* dx, const Batc
   for (; n < end; ++n) {
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t offset = (n * channels + c) * length;
-      training_dx_along_length(dy + offset, x + offset, dx + offset, length, t, c);
+      training_dx_along_length<S>(dy + offset, x + offset, dx + offset, length, t, c);
     }
   }
 }
@@ -688,9 +723,9 @@ HWY_INLINE double inference_xhat_scalar(float x, double mean, double rstd) {
 }
 
 // kRows samples of [channels] (length 1). dx may be dy or x.
-template <int kRows>
-void inference_across_channels(const float* dy, const float* x, float* dx, int64_t stride,
-                               int64_t channels, const double* HWY_RESTRICT mean,
+template <class S, int kRows>
+void inference_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
+                               int64_t stride, int64_t channels, const double* HWY_RESTRICT mean,
                                const double* HWY_RESTRICT rstd, const double* HWY_RESTRICT scale,
                                double* HWY_RESTRICT sum_dy, double* HWY_RESTRICT sum_dy_xhat) {
   const DoubleTag dd;
@@ -706,12 +741,11 @@ void inference_across_channels(const float* dy, const float* x, float* dx, int64
       const int64_t at = r * stride + c;
       hwy::Prefetch(x + at + ahead);
       hwy::Prefetch(dy + at + ahead);
-      const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + at));
-      const auto x_hat =
-          inference_xhat(dd, hn::PromoteTo(dd, hn::LoadU(df, x + at)), mean_v, rstd_v);
+      const auto g = hn::PromoteTo(dd, widened<S>(dy + at));
+      const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, widened<S>(x + at)), mean_v, rstd_v);
       total_dy = hn::Add(total_dy, g);
       total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
-      hn::StoreU(hn::DemoteTo(df, hn::Mul(g, scale_v)), df, dx + at);
+      store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + at);
     }
     hn::StoreU(total_dy, dd, sum_dy + c);
     hn::StoreU(total_dy_xhat, dd, sum_dy_xhat + c);
@@ -719,17 +753,19 @@ void inference_across_channels(const float* dy, const float* x, float* dx, int64
   for (; c < channels; ++c) {
     for (int r = 0; r < kRows; ++r) {
       const int64_t at = r * stride + c;
-      const auto g = static_cast<double>(dy[at]);
+      const auto g = static_cast<double>(load_one<S>(dy, at));
       sum_dy[c] += g;
-      sum_dy_xhat[c] += g * inference_xhat_scalar(x[at], mean[c], rstd[c]);
-      dx[at] = static_cast<float>(g * scale[c]);
+      sum_dy_xhat[c] += g * inference_xhat_scalar(load_one<S>(x, at), mean[c], rstd[c]);
+      store_one<S>(dx, at, static_cast<float>(g * scale[c]));
     }
   }
 }
 
 // One channel's run of `length` floats (length > 1).
-void inference_along_length(const float* dy, const float* x, float* dx, int64_t length, double mean,
-                            double rstd, double scale, double& sum_dy, double& sum_dy_xhat) {
+template <class S>
+void inference_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx, int64_t length,
+                            double mean, double rstd, double scale, double& sum_dy,
+                            double& sum_dy_xhat) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
@@ -737,45 +773,106 @@ void inference_along_length(const float* dy, const float* x, float* dx, int64_t 
   auto total_dy = hn::Zero(dd), total_dy_xhat = hn::Zero(dd);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
-    const auto g = hn::PromoteTo(dd, hn::LoadU(df, dy + i));
-    const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, hn::LoadU(df, x + i)), mean_v, rstd_v);
+    const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
+    const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, load<S>(df, x + i)), mean_v, rstd_v);
     total_dy = hn::Add(total_dy, g);
     total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
-    hn::StoreU(hn::DemoteTo(df, hn::Mul(g, scale_v)), df, dx + i);
+    store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + i);
   }
   double run_dy = hn::GetLane(hn::SumOfLanes(dd, total_dy));
   double run_dy_xhat = hn::GetLane(hn::SumOfLanes(dd, total_dy_xhat));
   for (; i < length; ++i) {
-    const auto g = static_cast<double>(dy[i]);
+    const auto g = static_cast<double>(load_one<S>(dy, i));
     run_dy += g;
-    run_dy_xhat += g * inference_xhat_scalar(x[i], mean, rstd);
-    dx[i] = static_cast<float>(g * scale);
+    run_dy_xhat += g * inference_xhat_scalar(load_one<S>(x, i), mean, rstd);
+    store_one<S>(dx, i, static_cast<float>(g * scale));
   }
   sum_dy += run_dy;
   sum_dy_xhat += run_dy_xhat;
 }
 
 // Samples [begin, end): dx, and one chunk's sums of dy and dy * x_hat.
-void backward_inference_samples(const float* dy, const float* x, float* dx, const BatchShape& shape,
-                                const double* mean, const double* rstd, const double* scale,
-                                double* sum_dy, double* sum_dy_xhat, int64_t begin, int64_t end) {
+template <class S>
+void backward_inference_samples_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
+                                   const BatchShape& shape, const double* mean, const double* rstd,
+                                   const double* scale, double* sum_dy, double* sum_dy_xhat,
+                                   int64_t begin, int64_t end) {
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
     for_sample_groups(begin, end, [&](int64_t first, auto rows) {
       const int64_t offset = first * channels;
-      inference_across_channels<rows()>(dy + offset, x + offset, dx + offset, channels, channels,
-                                        mean, rstd, scale, sum_dy, sum_dy_xhat);
+      inference_across_channels<S, rows()>(dy + offset, x + offset, dx + offset, channels, channels,
+                                           mean, rstd, scale, sum_dy, sum_dy_xhat);
     });
     return;
   }
   for (; n < end; ++n) {
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t offset = (n * channels + c) * length;
-      inference_along_length(dy + offset, x + offset, dx + offset, length, mean[c], rstd[c],
-                             scale[c], sum_dy[c], sum_dy_xhat[c]);
+      inference_along_length<S>(dy + offset, x + offset, dx + offset, length, mean[c], rstd[c],
+                                scale[c], sum_dy[c], sum_dy_xhat[c]);
     }
   }
+}
+
+// ---- Entry points: the passes above for x (y, dy, dx) of the call's storage type -------------
+
+// Each channel's first value (the shift of its sums).
+void first_values(const void* x, DType storage, const BatchShape& shape, double* shifts) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    const auto* values = static_cast<const Stored<S>*>(x);
+    for (int64_t c = 0; c < shape.channels; ++c) shifts[c] = load_one<S>(values, c * shape.length);
+  });
+}
+
+void accumulate_statistics(const void* x, DType storage, const BatchShape& shape,
+                           const double* shifts, const SumsChunk* chunks, int count) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    accumulate_statistics_as<S>(static_cast<const Stored<S>*>(x), shape, shifts, chunks, count);
+  });
+}
+
+void normalise_samples(const void* x, void* y, DType storage, const BatchShape& shape,
+                       const NormaliseTables& t, int64_t begin, int64_t end, bool stream) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    normalise_samples_as<S>(static_cast<const Stored<S>*>(x), static_cast<Stored<S>*>(y), shape, t,
+                            begin, end, stream);
+  });
+}
+
+void backward_training_sums(const void* dy, const void* x, DType storage, const BatchShape& shape,
+                            const double* shifts, const SumsChunk* chunks, int count) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    backward_training_sums_as<S>(static_cast<const Stored<S>*>(dy),
+                                 static_cast<const Stored<S>*>(x), shape, shifts, chunks, count);
+  });
+}
+
+void backward_training_dx(const void* dy, const void* x, void* dx, DType storage,
+                          const BatchShape& shape, const BackwardTables& t, int64_t begin,
+                          int64_t end, bool stream) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    backward_training_dx_as<S>(static_cast<const Stored<S>*>(dy), static_cast<const Stored<S>*>(x),
+                               static_cast<Stored<S>*>(dx), shape, t, begin, end, stream);
+  });
+}
+
+void backward_inference_samples(const void* dy, const void* x, void* dx, DType storage,
+                                const BatchShape& shape, const double* mean, const double* rstd,
+                                const double* scale, double* sum_dy, double* sum_dy_xhat,
+                                int64_t begin, int64_t end) {
+  with_storage(storage, [&](auto policy) {
+    using S = decltype(policy);
+    backward_inference_samples_as<S>(static_cast<const Stored<S>*>(dy),
+                                     static_cast<const Stored<S>*>(x), static_cast<Stored<S>*>(dx),
+                                     shape, mean, rstd, scale, sum_dy, sum_dy_xhat, begin, end);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -789,6 +886,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace addnorm::cpu {
 
+HWY_EXPORT(first_values);
 HWY_EXPORT(accumulate_statistics);
 HWY_EXPORT(normalise_samples);
 HWY_EXPORT(backward_training_sums);
@@ -830,10 +928,15 @@ class ChannelPartials {
 };
 
 // The first sample of each channel: the shift that keeps one-pass variances exact.
-double* channel_shifts(Scratch& scratch, const float* x, const BatchShape& shape) {
+double* channel_shifts(Scratch& scratch, const void* x, DType storage, const BatchShape& shape) {
   double* shifts = scratch.take<double>(shape.channels);
-  for (int64_t c = 0; c < shape.channels; ++c) shifts[c] = x[c * shape.length];
+  HWY_DYNAMIC_DISPATCH(first_values)(x, storage, shape, shifts);
   return shifts;
+}
+
+// How many bytes the call's tensors of `storage` hold.
+int64_t tensor_bytes(const BatchShape& shape, DType storage) {
+  return shape.batch * shape.channels * shape.length * dtype_size(storage);
 }
 
 // Runs body(chunk, begin, end) over the batch's fixed chunks, chunks spread over threads.
@@ -913,13 +1016,14 @@ NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const 
 
 }  // namespace
 
-void batch_statistics(const float* x, const BatchShape& shape, double* mean, double* variance) {
+void batch_statistics(const void* x, DType storage, const BatchShape& shape, double* mean,
+                      double* variance) {
   Scratch scratch;
   const int64_t chunks = reduction_chunks(shape.batch);
-  const double* shifts = channel_shifts(scratch, x, shape);
+  const double* shifts = channel_shifts(scratch, x, storage, shape);
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
   for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
-    HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, shape, shifts, group, count);
+    HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, storage, shape, shifts, group, count);
   });
   const double count = static_cast<double>(shape.batch * shape.length);
   double* sums = scratch.take<double>(shape.channels);
@@ -934,28 +1038,29 @@ void batch_statistics(const float* x, const BatchShape& shape, double* mean, dou
   }
 }
 
-void batch_normalise(const float* x, const double* mean, const double* rstd, const double* variance,
-                     const float* gamma, const float* beta, float* y, const BatchShape& shape) {
+void batch_normalise(const void* x, DType storage, const double* mean, const double* rstd,
+                     const double* variance, const float* gamma, const float* beta, void* y,
+                     const BatchShape& shape) {
   Scratch scratch;
   const NormaliseTables tables =
       normalise_constants(scratch, mean, rstd, variance, gamma, beta, shape.channels);
   const int64_t sample_size = shape.channels * shape.length;
-  const bool stream = streams_output(shape.batch * sample_size * int64_t{sizeof(float)});
+  const bool stream = storage == DType::float32 && streams_output(tensor_bytes(shape, storage));
   parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(normalise_samples)(x, y, shape, tables, begin, end, stream);
+    HWY_DYNAMIC_DISPATCH(normalise_samples)(x, y, storage, shape, tables, begin, end, stream);
   });
 }
 
-void batch_norm_backward_training(const float* dy, const float* x, const float* gamma, float* dx,
-                                  float* dgamma, float* dbeta, const BatchShape& shape,
-                                  double eps) {
+void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType storage,
+                                  const float* gamma, float* dgamma, float* dbeta,
+                                  const BatchShape& shape, double eps) {
   Scratch scratch;
   // Pass 1: per channel, with d = x - shift: sum(d), sum(d^2), sum(dy), sum(dy * d).
   const int64_t chunks = reduction_chunks(shape.batch);
-  const double* shifts = channel_shifts(scratch, x, shape);
+  const double* shifts = channel_shifts(scratch, x, storage, shape);
   ChannelPartials partials(scratch, chunks, shape.channels, 4);
   for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
-    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, shape, shifts, group, count);
+    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, storage, shape, shifts, group, count);
   });
   // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
   const int64_t channels = shape.channels;
@@ -991,17 +1096,18 @@ void batch_norm_backward_training(const float* dy, const float* x, const float* 
   // Pass 2: dx. Each element is read before it is written, so dx may be dy or x.
   const BackwardTables tables{mean, rstd, scale, mean_dy, mean_dy_xhat};
   const int64_t sample_size = shape.channels * shape.length;
-  const bool stream = shape.length == 1 && channels % 16 == 0 &&
+  const bool stream = storage == DType::float32 && shape.length == 1 && channels % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(dx) % 64 == 0 &&
-                      streams_output(shape.batch * sample_size * int64_t{sizeof(float)});
+                      streams_output(tensor_bytes(shape, storage));
   parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(backward_training_dx)(dy, x, dx, shape, tables, begin, end, stream);
+    HWY_DYNAMIC_DISPATCH(backward_training_dx)
+    (dy, x, dx, storage, shape, tables, begin, end, stream);
   });
 }
 
-void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
-                                   const double* mean, const double* rstd, float* dx, float* dgamma,
-                                   float* dbeta, const BatchShape& shape) {
+void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DType storage,
+                                   const float* gamma, const double* mean, const double* rstd,
+                                   float* dgamma, float* dbeta, const BatchShape& shape) {
   Scratch scratch;
   const int64_t chunks = reduction_chunks(shape.batch);
   double* scale = scratch.take<double>(shape.channels);
@@ -1011,8 +1117,8 @@ void batch_norm_backward_inference(const float* dy, const float* x, const float*
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
   for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_inference_samples)
-    (dy, x, dx, shape, mean, rstd, scale, partials.chunk(chunk, 0), partials.chunk(chunk, 1), begin,
-     end);
+    (dy, x, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
+     partials.chunk(chunk, 1), begin, end);
   });
   double* sum_dy = scratch.take<double>(shape.channels);
   double* sum_dy_xhat = scratch.take<double>(shape.channels);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "addnorm/dtype.hpp"
 #include "addnorm/ops.hpp"  // MomentumConvention
 
 namespace addnorm::cpu {
@@ -18,34 +19,44 @@ struct BatchShape {
   int64_t length = 1;
 };
 
+// x, y, dy and dx below are of one storage type, `storage`: float32, or the bits of bfloat16 or
+// float16 (loads widen exactly; each output is the float32 result rounded once). Only float32
+// outputs are streamed: on AMD EPYC 16-bit outputs take ordinary stores anyway
+// (streams_narrow_outputs, kernels.hpp), and a streamed 16-bit store needs whole registers that
+// the passes over (N, C) do not form.
+
 // Per-channel float64 statistics of a training batch (population variance), written to
 // mean[C] and variance[C].
-void batch_statistics(const float* x, const BatchShape& shape, double* mean, double* variance);
+void batch_statistics(const void* x, DType storage, const BatchShape& shape, double* mean,
+                      double* variance);
 
 // y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
 // mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the
 // batch's variance, or the running variance in inference): a channel below
 // kFloat32LanesMinVariance (norm_numerics.hpp) is normalised in float64 lanes.
-void batch_normalise(const float* x, const double* mean, const double* rstd, const double* variance,
-                     const float* gamma, const float* beta, float* y, const BatchShape& shape);
+void batch_normalise(const void* x, DType storage, const double* mean, const double* rstd,
+                     const double* variance, const float* gamma, const float* beta, void* y,
+                     const BatchShape& shape);
 
 // Training-mode backward (statistics recomputed from x) and inference-mode backward (running
 // statistics as constants). dx may be dy or x; dgamma, dbeta nullable.
-void batch_norm_backward_training(const float* dy, const float* x, const float* gamma, float* dx,
-                                  float* dgamma, float* dbeta, const BatchShape& shape, double eps);
-void batch_norm_backward_inference(const float* dy, const float* x, const float* gamma,
-                                   const double* mean, const double* rstd, float* dx, float* dgamma,
-                                   float* dbeta, const BatchShape& shape);
+void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType storage,
+                                  const float* gamma, float* dgamma, float* dbeta,
+                                  const BatchShape& shape, double eps);
+void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DType storage,
+                                   const float* gamma, const double* mean, const double* rstd,
+                                   float* dgamma, float* dbeta, const BatchShape& shape);
 
 // One BatchNorm call, whole (batch_norm_calls.cpp), so that the op layer (src/ops/batch_norm.cpp)
 // only validates and describes it. The forward: in training the batch's statistics, the running
 // update (when running statistics are given) and the saved statistics (when asked for); in
 // inference the running statistics; then the normalising pass.
 struct BatchNormForward {
-  const float* x = nullptr;
-  float* y = nullptr;            // may be x
-  const float* gamma = nullptr;  // nullable
-  const float* beta = nullptr;   // nullable
+  const void* x = nullptr;
+  void* y = nullptr;               // may be x
+  DType storage = DType::float32;  // of x and y
+  const float* gamma = nullptr;    // nullable
+  const float* beta = nullptr;     // nullable
   BatchShape shape;
   float eps = 0;
   bool training = true;
@@ -60,12 +71,13 @@ void batch_norm_forward(const BatchNormForward& args);
 
 // The backward: statistics recomputed from x in training, the running ones in inference.
 struct BatchNormBackward {
-  const float* dy = nullptr;
-  const float* x = nullptr;
-  const float* gamma = nullptr;  // nullable
-  float* dx = nullptr;           // may be dy or x
-  float* dgamma = nullptr;       // nullable
-  float* dbeta = nullptr;        // nullable
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  void* dx = nullptr;              // may be dy or x
+  DType storage = DType::float32;  // of dy, x and dx
+  const float* gamma = nullptr;    // nullable
+  float* dgamma = nullptr;         // nullable
+  float* dbeta = nullptr;          // nullable
   BatchShape shape;
   float eps = 0;
   bool training = true;

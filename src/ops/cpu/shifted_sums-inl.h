@@ -255,8 +255,11 @@ ShiftedSums shifted_sums_of(const float* HWY_RESTRICT x,
   return shifted_sums_run<SR, kResidual>(x, residual, dim, shift).finish();
 }
 
-inline ShiftedSums shifted_sums_row(const float* HWY_RESTRICT x, int64_t dim, double shift) {
-  return shifted_sums_of<Float32Rows, false>(x, nullptr, dim, shift);
+// One row of x's storage SS (BatchNorm's runs along the length take any).
+template <class SS = Float32Rows>
+ShiftedSums shifted_sums_row(const typename SS::Elem* HWY_RESTRICT x, int64_t dim, double shift) {
+  using Terms = ShiftedTerms<SS, Float32Rows, false>;
+  return RowSumsRun<Terms, 4>(Terms(x, nullptr, shift), dim).finish();
 }
 
 #if HWY_TARGET != HWY_SCALAR

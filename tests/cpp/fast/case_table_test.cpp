@@ -64,9 +64,6 @@ struct Stored {
     return {dtype == DType::float32 ? static_cast<void*>(wide.data()) : narrow.data(), shape,
             dtype};
   }
-  // A float32 tensor as the float32-only ops (BatchNorm) take it.
-  ConstView floats() const { return {wide.data(), shape}; }
-  MutableView writable_floats() { return {wide.data(), shape}; }
   // The values as the op sees them, widened to float.
   std::vector<float> values() const {
     return dtype == DType::float32 ? wide : testing::widen_all(narrow, dtype);
@@ -205,10 +202,10 @@ void run_channels_fast(const NormCase& c, Inputs& in, Outputs& out) {
                              {out.running_var.data(), parameters}};
   // Training saves the batch statistics and updates the running ones; inference reads the
   // running ones in both directions and saves nothing.
-  batch_norm(in.x.floats(), out.y.writable_floats(), options, running,
+  batch_norm(in.x.view(), out.y.writable(), options, running,
              c.training ? std::optional(stats) : std::nullopt);
-  batch_norm_backward(in.dy.floats(), in.x.floats(), {out.dx.writable_floats(), dgamma, dbeta},
-                      options, c.training ? std::nullopt : std::optional(running));
+  batch_norm_backward(in.dy.view(), in.x.view(), {out.dx.writable(), dgamma, dbeta}, options,
+                      c.training ? std::nullopt : std::optional(running));
 }
 
 // The case's forward then backward through the public float32 ops.

@@ -519,6 +519,15 @@ TEST(StorageRules, EachGroupOfTensorsSharesOneType) {
     add_norm_pre_backward(r.view(shape), std::nullopt, x.view(shape), normalized,
                           {float32, std::nullopt, std::nullopt});
   });
+  // BatchNorm: x, y, dy and dx are one group.
+  expect_refused("y is stored as float32, expected bfloat16 like x",
+                 [&] { batch_norm(x.view(shape), float32); });
+  expect_refused("dy is stored as float16, expected bfloat16 like x", [&] {
+    batch_norm_backward(r.view(shape), x.view(shape), {narrow_bf16, std::nullopt, std::nullopt});
+  });
+  expect_refused("dx is stored as float16, expected bfloat16 like x", [&] {
+    batch_norm_backward(x.view(shape), x.view(shape), {narrow_f16, std::nullopt, std::nullopt});
+  });
 }
 
 // An output may replace an input only when both store the same type.
