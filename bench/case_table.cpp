@@ -152,7 +152,21 @@ std::vector<NormCase> build_table() {
         c.row_kind = kind;
         all.push_back(c);
       }
+      // The same contents stored in bfloat16 (float32's range; tiny rows take the float64-lanes
+      // normalising pass), BatchNorm in both layouts.
+      for (NormCase c : {batch_case(dim, 5, false), batch_case(dim, 5, true)}) {
+        c.row_kind = kind;
+        c.stream = c.branch = DType::bfloat16;
+        all.push_back(c);
+      }
     }
+  }
+  // BatchNorm over (N, C) with samples of 2 KiB or more (C >= 512): the statistics and the
+  // backward's pass 1 take one chunk at a time, in groups of samples; every storage type.
+  for (DType storage : kStorages) {
+    NormCase c = batch_case(1, 520, false);
+    c.stream = c.branch = storage;
+    all.push_back(c);
   }
   // What the benchmark times (bench_case.hpp's ops and storage types; its post-norm runs
   // LayerNorm with p = 0.1): the row lengths of issue 32's targets and the ones between.

@@ -228,6 +228,37 @@ TEST(FastBatchNorm, InPlaceMatchesOutOfPlace) {
   }
 }
 
+// The same in 16 bits, and dx = dy in the training and inference backwards, for both layouts
+// and every 16-bit type.
+TEST(FastBatchNorm, SixteenBitInPlaceMatchesOutOfPlace) {
+  for (const DType dtype : {DType::bfloat16, DType::float16}) {
+    for (const Case& c : {Case{"ordinary", 40, 19, 1}, Case{"ordinary", 6, 5, 23}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_of(c).to_string());
+      const Shape shape = shape_of(c), channels{c.channels};
+      const auto x = testing::narrow_all(make_input(c, 52), dtype);
+      const auto dy = testing::narrow_all(random_floats(x.size(), 53), dtype);
+      std::vector<float> running_mean(c.channels, 0.25f), running_var(c.channels, 2.0f);
+      const RunningStats running{{running_mean.data(), channels}, {running_var.data(), channels}};
+      BatchNormOptions options;
+      auto in_place = x;
+      std::vector<uint16_t> y(x.size());
+      batch_norm({x.data(), shape, dtype}, {y.data(), shape, dtype}, options);
+      batch_norm({in_place.data(), shape, dtype}, {in_place.data(), shape, dtype}, options);
+      EXPECT_EQ(in_place, y);
+      for (const bool training : {true, false}) {
+        options.training = training;
+        auto dx_in_place = dy;
+        std::vector<uint16_t> dx(x.size());
+        batch_norm_backward({dy.data(), shape, dtype}, {x.data(), shape, dtype},
+                            {{dx.data(), shape, dtype}}, options, running);
+        batch_norm_backward({dx_in_place.data(), shape, dtype}, {x.data(), shape, dtype},
+                            {{dx_in_place.data(), shape, dtype}}, options, running);
+        EXPECT_EQ(dx_in_place, dx) << (training ? "training" : "inference");
+      }
+    }
+  }
+}
+
 // The forward, both backwards and the running statistics are bitwise identical for 1, 2 and 3
 // threads, on every target: for (N, C) input, where vectors run across channels (the split of
 // the flat tensor over threads moves the scalar ends, which must compute as the vectors do), and
