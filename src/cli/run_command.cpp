@@ -29,11 +29,10 @@ constexpr const char* kRunDescription =
     "Inputs are little-endian float32 or float64 arrays in C order. float32 inputs are computed\n"
     "by the float32 ops (float64 statistics); when any input is float64, every input is taken\n"
     "as float64 and computed by the float64 ops, as the Python module does, and the outputs\n"
-    "are written as float64. Each input option's file is read once. --eps and --momentum must have "
-    "a\n"
-    "finite float32 rounding (nonzero unless typed as 0) in a float32 run and be finite in a\n"
-    "float64 run; --p is drawn at float32's precision in both. Nothing is written unless every\n"
-    "check and computation succeeds.";
+    "are written as float64. Each input option's file is read once. --eps and --momentum\n"
+    "must have a finite float32 rounding (nonzero unless typed as 0) in a float32 run and be\n"
+    "finite in a float64 run; --p is drawn at float32's precision in both. Nothing is written\n"
+    "unless every check and computation succeeds.";
 
 // The options one op's subcommand parses into, its input files (argument name and field), and the
 // options whose presence (not just their value) matters.

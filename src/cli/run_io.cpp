@@ -29,8 +29,8 @@ template <class T>
 BasicTensor<T> tensor_of(NpyArray&& array, const std::string& argument) {
   if constexpr (std::is_same_v<T, float>) {
     if (array.dtype() == NpyDtype::float64) {
-      throw Error("--" + argument + ": stored as float64 in a float32 run (the file changed " +
-                  "while addnorm read its inputs?)");
+      // Unreachable: the run's type was chosen from these very arrays (StoredInputs).
+      throw std::logic_error("--" + argument + ": a float64 array in a float32 run");
     }
     return {array.shape(), array.float32_values()};
   } else {
