@@ -11,8 +11,8 @@
 // any type. A call outside these rules is refused (Error names the tensor). A float32 view
 // converts to them implicitly. Computation is float32 with float64 reductions whatever the
 // storage; each output is rounded once to its storage type. Statistics (mean, rstd) and the
-// parameters' gradients are float32. GroupNorm's and BatchNorm's rules are at their ops. The
-// residual add and dropout take float32 views.
+// parameters' gradients are float32. GroupNorm's, BatchNorm's and dropout's rules are at their
+// ops. The residual add takes float32 views.
 //
 // Conventions shared by every function here:
 // - Tensors are C-contiguous views. A "row" is one slice over the normalised (trailing) dims;
@@ -296,8 +296,10 @@ struct BasicDropoutOptions {
                         // offset + element count must fit in 64 bits
 };
 using DropoutOptions = BasicDropoutOptions<float>;
-void dropout(ConstView x, MutableView y, const DropoutOptions& options);
-void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options);
+// x and y (dy and dx) share one storage type, any of them: each output is the float32 op's value
+// rounded once.
+void dropout(AnyConstView x, AnyMutableView y, const DropoutOptions& options);
+void dropout_backward(AnyConstView dy, AnyMutableView dx, const DropoutOptions& options);
 // Writes the keep mask (1 kept, 0 dropped) for a tensor of the given shape, for callers who
 // want to store or inspect it.
 void dropout_mask(TensorView<uint8_t> mask, const DropoutOptions& options);

@@ -225,9 +225,6 @@ std::optional<NormConst<T>> optional_norm_view(const at::Tensor& tensor) {
 at::Tensor contiguous(const OptionalTensor& tensor) {
   return tensor.has_value() && tensor->defined() ? tensor->contiguous() : at::Tensor();
 }
-at::Tensor to_float32(const at::Tensor& tensor) {
-  return tensor.defined() ? tensor.to(at::kFloat).contiguous() : at::Tensor();
-}
 
 // The leading (row) dims of x: the shape of the per-row statistics.
 at::IntArrayRef row_dims(const at::Tensor& x, const NormSpec& spec) {
@@ -763,16 +760,12 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
 at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec) {
   check_tensor("input", input);
   check_dropout(spec);
-  if (is_16_bit(input.scalar_type())) {
-    // No 16-bit dropout in the library: float32, then one rounding.
-    return dropout_forward(to_float32(input), spec).to(input.scalar_type());
-  }
   const at::Tensor x = input.contiguous();
   const at::Tensor y = at::empty(x.sizes(), x.options());
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library(
-        [&] { library::dropout(const_view<T>(x), mutable_view<T>(y), dropout_options<T>(spec)); });
+        [&] { library::dropout(norm_view<T>(x), norm_mutable<T>(y), dropout_options<T>(spec)); });
   });
   return y;
 }

@@ -1,9 +1,8 @@
 // The CPU kernels behind torch.ops.addnorm.*: each takes at::Tensors, checks them (device,
 // dtype, shapes, values: errors name the argument), and runs addnorm's library on the tensors'
 // memory. float32, bfloat16 and float16 run the library's ops (addnorm/ops.hpp), which take
-// 16-bit storage directly for every norm and both Add & Norm placements; dropout, float32-only
-// in the library, widens to float32 here and rounds the result once; float64 runs the library's
-// float64 ops (addnorm/float64.hpp).
+// 16-bit storage directly for every norm, both Add & Norm placements and dropout; float64 runs
+// the library's float64 ops (addnorm/float64.hpp).
 //
 // ops.cpp registers these as the operators' CPU kernels; autograd.cpp calls them from the
 // autograd kernels (to keep the statistics a backward reuses).

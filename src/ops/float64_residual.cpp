@@ -52,12 +52,13 @@ void add(ConstView x, ConstView r, MutableView out) {
 }
 
 void dropout(ConstView x, MutableView y, const DropoutOptions& options) {
-  drop_elements(x.data, y.data, detail::check_dropout_op("x", x, "y", y, options), options);
+  drop_elements(x.data, y.data, detail::check_dropout_op<double>("x", x, "y", y, options), options);
 }
 
 // The same mask and scale as the forward: the derivative of a kept element is 1 / (1 - p).
 void dropout_backward(ConstView dy, MutableView dx, const DropoutOptions& options) {
-  drop_elements(dy.data, dx.data, detail::check_dropout_op("dy", dy, "dx", dx, options), options);
+  drop_elements(dy.data, dx.data, detail::check_dropout_op<double>("dy", dy, "dx", dx, options),
+                options);
 }
 
 void add_norm_pre(ConstView x, ConstView r, const Shape& normalized_shape, MutableView h,

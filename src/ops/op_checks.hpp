@@ -47,12 +47,16 @@ void check_dropout(const BasicDropoutOptions<T>& options, int64_t count) {
   }
 }
 
-// dropout (input "x", output "y") and its backward (input "dy", output "dx").
+// dropout (input "x", output "y") and its backward (input "dy", output "dx"): the output of the
+// input's storage type.
 template <class T>
-int64_t check_dropout_op(const char* input_name, const Const<T>& input, const char* output_name,
-                         const Mutable<T>& output, const BasicDropoutOptions<T>& options) {
+int64_t check_dropout_op(const char* input_name, const NormConst<T>& input, const char* output_name,
+                         const NormMutable<T>& output, const BasicDropoutOptions<T>& options) {
   const int64_t count = check_tensor(input_name, input);
   check_shape(output_name, output, input.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage(output_name, output, input_name, input, "dropout keeps the storage type");
+  }
   check_dropout(options, count);
   check_disjoint({region(output_name, output)}, {region(input_name, input)},
                  {{output_name, input_name}});

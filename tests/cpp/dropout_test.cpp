@@ -73,6 +73,51 @@ TEST(Dropout, ForwardScalesKeptValuesAndBackwardReusesTheMask) {
   }
 }
 
+// 16-bit dropout on every compiled target: each output is the float32 dropout of the widened
+// input rounded once to the storage type (and p = 0 the identity), for lengths off the vector
+// and block boundaries, offsets off the stream's blocks of four, in place and out of place, and
+// the backward the same as the forward. A float32 output for a 16-bit input is refused by name.
+TEST(Dropout, SixteenBitStorageIsTheFloat32ResultRoundedOnce) {
+  for (int64_t target : cpu::available_targets()) {
+    cpu::force_target(target);
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      for (const int64_t count : {int64_t{1}, int64_t{37}, int64_t{2048}, int64_t{5003}}) {
+        for (const DropoutOptions options :
+             {DropoutOptions{0.3f, 11, 5}, DropoutOptions{0.0f, 11, 5}}) {
+          SCOPED_TRACE(cpu::target_name(target) + " " + dtype_name(dtype) + " count " +
+                       std::to_string(count) + " p " + std::to_string(options.p));
+          const Shape shape{count};
+          const auto x = testing::narrow_all(testing::random_floats(count, 21, -3, 3), dtype);
+          const auto wide = testing::widen_all(x, dtype);
+          std::vector<float> want_wide(wide.size());
+          dropout({wide.data(), shape}, {want_wide.data(), shape}, options);
+          const auto want = testing::narrow_all(want_wide, dtype);
+          std::vector<uint16_t> y(x.size()), dx(x.size());
+          auto in_place = x;
+          dropout({x.data(), shape, dtype}, {y.data(), shape, dtype}, options);
+          dropout({in_place.data(), shape, dtype}, {in_place.data(), shape, dtype}, options);
+          dropout_backward({x.data(), shape, dtype}, {dx.data(), shape, dtype}, options);
+          EXPECT_EQ(y, want);
+          EXPECT_EQ(in_place, want);
+          EXPECT_EQ(dx, want);
+        }
+      }
+    }
+  }
+  cpu::force_target(0);
+  const std::vector<uint16_t> x(8, to_bfloat16(1.5f).bits);
+  std::vector<float> y(8, 7.0f);
+  try {
+    dropout({x.data(), {8}, DType::bfloat16}, MutableView{y.data(), {8}}, {0.5f, 1, 0});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("y is stored as float32, expected bfloat16 like x"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+}
+
 // The SIMD mask generator equals the scalar definition for any start and length, on every
 // compiled target. Offsets from 2^34 on put a nonzero high word in the block counter, and
 // 2^34 - 37 runs a step of blocks across 2^32 (where that word carries).

@@ -18,9 +18,10 @@ void philox_bits(uint64_t seed, uint64_t first_element, uint32_t* bits, int64_t 
 void keep_mask(uint64_t seed, float p, uint64_t first_element, uint8_t* keep, int64_t count);
 
 // output[i] = dropout of input[i], input[i] being element first_element + i of the tensor's
-// stream (so first_element includes options.offset). output may be input.
-void apply_dropout(const float* input, float* output, int64_t count, const DropoutOptions& options,
-                   uint64_t first_element);
+// stream (so first_element includes options.offset), both stored as `storage`: each output the
+// float32 op's value rounded once. output may be input.
+void apply_dropout(const void* input, void* output, DType storage, int64_t count,
+                   const DropoutOptions& options, uint64_t first_element);
 
 // out[i] = x[i] + dropout(s)[i] in float32, rounded as the unfused dropout -> add (the dropped
 // value is rounded to float32, then added), x and s of any storage type (widened exactly), with

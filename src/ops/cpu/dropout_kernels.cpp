@@ -23,23 +23,55 @@ namespace addnorm::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// out = x + Dropout(s) (x and s of any storage type) with the mask or without, or Dropout(s)
-// without x (dropout_input-inl.h).
+// out = x + Dropout(s) (x and s of any storage type) with the mask or without
+// (dropout_input-inl.h).
 void dropout_add_range(const void* x, DType x_storage, const void* s, DType s_storage, float* out,
                        uint8_t* keep, int64_t count, uint64_t seed, float p, uint64_t first_element,
                        int64_t readable) {
   const DropoutStream stream(seed, p);
   const bool drop = p != 0.0f;
-  DropoutInputFn fn;
-  if (!x) {
-    fn = drop ? &dropout_input<NoRows, Float32Rows, true, false>
-              : &dropout_input<NoRows, Float32Rows, false, false>;
-  } else if (keep) {
-    fn = pick_dropout_input<true>(x_storage, s_storage, drop);
-  } else {
-    fn = pick_dropout_input<false>(x_storage, s_storage, drop);
-  }
+  const DropoutInputFn fn = keep ? pick_dropout_input<true>(x_storage, s_storage, drop)
+                                 : pick_dropout_input<false>(x_storage, s_storage, drop);
   fn(stream, x, s, out, keep, count, first_element, std::max(readable, count));
+}
+
+// How many values a 16-bit dropout takes through its float32 buffer at a time: 8 KiB, in L1.
+constexpr int64_t kDropoutBlock = 2048;
+
+// output = Dropout(input) (p > 0), both stored as S: float32 straight from the input stage,
+// 16-bit a block at a time through a float32 buffer on the stack, each value the float32 op's
+// rounded once. A block is read whole before it is written, so output may be input.
+template <class S>
+void dropout_as(const DropoutStream& stream, const void* input, void* output, int64_t count,
+                uint64_t first_element) {
+  if constexpr (!S::kHalf) {
+    dropout_input<NoRows, S, true, false>(stream, nullptr, input, static_cast<float*>(output),
+                                          nullptr, count, first_element, count);
+  } else {
+    const auto* in = static_cast<const typename S::Elem*>(input);
+    auto* out = static_cast<typename S::Elem*>(output);
+    HWY_ALIGN float buffer[kDropoutBlock];
+    for (int64_t at = 0; at < count; at += kDropoutBlock) {
+      const int64_t block = std::min(kDropoutBlock, count - at);
+      dropout_input<NoRows, S, true, false>(stream, nullptr, in + at, buffer, nullptr, block,
+                                            first_element + static_cast<uint64_t>(at), count - at);
+      int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+      const FloatTag df;
+      const auto n = static_cast<int64_t>(hn::Lanes(df));
+      for (; i + n <= block; i += n) store<S>(df, hn::Load(df, buffer + i), out + at + i);
+#endif
+      for (; i < block; ++i) store_one<S>(out + at, i, buffer[i]);
+    }
+  }
+}
+
+void dropout_range(const void* input, void* output, DType storage, int64_t count, uint64_t seed,
+                   float p, uint64_t first_element) {
+  const DropoutStream stream(seed, p);
+  with_storage(storage, [&](auto policy) {
+    dropout_as<decltype(policy)>(stream, input, output, count, first_element);
+  });
 }
 
 // dropped[i] = keep[i] ? input[i] * scale (float64, rounded once) : 0 (a plain copy without
@@ -163,13 +195,14 @@ void keep_mask_range(uint64_t seed, float p, uint64_t first_element, uint8_t* HW
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include <algorithm>
+#include <cstring>
 
 namespace addnorm::cpu {
 
 HWY_EXPORT(philox_bits_range);
 HWY_EXPORT(keep_mask_range);
 HWY_EXPORT(dropout_add_range);
+HWY_EXPORT(dropout_range);
 HWY_EXPORT(apply_keep_range);
 
 void philox_bits(uint64_t seed, uint64_t first_element, uint32_t* bits, int64_t count) {
@@ -180,15 +213,15 @@ void keep_mask(uint64_t seed, float p, uint64_t first_element, uint8_t* keep, in
   HWY_DYNAMIC_DISPATCH(keep_mask_range)(seed, p, first_element, keep, count);
 }
 
-void apply_dropout(const float* input, float* output, int64_t count, const DropoutOptions& options,
-                   uint64_t first_element) {
-  if (options.p == 0.0f) {
-    if (output != input) std::copy(input, input + count, output);
+void apply_dropout(const void* input, void* output, DType storage, int64_t count,
+                   const DropoutOptions& options, uint64_t first_element) {
+  if (options.p == 0.0f) {  // the identity, in any storage type
+    if (output != input)
+      std::memcpy(output, input, static_cast<size_t>(count * dtype_size(storage)));
     return;
   }
-  HWY_DYNAMIC_DISPATCH(dropout_add_range)
-  (nullptr, DType::float32, input, DType::float32, output, nullptr, count, options.seed, options.p,
-   first_element, count);
+  HWY_DYNAMIC_DISPATCH(dropout_range)
+  (input, output, storage, count, options.seed, options.p, first_element);
 }
 
 void add_dropout(const void* x, DType x_storage, const void* s, DType s_storage, float* out,

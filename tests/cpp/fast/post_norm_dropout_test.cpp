@@ -69,7 +69,7 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
           std::vector<uint8_t> keep(n + 8, 7);
           float* out = buffer.data() + shift;
 
-          cpu::apply_dropout(s.data(), out, count, options, first);
+          cpu::apply_dropout(s.data(), out, DType::float32, count, options, first);
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], want.values[i]) << "dropout " << i;
 
           cpu::add_dropout(x.data(), kF32, s.data(), kF32, out, keep.data() + shift, count, options,
