@@ -12,7 +12,7 @@
 // converts to them implicitly. Computation is float32 with float64 reductions whatever the
 // storage; each output is rounded once to its storage type. Statistics (mean, rstd) and the
 // parameters' gradients are float32. GroupNorm's, BatchNorm's and dropout's rules are at their
-// ops. The residual add takes float32 views.
+// ops.
 //
 // Conventions shared by every function here:
 // - Tensors are C-contiguous views. A "row" is one slice over the normalised (trailing) dims;
@@ -100,8 +100,10 @@ template <class T>
 using NormMutable = typename NormViews<T>::Mutable;
 
 // ---------------------------------------------------------------------------------------------
-// Residual add: out = x + r (same shape). out may be x or r.
-void add(ConstView x, ConstView r, MutableView out);
+// Residual add: out = x + r (same shape), each sum rounded once to out's storage type. x and out
+// are the residual stream (one storage type), r the branch (any): the pre-norm's h = x + r, bit
+// for bit. out may be x or r (r only when of out's type).
+void add(AnyConstView x, AnyConstView r, AnyMutableView out);
 
 // ---------------------------------------------------------------------------------------------
 // One description of a row norm, taken by the plain ops (layer_norm, rms_norm) and the fused

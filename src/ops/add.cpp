@@ -1,12 +1,23 @@
-// Residual add: out = x + r, the "Add" of Add & Norm.
+// Residual add: out = x + r, the "Add" of Add & Norm, by the pre-norm's own residual stage
+// (src/ops/cpu/norm_forward-inl.h's add_rows): SIMD, over threads, and the same h bit for bit.
 #include "addnorm/ops.hpp"
+#include "ops/cpu/kernels.hpp"
 #include "ops/op_checks.hpp"
 
 namespace addnorm {
 
-void add(ConstView x, ConstView r, MutableView out) {
-  const int64_t count = detail::check_add(x, r, out);
-  for (int64_t i = 0; i < count; ++i) out.data[i] = x.data[i] + r.data[i];
+void add(AnyConstView x, AnyConstView r, AnyMutableView out) {
+  const int64_t count = detail::check_add<float>(x, r, out);
+  if (count == 0) return;
+  cpu::NormForward args;
+  args.x = x.data;
+  args.residual = r.data;
+  args.h = out.data;
+  args.storage = x.dtype;
+  args.branch_storage = r.dtype;
+  args.rows = count;  // elements as rows of one: threads split the tensor anywhere
+  args.dim = 1;
+  cpu::residual_add(args);
 }
 
 }  // namespace addnorm

@@ -47,7 +47,7 @@ std::vector<double> post_norm_sum(const ConstView& x, const ConstView& s, int64_
 }  // namespace
 
 void add(ConstView x, ConstView r, MutableView out) {
-  const int64_t count = detail::check_add(x, r, out);
+  const int64_t count = detail::check_add<double>(x, r, out);
   for (int64_t i = 0; i < count; ++i) out.data[i] = x.data[i] + r.data[i];
 }
 

@@ -27,10 +27,13 @@ using MaybeConst = std::optional<TensorView<const T>>;
 // ---- residual add and dropout --------------------------------------------------------------
 
 template <class T>
-int64_t check_add(const Const<T>& x, const Const<T>& r, const Mutable<T>& out) {
+int64_t check_add(const NormConst<T>& x, const NormConst<T>& r, const NormMutable<T>& out) {
   const int64_t count = check_tensor("x", x);
   check_shape("r", r, x.shape);
   check_shape("out", out, x.shape);
+  if constexpr (std::is_same_v<T, float>) {
+    check_same_storage("out", out, "x", x, "x and out are the residual stream: one storage type");
+  }
   check_disjoint({region("out", out)}, {region("x", x), region("r", r)},
                  {{"out", "x"}, {"out", "r"}});
   return count;

@@ -90,6 +90,9 @@ struct NormForward {
   bool stream_outputs = false;
 };
 void norm_forward(const NormForward& args);
+// h = x + residual alone, rounded to the stream's storage type (the add op): the pre-norm's h bit
+// for bit. Reads x, residual, rows, dim, storage and branch_storage; h may be x or residual.
+void residual_add(const NormForward& args);
 // Backward of norm_forward (without the residual: its gradient is dx itself). dh_next, when
 // given, is added to dx before rounding. dgamma/dbeta are reduced over rows in a fixed order,
 // so they are bitwise identical for any thread count.

@@ -1133,7 +1133,8 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
   if (a.stream_outputs) hwy::FlushStream();
 }
 
-// h = x + r rounded to h's type and stored, for rows begin ... end - 1 (contiguous).
+// h = x + r rounded to h's type and stored, for rows begin ... end - 1 (contiguous). Also the
+// add op's whole work (residual_add_kernels.cpp).
 template <class SS, class SB>
 void add_rows(const NormForward& a, int64_t begin, int64_t end) {
   const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, begin);

@@ -423,6 +423,9 @@ TEST_P(CaseTableOnEveryTarget, MatchesTheFloat64Ops) {
     if (c.fusion == Fusion::pre_norm) {
       EXPECT_TRUE(close(got.h, want.h, 0.5, 0.0, 0.0));
       // The fused op equals add followed by the plain norm of the stored h, bit for bit.
+      Stored added(static_cast<size_t>(in.shape.numel()), c.stream, in.shape);
+      add(in.x.view(), in.other.view(), added.writable());
+      EXPECT_EQ(added.bits(), got.h.bits());
       EXPECT_EQ(got.y.bits(), plain_norm_of(c, in, got.h).bits());
     }
     if (c.fusion == Fusion::post_norm && c.dropout_p == 0) {

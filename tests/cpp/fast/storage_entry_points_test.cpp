@@ -519,6 +519,9 @@ TEST(StorageRules, EachGroupOfTensorsSharesOneType) {
     add_norm_pre_backward(r.view(shape), std::nullopt, x.view(shape), normalized,
                           {float32, std::nullopt, std::nullopt});
   });
+  // The residual add: x and out are the stream.
+  expect_refused("out is stored as float32, expected bfloat16 like x",
+                 [&] { add(x.view(shape), r.view(shape), float32); });
   // BatchNorm: x, y, dy and dx are one group.
   expect_refused("y is stored as float32, expected bfloat16 like x",
                  [&] { batch_norm(x.view(shape), float32); });
