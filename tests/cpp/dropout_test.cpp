@@ -1,6 +1,7 @@
 // Dropout: the Philox generator against its published known answers, the mask's independence
 // from how a tensor is split, keep rate, scaling, and backward reuse of the same mask.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <array>
 #include <cmath>
@@ -105,6 +106,20 @@ TEST(Dropout, SixteenBitStorageIsTheFloat32ResultRoundedOnce) {
     }
   }
   cpu::force_target(0);
+  // A tensor the threads split (2^18 values), from offset 0: the same bits on 1 and 2 threads.
+  const int64_t count = int64_t{1} << 18;
+  const auto large = testing::narrow_all(testing::random_floats(count, 22), DType::bfloat16);
+  const int saved_threads = omp_get_max_threads();
+  std::vector<std::vector<uint16_t>> by_threads;
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<uint16_t> out(large.size());
+    dropout({large.data(), {count}, DType::bfloat16}, {out.data(), {count}, DType::bfloat16},
+            {0.2f, 5, 0});
+    by_threads.push_back(std::move(out));
+  }
+  omp_set_num_threads(saved_threads);
+  EXPECT_EQ(by_threads[0], by_threads[1]);
   const std::vector<uint16_t> x(8, to_bfloat16(1.5f).bits);
   std::vector<float> y(8, 7.0f);
   try {

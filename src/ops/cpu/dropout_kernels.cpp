@@ -215,6 +215,7 @@ void keep_mask(uint64_t seed, float p, uint64_t first_element, uint8_t* keep, in
 
 void apply_dropout(const void* input, void* output, DType storage, int64_t count,
                    const DropoutOptions& options, uint64_t first_element) {
+  if (count == 0) return;
   if (options.p == 0.0f) {  // the identity, in any storage type
     if (output != input)
       std::memcpy(output, input, static_cast<size_t>(count * dtype_size(storage)));

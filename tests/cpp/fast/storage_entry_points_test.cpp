@@ -369,6 +369,19 @@ TEST_P(SixteenBitStorage, PreNormEqualsTheAddThenTheNormBitForBit) {
             if (layer) {
               EXPECT_EQ(mean, want_mean);
             }
+            // The add op alone gives the same h, apart and in place, on each thread count.
+            std::vector<uint16_t> x_add = x.bits, r_add = r.bits, out_add(x.bits.size());
+            uint16_t* out = where == "over x"   ? x_add.data()
+                            : where == "over r" ? r_add.data()
+                                                : out_add.data();
+            const AnyConstView r_add_view = float32_branch
+                                                ? AnyConstView(ConstView{r_wide.data(), shape})
+                                                : AnyConstView(r_add.data(), shape, dtype);
+            omp_set_num_threads(threads);
+            add(AnyConstView(x_add.data(), shape, dtype), r_add_view,
+                AnyMutableView(out, shape, dtype));
+            omp_set_num_threads(saved_threads);
+            EXPECT_TRUE(std::equal(want_h.begin(), want_h.end(), out));
           }
         }
       }
