@@ -25,6 +25,12 @@ NormOptions bf16_options(NormKind norm, const Case& c, const Workspace& ws) {
   options.eps = norm == NormKind::layer_norm ? kLayerNormEps : kRmsNormEps;
   return options;
 }
+// BatchNorm in training mode over channels of (gamma, beta), with the run's momentum and eps.
+BatchNormOptions training_batch_norm(AnyConstView gamma, AnyConstView beta) {
+  BatchNormOptions options{{.gamma = gamma, .beta = beta, .eps = kLayerNormEps}};
+  options.momentum = kBatchNormMomentum;
+  return options;
+}
 // The post-norm runners' note: "p = 0.1", or "p = 0 (no mask)".
 std::string dropout_note(float p) {
   if (p == 0.0f) return "p = 0 (no mask)";
@@ -109,9 +115,8 @@ void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector
       break;
     case Op::batch_norm_train_fwd: {
       const Shape columns{c.dim};
-      const BatchNormOptions bn{
-          ConstView{ws.gamma, columns}, ConstView{ws.beta, columns}, true,
-          kBatchNormMomentum,           MomentumConvention::pytorch, kLayerNormEps};
+      const BatchNormOptions bn =
+          training_batch_norm(ConstView{ws.gamma, columns}, ConstView{ws.beta, columns});
       const RunningStats running{{ws.running_mean, columns}, {ws.running_var, columns}};
       const NormStats batch{{ws.column_stat_a, columns}, {ws.column_stat_b, columns}};
       out.push_back({name, note, [=] { batch_norm(x, y, bn, running, batch); }});
@@ -222,8 +227,7 @@ void addnorm_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<
                      }});
       break;
     case Op::batch_norm_train_fwd: {
-      const BatchNormOptions bn{
-          gamma, beta, true, kBatchNormMomentum, MomentumConvention::pytorch, kLayerNormEps};
+      const BatchNormOptions bn = training_batch_norm(gamma, beta);
       const RunningStats running{{ws.running_mean, columns}, {ws.running_var, columns}};
       const NormStats batch{{ws.column_stat_a, columns}, {ws.column_stat_b, columns}};
       out.push_back({name, "", [=] { batch_norm(x, y, bn, running, batch); }});

@@ -29,11 +29,11 @@ constexpr NormTraits norm_traits(NormKind kind) {
   }
   return {"", false, false, 0.0};
 }
-// The channel norms' default eps, PyTorch's and ONNX's for each: GroupNorm (InstanceNorm is its
-// case of one channel a group) and BatchNorm. Their option structs (addnorm/ops.hpp) and every
-// face take them from here.
-inline constexpr double kGroupNormDefaultEps = 1e-5;
-inline constexpr double kBatchNormDefaultEps = 1e-5;
+// The channel norms, GroupNorm (InstanceNorm is its case of one channel a group) and BatchNorm,
+// centre as LayerNorm does and take its description (NormOptions) and so its default eps, which
+// is PyTorch's and ONNX's for each of them too. The faces name them so.
+inline constexpr double kGroupNormDefaultEps = norm_traits(NormKind::layer_norm).default_eps;
+inline constexpr double kBatchNormDefaultEps = norm_traits(NormKind::layer_norm).default_eps;
 // The default eps of a norm op as the faces name it: "group_norm", "instance_norm" or
 // "batch_norm"'s, or a row norm's (norm_traits); any other name is norm_kind_from's Error (the
 // fused ops' norm argument, which names the row norms).

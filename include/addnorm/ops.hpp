@@ -211,12 +211,12 @@ void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shap
 // is normalised over its channels and all their positions, as a LayerNorm row would be; gamma
 // and beta then scale and shift each channel. InstanceNorm is num_groups = C.
 // y = (x - mean_ng) / sqrt(var_ng + eps) * gamma_c + beta_c, population variance.
+// The options are the one norm description (NormOptions: gamma and beta, of shape [C] here, and
+// eps, absent for the default) and the number of groups. GroupNorm centres: norm is absent or
+// layer_norm, and zero_centered_gamma is refused as for LayerNorm.
 template <class T>
-struct BasicGroupNormOptions {
-  int64_t num_groups = 1;                            // >= 1, dividing C
-  std::optional<NormConst<T>> gamma = std::nullopt;  // shape [C], or absent (scale 1)
-  std::optional<NormConst<T>> beta = std::nullopt;   // shape [C], or absent (shift 0)
-  T eps = T(kGroupNormDefaultEps);                   // >= 0, finite
+struct BasicGroupNormOptions : BasicNormOptions<T> {
+  int64_t num_groups = 1;  // >= 1, dividing C
 };
 using GroupNormOptions = BasicGroupNormOptions<float>;
 // `stats`, when given, receives the mean and rstd of each (sample, group): shape [N, num_groups].
@@ -249,14 +249,13 @@ enum class MomentumConvention {
   onnx,
 };
 
+// The one norm description (NormOptions: gamma and beta of shape [C], eps; BatchNorm centres, as
+// GroupNorm does) and what only BatchNorm has.
 template <class T>
-struct BasicBatchNormOptions {
-  std::optional<NormConst<T>> gamma;  // shape [C] or absent
-  std::optional<NormConst<T>> beta;   // shape [C] or absent
+struct BasicBatchNormOptions : BasicNormOptions<T> {
   bool training = true;
   T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
-  T eps = T(kBatchNormDefaultEps);
   bool channels_last = false;  // channels on x's last axis instead of axis 1
 };
 using BatchNormOptions = BasicBatchNormOptions<float>;

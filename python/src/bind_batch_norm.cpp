@@ -23,12 +23,13 @@ struct BatchNormCall {
 
 template <class T>
 BasicBatchNormOptions<T> options_of(const BatchNormCall& call) {
-  return {optional_view_of<const T>("weight", call.gamma),
-          optional_view_of<const T>("bias", call.beta),
-          call.training,
-          momentum_as<T>(call.momentum),
-          call.onnx_convention ? MomentumConvention::onnx : MomentumConvention::pytorch,
-          eps_as<T>(call.eps)};
+  BasicBatchNormOptions<T> options{
+      norm_options_of<T>(NormKind::layer_norm, call.gamma, call.beta, false, call.eps)};
+  options.training = call.training;
+  options.momentum = momentum_as<T>(call.momentum);
+  options.convention =
+      call.onnx_convention ? MomentumConvention::onnx : MomentumConvention::pytorch;
+  return options;
 }
 
 // Both running statistics, or neither (the library says which mode needs them); one without

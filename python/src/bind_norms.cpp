@@ -84,8 +84,8 @@ void group_norm(const py::object& x, int64_t num_groups, const py::object& gamma
     using T = decltype(zero);
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const TensorView<T> y_view = view_of<T>("y", y);
-    const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
+    const BasicGroupNormOptions<T> options{
+        norm_options_of<T>(NormKind::layer_norm, gamma, beta, false, eps), num_groups};
     const std::optional<BasicNormStats<T>> stats = stats_of<T>(mean, rstd);
     py::gil_scoped_release release;
     library::group_norm(x_view, y_view, options, stats);
@@ -101,8 +101,8 @@ void group_norm_backward(const py::object& dy, const py::object& x, int64_t num_
     const TensorView<const T> x_view = view_of<const T>("x", x);
     const BasicGroupNormGrads<T> grads{view_of<T>("dx", dx), optional_view_of<T>("dweight", dgamma),
                                        optional_view_of<T>("dbias", dbeta)};
-    const BasicGroupNormOptions<T> options{num_groups, optional_view_of<const T>("weight", gamma),
-                                           optional_view_of<const T>("bias", beta), eps_as<T>(eps)};
+    const BasicGroupNormOptions<T> options{
+        norm_options_of<T>(NormKind::layer_norm, gamma, beta, false, eps), num_groups};
     py::gil_scoped_release release;
     library::group_norm_backward(dy_view, x_view, grads, options);
   });

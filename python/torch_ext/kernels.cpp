@@ -244,6 +244,14 @@ BasicNormOptions<T> norm_options(const NormTensors& t, const NormSpec& spec) {
   return {spec.kind, optional_view<T>(t.weight), optional_view<T>(t.bias),
           spec.zero_centered_weight, argument_as<T>("eps", spec.eps)};
 }
+// The channel norms' description (GroupNorm, BatchNorm): weight and bias of shape [C] in any
+// storage type, and eps.
+template <class T>
+BasicNormOptions<T> channel_norm_options(const at::Tensor& weight, const at::Tensor& bias,
+                                         double eps) {
+  return {NormKind::layer_norm, optional_norm_view<T>(weight), optional_norm_view<T>(bias), false,
+          argument_as<T>("eps", eps)};
+}
 template <class T>
 BasicDropoutOptions<T> dropout_options(const DropoutSpec& spec) {
   return {dropout_p_as<T>(spec.p), static_cast<uint64_t>(spec.seed),
@@ -631,12 +639,10 @@ RunningBuffers running_for(const OptionalTensor& mean, const OptionalTensor& var
 template <class T>
 BasicBatchNormOptions<T> batch_options(const at::Tensor& weight, const at::Tensor& bias,
                                        const BatchNormSpec& spec) {
-  return {optional_norm_view<T>(weight),
-          optional_norm_view<T>(bias),
-          spec.training,
-          argument_as<T>("momentum", spec.momentum),
-          MomentumConvention::pytorch,
-          argument_as<T>("eps", spec.eps)};
+  BasicBatchNormOptions<T> options{channel_norm_options<T>(weight, bias, spec.eps)};
+  options.training = spec.training;
+  options.momentum = argument_as<T>("momentum", spec.momentum);
+  return options;
 }
 template <class T>
 std::optional<BasicRunningStats<T>> running_views(const RunningBuffers& running) {
@@ -727,9 +733,7 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
     if (save_stats) stats = BasicNormStats<T>{mutable_view<T>(out.mean), mutable_view<T>(out.rstd)};
     run_library([&] {
       library::group_norm(norm_view<T>(x), norm_mutable<T>(y),
-                          {spec.num_groups, optional_norm_view<T>(w), optional_norm_view<T>(b),
-                           argument_as<T>("eps", spec.eps)},
-                          stats);
+                          {channel_norm_options<T>(w, b, spec.eps), spec.num_groups}, stats);
     });
   });
   return out;
@@ -750,8 +754,7 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
           norm_view<T>(dy), norm_view<T>(x),
           {norm_mutable<T>(grads.dx), optional_mutable<T>(grads.dweight),
            optional_mutable<T>(grads.dbias)},
-          {spec.num_groups, optional_norm_view<T>(t.weight), optional_norm_view<T>(t.bias),
-           argument_as<T>("eps", spec.eps)});
+          {channel_norm_options<T>(t.weight, t.bias, spec.eps), spec.num_groups});
     });
   });
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};

@@ -14,11 +14,8 @@ namespace {
 template <class T>
 BasicBatchNormOptions<T> batch_norm_options(const addnorm_tensor* gamma, const addnorm_tensor* beta,
                                             int32_t training, double eps, int32_t channels_last) {
-  BasicBatchNormOptions<T> options;
-  options.gamma = optional_input<T>("gamma", gamma);
-  options.beta = optional_input<T>("beta", beta);
+  BasicBatchNormOptions<T> options{norm_options<T>(NormKind::layer_norm, gamma, beta, 0, eps)};
   options.training = training != 0;
-  options.eps = eps_or<T>(eps, options.eps);
   options.channels_last = channels_last != 0;
   return options;
 }

@@ -15,12 +15,7 @@ namespace {
 template <class T>
 BasicGroupNormOptions<T> group_norm_options(int64_t num_groups, const addnorm_tensor* gamma,
                                             const addnorm_tensor* beta, double eps) {
-  BasicGroupNormOptions<T> options;
-  options.num_groups = num_groups;
-  options.gamma = optional_input<T>("gamma", gamma);
-  options.beta = optional_input<T>("beta", beta);
-  options.eps = eps_or<T>(eps, options.eps);
-  return options;
+  return {norm_options<T>(NormKind::layer_norm, gamma, beta, 0, eps), num_groups};
 }
 
 }  // namespace

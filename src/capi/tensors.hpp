@@ -119,12 +119,7 @@ std::optional<BasicSavedStats<T>> stats_in(const addnorm_tensor* mean, const add
 // The trailing normalized_ndim dims of x (named x_name): 1 to x's rank of them.
 Shape trailing_dims(const char* x_name, const Shape& x_shape, int32_t normalized_ndim);
 
-// eps as the op takes it: a negative value is the default, `fallback` (the option struct's).
-template <class T>
-T eps_or(double eps, T fallback) {
-  return eps < 0 ? fallback : eps_as<T>(eps);
-}
-// The fused ops' eps: absent (the kind's default) when negative.
+// eps as every op takes it: absent (the default of the kind it runs) when negative.
 template <class T>
 std::optional<T> optional_eps(double eps) {
   if (eps < 0) return std::nullopt;

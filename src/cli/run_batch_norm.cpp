@@ -13,11 +13,8 @@ template <class T>
 BasicBatchNormOptions<T> batch_norm_options(const RunSettings& settings,
                                             const std::optional<BasicTensor<T>>& weight,
                                             const std::optional<BasicTensor<T>>& bias) {
-  BasicBatchNormOptions<T> options;
-  options.gamma = optional_view(weight);
-  options.beta = optional_view(bias);
+  BasicBatchNormOptions<T> options{norm_options(settings, NormKind::layer_norm, weight, bias)};
   options.training = settings.training;
-  options.eps = eps_as<T>(settings.eps);
   options.convention =
       settings.convention == "onnx" ? MomentumConvention::onnx : MomentumConvention::pytorch;
   // Each convention's own default: ONNX's momentum weights the old value, PyTorch's the new.

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "addnorm/error.hpp"
-#include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "cli/commands.hpp"
 #include "cli/exact_numbers.hpp"
@@ -273,7 +272,7 @@ void add_norm_ops(CLI::App& run) {
       .input(kBias, &RunSettings::bias, "Shift, shape [C] (default 0)")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .num_groups()
-      .eps(float64::GroupNormOptions{}.eps)
+      .eps(kGroupNormDefaultEps)
       .writes(
           "Writes y.npy, mean.npy and rstd.npy (shape [N, num_groups]); with --backward dx.npy, "
           "and dweight.npy / dbias.npy when --weight / --bias are given.\n"
@@ -290,7 +289,7 @@ void add_norm_ops(CLI::App& run) {
              "Running variance, shape [C]; given together with --running_mean")
       .backward_input(kDy, &RunSettings::dy, "Gradient of y (with --backward)")
       .batch_norm_mode()
-      .eps(float64::BatchNormOptions{}.eps)
+      .eps(kBatchNormDefaultEps)
       .writes(
           "Writes y.npy; in training mode also mean.npy and rstd.npy (the batch's, per channel) "
           "and, when running statistics are given, their updated values as running_mean.npy and "

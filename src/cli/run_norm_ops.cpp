@@ -76,12 +76,9 @@ void run_group_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<
   const BasicTensor<T> x = inputs.load("x", settings.x);
   const auto weight = inputs.load_optional("weight", settings.weight);
   const auto bias = inputs.load_optional("bias", settings.bias);
-  BasicGroupNormOptions<T> options;
+  BasicGroupNormOptions<T> options{norm_options(settings, NormKind::layer_norm, weight, bias)};
   // Above int64's range it cannot divide C, and the library says so.
   options.num_groups = static_cast<int64_t>(std::min<uint64_t>(settings.num_groups, INT64_MAX));
-  options.gamma = optional_view(weight);
-  options.beta = optional_view(bias);
-  options.eps = eps_as<T>(settings.eps);
 
   if (!settings.backward) {
     // Per (sample, group), sized only once num_groups is known to divide C, so at most x's

@@ -18,7 +18,7 @@ void describe(KernelArgs& args, const BatchNormOptions& options,
               cpu::Scratch& scratch) {
   args.gamma = detail::parameter_as_float32(options.gamma, scratch);
   args.shape = {layout.batch, layout.channels, layout.length};
-  args.eps = options.eps;
+  args.eps = detail::channel_eps(options);
   args.training = options.training;
   args.running_mean = running ? running->mean.data : nullptr;
   args.running_var = running ? running->var.data : nullptr;

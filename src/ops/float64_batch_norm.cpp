@@ -34,12 +34,13 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
                                layout.channels)) {
     return;
   }
+  const double eps = detail::channel_eps(options);
   for (int64_t c = 0; c < layout.channels; ++c) {
     Wide mean = 0, rstd = 0;
     if (options.training) {
       const auto moments = reference::channel_moments(x.data, layout, c);
       mean = moments.mean;
-      rstd = Wide(1) / std::sqrt(moments.variance + Wide(options.eps));
+      rstd = Wide(1) / std::sqrt(moments.variance + Wide(eps));
       if (running) {
         reference::update_running(running->mean.data[c], running->var.data[c], moments.mean,
                                   moments.variance, layout.per_channel(), Wide(options.momentum),
@@ -51,7 +52,7 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
       }
     } else {
       mean = running->mean.data[c];
-      rstd = running_rstd(*running, c, options.eps);
+      rstd = running_rstd(*running, c, eps);
     }
     reference::normalise_channel<double>(x.data, data_or_null(options.gamma),
                                          data_or_null(options.beta), y.data, layout, c, mean, rstd);
@@ -66,14 +67,15 @@ void batch_norm_backward(ConstView dy, ConstView x, const BatchNormGrads& grads,
   const double* gamma = data_or_null(options.gamma);
   double* dgamma = data_or_null(grads.dgamma);
   double* dbeta = data_or_null(grads.dbeta);
+  const double eps = detail::channel_eps(options);
   for (int64_t c = 0; c < layout.channels; ++c) {
     if (options.training) {
       reference::batch_norm_backward_channel<double>(dy.data, x.data, gamma, grads.dx.data, dgamma,
-                                                     dbeta, layout, c, options.eps);
+                                                     dbeta, layout, c, eps);
     } else {
       reference::batch_norm_eval_backward_channel<double>(
           dy.data, x.data, gamma, grads.dx.data, dgamma, dbeta, layout, c, running->mean.data[c],
-          running_rstd(*running, c, options.eps));
+          running_rstd(*running, c, eps));
     }
   }
 }

@@ -25,7 +25,7 @@ void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& option
   args.mean = stats ? stats->mean.data : nullptr;
   args.rstd = stats ? stats->rstd.data : nullptr;
   args.layout = layout;
-  args.eps = options.eps;
+  args.eps = detail::channel_eps(options);
   cpu::group_norm_forward(args);
 }
 
@@ -45,7 +45,7 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
   args.dgamma = grads.dgamma ? grads.dgamma->data : nullptr;
   args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
   args.layout = layout;
-  args.eps = options.eps;
+  args.eps = detail::channel_eps(options);
   cpu::group_norm_backward(args);
 }
 
@@ -55,10 +55,10 @@ void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<double>(x, y, options, stats);
   if (detail::empty_statistics(layout.elements(), stats, layout.rows())) return;
-  reference::group_norm_forward<double>(x.data, options.gamma ? options.gamma->data : nullptr,
-                                        options.beta ? options.beta->data : nullptr, y.data,
-                                        stats ? stats->mean.data : nullptr,
-                                        stats ? stats->rstd.data : nullptr, layout, options.eps);
+  reference::group_norm_forward<double>(
+      x.data, options.gamma ? options.gamma->data : nullptr,
+      options.beta ? options.beta->data : nullptr, y.data, stats ? stats->mean.data : nullptr,
+      stats ? stats->rstd.data : nullptr, layout, detail::channel_eps(options));
 }
 
 void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
@@ -69,7 +69,7 @@ void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
   reference::group_norm_backward<double>(
       dy.data, x.data, options.gamma ? options.gamma->data : nullptr, grads.dx.data,
       grads.dgamma ? grads.dgamma->data : nullptr, grads.dbeta ? grads.dbeta->data : nullptr,
-      layout, options.eps);
+      layout, detail::channel_eps(options));
 }
 
 }  // namespace float64

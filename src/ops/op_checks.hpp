@@ -102,6 +102,18 @@ void check_norm_options(const BasicNormOptions<T>& options, NormKind kind,
   check_eps(eps_of(options, kind));
 }
 
+// The channel norms' description (GroupNorm, BatchNorm): theirs is the centring kind, checked as
+// LayerNorm's over the channels, gamma and beta of shape [C].
+template <class T>
+void check_channel_norm_options(const BasicNormOptions<T>& options, int64_t channels) {
+  check_norm_options(options, plain_kind(options, NormKind::layer_norm), Shape{channels});
+}
+// The eps a channel norm runs with: the one given, or the centring kind's default.
+template <class T>
+T channel_eps(const BasicNormOptions<T>& options) {
+  return eps_of(options, NormKind::layer_norm);
+}
+
 // The mean a call reads or writes: only a centring norm's.
 template <class Stats>
 auto norm_mean(const std::optional<Stats>& stats, NormKind kind) {
@@ -225,8 +237,7 @@ reference::GroupLayout check_group_norm(const NormConst<T>& x, const NormMutable
                                         const std::optional<BasicNormStats<T>>& stats) {
   const reference::GroupLayout layout = group_layout(x, options);
   check_shape("y", y, x.shape);
-  check_affine(options.gamma, options.beta, Shape{layout.channels});
-  check_eps(options.eps);
+  check_channel_norm_options(options, layout.channels);
   if (stats) {
     check_shape("mean", stats->mean, Shape{layout.batch, layout.groups});
     check_shape("rstd", stats->rstd, Shape{layout.batch, layout.groups});
@@ -250,8 +261,7 @@ reference::GroupLayout check_group_norm_backward(const NormConst<T>& dy, const N
     check_same_storage("dx", grads.dx, "x", x, "a gradient is stored as its tensor");
   }
   const Shape channels{layout.channels};
-  check_affine(options.gamma, options.beta, channels);
-  check_eps(options.eps);
+  check_channel_norm_options(options, layout.channels);
   check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, channels);
   check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, channels);
   if (saved) {
@@ -291,8 +301,7 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
                               const reference::BatchLayout& layout,
                               const std::optional<BasicRunningStats<T>>& running) {
   const Shape channels{layout.channels};
-  check_affine(options.gamma, options.beta, channels);
-  check_eps(options.eps);
+  check_channel_norm_options(options, layout.channels);
   check_momentum(options.momentum);
   if (running) {
     check_shape("running_mean", running->mean, channels);

@@ -123,7 +123,7 @@ std::vector<std::pair<std::string, std::function<void()>>> ops(Tensors& t) {
   const NormOptions an{NormKind::layer_norm, AnyConstView(t.cparam(t.gamma)),
                        AnyConstView(t.cparam(t.beta))};
   const DropoutOptions drop{0.1f, 42, 0};
-  BatchNormOptions bn{t.cparam(t.gamma), t.cparam(t.beta)};
+  BatchNormOptions bn{{.gamma = t.cparam(t.gamma), .beta = t.cparam(t.beta)}};
   BatchNormOptions bn_eval = bn;
   bn_eval.training = false;
   const TensorView<float> running_mean{t.mean.data(), t.row()};

@@ -59,8 +59,8 @@ TEST_P(BatchNormTest, TrainingNormalisesWithBatchStatisticsAndUpdatesRunningStat
   for (const auto convention : {MomentumConvention::pytorch, MomentumConvention::onnx}) {
     const float momentum = convention == MomentumConvention::pytorch ? 0.1f : 0.9f;
     std::vector<float> y(x.size()), running_mean(channels, 0.5f), running_var(channels, 2.0f);
-    BatchNormOptions options{ConstView{gamma.data(), {channels}},
-                             ConstView{beta.data(), {channels}}};
+    BatchNormOptions options{
+        {.gamma = ConstView{gamma.data(), {channels}}, .beta = ConstView{beta.data(), {channels}}}};
     options.momentum = momentum;
     options.convention = convention;
     batch_norm({x.data(), shape}, {y.data(), shape}, options,
@@ -94,7 +94,8 @@ TEST_P(BatchNormTest, InferenceUsesRunningStatistics) {
   auto running_var = random_floats(channels, 85, 0.5f, 3.0f);
   const auto running_mean_before = running_mean, running_var_before = running_var;
   std::vector<float> y(x.size());
-  BatchNormOptions options{ConstView{gamma.data(), {channels}}, ConstView{beta.data(), {channels}}};
+  BatchNormOptions options{
+      {.gamma = ConstView{gamma.data(), {channels}}, .beta = ConstView{beta.data(), {channels}}}};
   options.training = false;
   batch_norm({x.data(), shape}, {y.data(), shape}, options,
              RunningStats{{running_mean.data(), {channels}}, {running_var.data(), {channels}}});
@@ -175,8 +176,8 @@ TEST(BatchNormBackward, MatchesFloat64InBothModes) {
             1 / std::sqrt(double(running_var[c]) + 1e-5));
       }
     }
-    BatchNormOptions options{ConstView{gamma.data(), {channels}},
-                             ConstView{beta.data(), {channels}}};
+    BatchNormOptions options{
+        {.gamma = ConstView{gamma.data(), {channels}}, .beta = ConstView{beta.data(), {channels}}}};
     options.training = training;
     std::vector<float> dx(120), dgamma(channels), dbeta(channels);
     batch_norm_backward(

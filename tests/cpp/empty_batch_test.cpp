@@ -147,8 +147,8 @@ TYPED_TEST(EmptyBatch, NoChannels) {
   training.training = true;
   overloads::batch_norm(x, y, training);
   overloads::batch_norm_backward(x, x, {y, std::nullopt, std::nullopt}, training);
-  overloads::group_norm(x, y, BasicGroupNormOptions<T>{.num_groups = 1});
-  overloads::group_norm_backward(x, x, {y}, BasicGroupNormOptions<T>{.num_groups = 1});
+  overloads::group_norm(x, y, BasicGroupNormOptions<T>{{}, 1});
+  overloads::group_norm_backward(x, x, {y}, BasicGroupNormOptions<T>{{}, 1});
 }
 
 // The 16-bit storage types reach the same rule through the any-storage views.
@@ -164,7 +164,7 @@ TEST(EmptyBatchStorage, SixteenBitTypes) {
                       options);
   expect_all(dgamma, 0.0, "dgamma");
   group_norm(AnyConstView{nullptr, {0, 4, 3}, DType::float16},
-             AnyMutableView{nullptr, {0, 4, 3}, DType::float16}, GroupNormOptions{.num_groups = 2});
+             AnyMutableView{nullptr, {0, 4, 3}, DType::float16}, GroupNormOptions{{}, 2});
 }
 
 TYPED_TEST(EmptyBatch, GroupNormGivesNanStatisticsToGroupsOfNothing) {
@@ -178,7 +178,7 @@ TYPED_TEST(EmptyBatch, GroupNormGivesNanStatisticsToGroupsOfNothing) {
     SCOPED_TRACE(c.x_shape.to_string());
     const std::vector<T> gamma = untouched<T>(4), beta = untouched<T>(4);
     const BasicGroupNormOptions<T> options{
-        .num_groups = 2, .gamma = In<T>{gamma.data(), {4}}, .beta = In<T>{beta.data(), {4}}};
+        {.gamma = In<T>{gamma.data(), {4}}, .beta = In<T>{beta.data(), {4}}}, 2};
     std::vector<T> mean = untouched<T>(c.samples * 2), rstd = untouched<T>(c.samples * 2);
     const In<T> x{nullptr, c.x_shape};
     const Out<T> y{nullptr, c.x_shape};
@@ -207,7 +207,7 @@ TYPED_TEST(EmptyBatch, BatchNormKeepsRunningStatisticsAndSumsNothing) {
     for (const bool training : {true, false}) {
       const std::vector<T> gamma = untouched<T>(3), beta = untouched<T>(3);
       BasicBatchNormOptions<T> options{
-          .gamma = In<T>{gamma.data(), {3}}, .beta = In<T>{beta.data(), {3}}, .training = training};
+          {.gamma = In<T>{gamma.data(), {3}}, .beta = In<T>{beta.data(), {3}}}, training};
       options.channels_last = c.channels_last;
       std::vector<T> running_mean = untouched<T>(3), running_var = untouched<T>(3);
       const BasicRunningStats<T> running{{running_mean.data(), {3}}, {running_var.data(), {3}}};

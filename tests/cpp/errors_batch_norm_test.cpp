@@ -57,7 +57,7 @@ void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
   add_tensor_rejections<Call>(rejections, "beta",
                               [](Call& c) -> NormConst<T>& { return *c.options.beta; }, kChannels,
                               {3, 1});
-  add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps; });
+  add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps.emplace(); });
   for (T bad : {T(-0.1), T(1.5), T(5), std::numeric_limits<T>::quiet_NaN(),
                 std::numeric_limits<T>::infinity()}) {
     rejections.push_back({"momentum = " + std::to_string(bad),

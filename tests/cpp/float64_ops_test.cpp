@@ -59,8 +59,9 @@ TEST(Float64Ops, BatchNormTrainingAgreesWithTheFloat32Op) {
   const auto x = random_floats(105, 5, -1.0f, 4.0f), dy = random_floats(105, 6);
   const auto gamma = random_floats(3, 7, 0.5f, 1.5f), beta = random_floats(3, 8);
   std::vector<float> y(105), dx(105), running_mean(3, 0.5f), running_var(3, 2.0f);
-  const BatchNormOptions options{ConstView{gamma.data(), channels},
-                                 ConstView{beta.data(), channels}, true, 0.3f};
+  BatchNormOptions options{
+      {.gamma = ConstView{gamma.data(), channels}, .beta = ConstView{beta.data(), channels}}};
+  options.momentum = 0.3f;
   batch_norm({x.data(), shape}, {y.data(), shape}, options,
              RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
   batch_norm_backward({dy.data(), shape}, {x.data(), shape},
@@ -69,9 +70,9 @@ TEST(Float64Ops, BatchNormTrainingAgreesWithTheFloat32Op) {
   const auto x64 = widen(x), dy64 = widen(dy), g64 = widen(gamma), b64 = widen(beta);
   std::vector<double> y64(105), dx64(105), running_mean64(3, 0.5), running_var64(3, 2.0);
   // momentum 0.3 as the float32 op sees it, so that both update with the same weight.
-  const float64::BatchNormOptions options64{float64::ConstView{g64.data(), channels},
-                                            float64::ConstView{b64.data(), channels}, true,
-                                            double(0.3f)};
+  float64::BatchNormOptions options64{{.gamma = float64::ConstView{g64.data(), channels},
+                                       .beta = float64::ConstView{b64.data(), channels}}};
+  options64.momentum = double(0.3f);
   float64::batch_norm(
       {x64.data(), shape}, {y64.data(), shape}, options64,
       float64::RunningStats{{running_mean64.data(), channels}, {running_var64.data(), channels}});

@@ -120,7 +120,8 @@ void check_forward(const Case& c) {
     mean[ch] = m.mean;
     rstd[ch] = 1 / std::sqrt(m.variance + static_cast<long double>(eps));
   }
-  BatchNormOptions options{ConstView{gamma.data(), channels}, ConstView{beta.data(), channels}};
+  BatchNormOptions options{
+      {.gamma = ConstView{gamma.data(), channels}, .beta = ConstView{beta.data(), channels}}};
   options.eps = static_cast<float>(eps);
   std::vector<float> y(x.size());
   batch_norm({x.data(), shape}, {y.data(), shape}, options);
@@ -169,7 +170,8 @@ void check_backward(const Case& c) {
             layout, ch, running_mean[ch], 1 / std::sqrt(double(running_var[ch]) + eps));
       }
     }
-    BatchNormOptions options{ConstView{gamma.data(), channels}, ConstView{beta.data(), channels}};
+    BatchNormOptions options{
+        {.gamma = ConstView{gamma.data(), channels}, .beta = ConstView{beta.data(), channels}}};
     options.training = training;
     options.eps = static_cast<float>(eps);
     // dx on a 64-byte boundary, so that a large enough one is written with streaming stores.
@@ -250,9 +252,11 @@ TEST(FastBatchNorm, SixteenBitInPlaceMatchesOutOfPlace) {
         auto dx_in_place = dy;
         std::vector<uint16_t> dx(x.size());
         batch_norm_backward({dy.data(), shape, dtype}, {x.data(), shape, dtype},
-                            {{dx.data(), shape, dtype}}, options, running);
+                            {{dx.data(), shape, dtype}, std::nullopt, std::nullopt}, options,
+                            running);
         batch_norm_backward({dx_in_place.data(), shape, dtype}, {x.data(), shape, dtype},
-                            {{dx_in_place.data(), shape, dtype}}, options, running);
+                            {{dx_in_place.data(), shape, dtype}, std::nullopt, std::nullopt},
+                            options, running);
         EXPECT_EQ(dx_in_place, dx) << (training ? "training" : "inference");
       }
     }
@@ -280,8 +284,8 @@ TEST_P(BatchNormEveryTarget, IsThreadDeterministic) {
       omp_set_num_threads(threads);
       std::vector<float> y(x.size()), dx(x.size()), dg(channels), db(channels);
       std::vector<float> running_mean(channels, 0.0f), running_var(channels, 1.0f);
-      BatchNormOptions options{ConstView{gamma.data(), per_channel},
-                               ConstView{beta.data(), per_channel}};
+      BatchNormOptions options{{.gamma = ConstView{gamma.data(), per_channel},
+                                .beta = ConstView{beta.data(), per_channel}}};
       const RunningStats running{{running_mean.data(), per_channel},
                                  {running_var.data(), per_channel}};
       batch_norm({x.data(), shape}, {y.data(), shape}, options, running);

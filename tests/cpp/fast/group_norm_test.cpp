@@ -207,7 +207,7 @@ TEST(GroupNorm, OneGroupWithoutAffineIsLayerNormBitForBit) {
   const Shape shape{3, 8, 5, 7};
   const auto x = random_floats(static_cast<size_t>(shape.numel()), 5, -4.0f, 9.0f);
   std::vector<float> got(x.size()), want(x.size());
-  group_norm({x.data(), shape}, {got.data(), shape}, {.num_groups = 1});
+  group_norm({x.data(), shape}, {got.data(), shape}, {{}, 1});
   layer_norm({x.data(), shape}, Shape{8, 5, 7}, {want.data(), shape});
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
 }
@@ -333,27 +333,50 @@ TEST(GroupNorm, RefusesBadArgumentsAndWritesNothing) {
   std::vector<float> x(24, 1.0f), y(24, -7.0f), gamma(6, 1.0f), stats(8, -7.0f);
   const Shape shape{2, 6, 2};
   expect_refused("num_groups is 4, expected a divisor of the 6 channels", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 4});
+    group_norm({x.data(), shape}, {y.data(), shape}, {{}, 4});
   });
   expect_refused("num_groups is 0", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 0});
+    group_norm({x.data(), shape}, {y.data(), shape}, {{}, 0});
   });
   expect_refused("x has shape [24], expected (N, C, *)", [&] {
-    group_norm({x.data(), Shape{24}}, {y.data(), Shape{24}}, {.num_groups = 1});
+    group_norm({x.data(), Shape{24}}, {y.data(), Shape{24}}, {{}, 1});
   });
   expect_refused("gamma has shape [5], expected [6]", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape},
-               {.num_groups = 3, .gamma = ConstView{gamma.data(), {5}}});
+    group_norm({x.data(), shape}, {y.data(), shape}, {{.gamma = ConstView{gamma.data(), {5}}}, 3});
   });
   expect_refused("eps", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 3, .eps = -1.0f});
+    group_norm({x.data(), shape}, {y.data(), shape}, {{.eps = -1.0f}, 3});
   });
   expect_refused("mean has shape [8], expected [2, 3]", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape}, {.num_groups = 3},
+    group_norm({x.data(), shape}, {y.data(), shape}, {{}, 3},
                NormStats{{stats.data(), {8}}, {stats.data(), {8}}});
+  });
+  // The description is the centring kind's: another kind, or a field only RMSNorm has, is
+  // refused by name.
+  expect_refused("norm is rms_norm, expected layer_norm", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape}, {{.norm = NormKind::rms_norm}, 3});
+  });
+  expect_refused("zero_centered_gamma", [&] {
+    group_norm({x.data(), shape}, {y.data(), shape},
+               {{.gamma = ConstView{gamma.data(), {6}}, .zero_centered_gamma = true}, 3});
   });
   EXPECT_EQ(y, std::vector<float>(24, -7.0f));
   EXPECT_EQ(stats, std::vector<float>(8, -7.0f));
+}
+
+// An absent eps is GroupNorm's default, PyTorch's 1e-5, and an explicit layer_norm kind is the
+// same call: the description's defaults are the centring kind's.
+TEST(GroupNorm, DefaultEpsIsPyTorchs) {
+  const Shape shape{2, 6, 3};
+  const auto x = random_floats(static_cast<size_t>(shape.numel()), 11, -1e-3f, 1e-3f);
+  std::vector<float> by_default(x.size()), given(x.size()), named(x.size()), other(x.size());
+  group_norm({x.data(), shape}, {by_default.data(), shape}, {{}, 2});
+  group_norm({x.data(), shape}, {given.data(), shape}, {{.eps = 1e-5f}, 2});
+  group_norm({x.data(), shape}, {named.data(), shape}, {{.norm = NormKind::layer_norm}, 2});
+  group_norm({x.data(), shape}, {other.data(), shape}, {{.eps = 1e-6f}, 2});
+  EXPECT_EQ(by_default, given);
+  EXPECT_EQ(by_default, named);
+  EXPECT_NE(by_default, other);  // rows this small are eps's: the default is not another value
 }
 
 }  // namespace

@@ -164,10 +164,9 @@ TEST_P(TinyRows, BatchNormChannelsMatchTheFloat64Op) {
       const auto mean64 = widen(running_mean), var64 = widen(running_var);
       std::vector<float> y(x.size());
       std::vector<double> want(x.size());
-      BatchNormOptions options{ConstView{gamma.data(), per_channel}, std::nullopt};
+      BatchNormOptions options{{.gamma = ConstView{gamma.data(), per_channel}}};
       options.training = training;
-      float64::BatchNormOptions options64{float64::ConstView{g64.data(), per_channel},
-                                          std::nullopt};
+      float64::BatchNormOptions options64{{.gamma = float64::ConstView{g64.data(), per_channel}}};
       options64.training = training;
       std::optional<RunningStats> running;
       std::optional<float64::RunningStats> running64;
