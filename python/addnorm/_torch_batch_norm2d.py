@@ -5,7 +5,8 @@ import torch
 from . import _torch_modules
 
 
-class BatchNorm2d(_torch_modules._BatchNorm, torch.nn.BatchNorm2d):
+class BatchNorm2d(_torch_modules._TorchNnLeaf, _torch_modules._BatchNorm,
+                  torch.nn.BatchNorm2d):
     """torch.nn.BatchNorm2d computed by addnorm: same arguments, parameters, buffers, state_dict
     and results (training statistics over N, H and W; running statistics as in PyTorch); it
     scripts (torch.jit.script).
@@ -21,5 +22,5 @@ class BatchNorm2d(_torch_modules._BatchNorm, torch.nn.BatchNorm2d):
         n, c, h, w = input.size(0), input.size(1), input.size(2), input.size(3)
         if not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last):
             pixels = input.permute(0, 2, 3, 1).reshape(n * h * w, c)
-            return self._normalise(pixels).view(n, h, w, c).permute(0, 3, 1, 2)
-        return self._normalise(input.reshape(n, c, h * w)).view(n, c, h, w)
+            return self._normalise(pixels, input.size()).view(n, h, w, c).permute(0, 3, 1, 2)
+        return self._normalise(input.reshape(n, c, h * w), input.size()).view(n, c, h, w)

@@ -91,11 +91,28 @@ def rms_norm(input, normalized_shape, weight=None, eps=None, zero_centered_weigh
                                       bool(zero_centered_weight))
 
 
+def verify_batch_size(size: List[int]) -> None:
+    """PyTorch's rule for batch statistics, raised as F.batch_norm raises it (ValueError, before
+    anything is computed): one value per channel has no spread. size is the caller's input size;
+    the count, N times the positions, is the same in every view the modules reshape it to.
+    (Not while tracing, as group_norm; scriptable, for the modules that script.)"""
+    if torch.jit.is_tracing():
+        return
+    values = size[0]
+    for positions in size[2:]:
+        values *= positions
+    if values == 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size "
+                         "{}".format(size))
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm, computed by addnorm; running statistics are updated in
     place in training, as PyTorch does. 16-bit input is read and written in its own dtype,
     computed in float32 with float64 statistics; running statistics are kept in float32."""
+    if training:
+        verify_batch_size(input.size())
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
                                         bool(training), float(momentum), float(eps))
 

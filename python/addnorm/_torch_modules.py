@@ -3,16 +3,32 @@ parameters, buffers, state_dict keys, repr), RMSNorm mirrors torch.nn.RMSNorm (P
 and AddNorm is the fused residual add + norm (pre-norm or post-norm, with dropout).
 
 Their forwards call torch.ops.addnorm.* directly, so LayerNorm, RMSNorm and BatchNorm1d script
-(torch.jit.script) and every module traces, saves and exports to ONNX.
+(torch.jit.script) and every module traces, saves and exports to ONNX; torch.fx keeps the
+drop-ins for torch.nn's modules whole, as it keeps those (_TorchNnLeaf).
 """
 import numbers
+from typing import List
 
 import torch
 
 from . import _torch_functions as F
 
 
-class LayerNorm(torch.nn.LayerNorm):
+class _TorchNnLeaf:
+    """torch.fx keeps torch.nn's own modules whole, as call_module nodes whose forward runs at
+    call time (so train() and eval() still switch a traced graph's BatchNorm), and tells them by
+    their __module__. A drop-in answers that test as the module it replaces would: the instance's
+    __module__ is the replaced torch.nn class's. The class's own (type(m).__module__, which
+    pickling, repr and isinstance use) stays addnorm's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        replaced = next(base for base in type(self).__mro__
+                        if base.__module__.startswith("torch.nn."))
+        self.__dict__["__module__"] = replaced.__module__
+
+
+class LayerNorm(_TorchNnLeaf, torch.nn.LayerNorm):
     """torch.nn.LayerNorm computed by addnorm; same arguments, parameters and state_dict."""
 
     def forward(self, input):
@@ -26,10 +42,11 @@ class _BatchNorm:
 
     def forward(self, input):
         self._check_input_dim(input)
-        return self._normalise(input)
+        return self._normalise(input, input.size())
 
-    def _normalise(self, input):
-        """The op on input (N, C, *), with the running-statistics bookkeeping; no rank check."""
+    def _normalise(self, input, size: List[int]):
+        """The op on input (N, C, *), a view of the caller's input of `size`, with the
+        running-statistics bookkeeping; no rank check."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
@@ -37,6 +54,9 @@ class _BatchNorm:
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None and
                                             self.running_var is None)
+        if use_batch_stats:
+            # After the count, before the op, as torch.nn's module and F.batch_norm do it.
+            F.verify_batch_size(size)
         keep_running = not self.training or self.track_running_stats
         return torch.ops.addnorm.batch_norm(input, self.weight, self.bias,
                                             self.running_mean if keep_running else None,
@@ -44,16 +64,16 @@ class _BatchNorm:
                                             use_batch_stats, factor, self.eps)
 
 
-class BatchNorm1d(_BatchNorm, torch.nn.BatchNorm1d):
+class BatchNorm1d(_TorchNnLeaf, _BatchNorm, torch.nn.BatchNorm1d):
     """torch.nn.BatchNorm1d computed by addnorm: same arguments, parameters (weight, bias),
     buffers (running_mean, running_var, num_batches_tracked) and state_dict."""
 
 
-class BatchNorm3d(_BatchNorm, torch.nn.BatchNorm3d):
+class BatchNorm3d(_TorchNnLeaf, _BatchNorm, torch.nn.BatchNorm3d):
     """torch.nn.BatchNorm3d computed by addnorm, (N, C, D, H, W) input; as BatchNorm1d."""
 
 
-class GroupNorm(torch.nn.GroupNorm):
+class GroupNorm(_TorchNnLeaf, torch.nn.GroupNorm):
     """torch.nn.GroupNorm computed by addnorm; same arguments, parameters and state_dict."""
 
     def forward(self, input):
@@ -70,15 +90,15 @@ class _InstanceNorm:
                                self.momentum, self.eps)
 
 
-class InstanceNorm1d(_InstanceNorm, torch.nn.InstanceNorm1d):
+class InstanceNorm1d(_TorchNnLeaf, _InstanceNorm, torch.nn.InstanceNorm1d):
     """torch.nn.InstanceNorm1d computed by addnorm."""
 
 
-class InstanceNorm2d(_InstanceNorm, torch.nn.InstanceNorm2d):
+class InstanceNorm2d(_TorchNnLeaf, _InstanceNorm, torch.nn.InstanceNorm2d):
     """torch.nn.InstanceNorm2d computed by addnorm."""
 
 
-class InstanceNorm3d(_InstanceNorm, torch.nn.InstanceNorm3d):
+class InstanceNorm3d(_TorchNnLeaf, _InstanceNorm, torch.nn.InstanceNorm3d):
     """torch.nn.InstanceNorm3d computed by addnorm."""
 
 

@@ -1,8 +1,12 @@
 """addnorm.torch: autograd functions checked by torch.autograd.gradcheck in float64, the modules
 as drop-in replacements for torch.nn's (outputs, gradients, state_dict both ways, BatchNorm's
 buffers), AddNorm's dropout seeding, and patch()."""
+import copy
+import io
+
 import pytest
 import torch
+import torch.fx
 
 import addnorm
 import addnorm._torch_functions
@@ -116,6 +120,83 @@ def test_batch_norm1d_without_running_stats():
     theirs = torch.nn.BatchNorm1d(3, track_running_stats=False).eval()
     x = torch.randn(5, 3)
     assert_same(ours(x), theirs(x))
+
+
+@pytest.mark.parametrize("name, shape, options", [
+    ("BatchNorm1d", (1, 5), {}),
+    ("BatchNorm1d", (1, 5, 1), {}),
+    ("BatchNorm1d", (1, 5), {"momentum": None}),
+    ("BatchNorm2d", (1, 5, 1, 1), {}),
+    ("BatchNorm3d", (1, 5, 1, 1, 1), {}),
+    ("BatchNorm1d", (1, 5), {"track_running_stats": False, "eval": True}),
+])
+def test_batch_norm_of_one_value_per_channel_fails_as_pytorchs(name, shape, options):
+    """One value per channel with batch statistics: PyTorch's ValueError and message, after the
+    same bookkeeping (num_batches_tracked counts the call, the running statistics stay)."""
+    options = dict(options)
+    evaluate = options.pop("eval", False)
+    theirs = getattr(torch.nn, name)(5, **options)
+    ours = getattr(an, name)(5, **options)
+    if evaluate:
+        theirs.eval(), ours.eval()
+    for x in (torch.randn(shape), torch.randn(shape).to(memory_format=torch.channels_last)
+              if len(shape) == 4 else torch.randn(shape)):
+        with pytest.raises(ValueError) as expected:
+            theirs(x)
+        with pytest.raises(ValueError) as got:
+            ours(x)
+        assert str(got.value) == str(expected.value)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    for key, value in theirs.state_dict().items():
+        assert torch.equal(ours.state_dict()[key], value), key
+    x = torch.randn(1, 5)
+    with pytest.raises(ValueError) as expected:
+        torch.nn.functional.batch_norm(x, None, None, training=True)
+    with pytest.raises(ValueError) as got:
+        an.batch_norm(x, None, None, training=True)
+    assert str(got.value) == str(expected.value)
+    assert_same(an.batch_norm(x, torch.zeros(5), torch.ones(5)),
+                torch.nn.functional.batch_norm(x, torch.zeros(5), torch.ones(5)))
+
+
+def _norm_stack(dims):
+    """A small model with each torch.nn norm addnorm replaces, for 1-D, 2-D or 3-D inputs."""
+    conv, batch, instance = {1: (torch.nn.Conv1d, torch.nn.BatchNorm1d, torch.nn.InstanceNorm1d),
+                             2: (torch.nn.Conv2d, torch.nn.BatchNorm2d, torch.nn.InstanceNorm2d),
+                             3: (torch.nn.Conv3d, torch.nn.BatchNorm3d,
+                                 torch.nn.InstanceNorm3d)}[dims]
+    torch.manual_seed(dims)
+    return torch.nn.Sequential(conv(3, 8, 3), batch(8), torch.nn.GroupNorm(2, 8),
+                               instance(8, affine=True), torch.nn.Flatten(1),
+                               torch.nn.LayerNorm(8 * 4 ** dims))
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_patched_model_traces_with_torch_fx_as_the_original_does(dims):
+    """torch.fx keeps torch.nn's norms whole (call_module nodes); a patched model's drop-ins are
+    kept the same way, so it traces to the original's graph, and the traced BatchNorm still
+    follows train() and eval(). The classes stay addnorm's, and pickle as such."""
+    theirs = torch.fx.symbolic_trace(_norm_stack(dims))
+    ours = an.patch(_norm_stack(dims), batch_norm=True)
+    assert all(type(m).__module__.startswith("addnorm.") for m in list(ours)[1:4] + [ours[5]])
+    eager = copy.deepcopy(ours)
+    traced = torch.fx.symbolic_trace(ours)
+    assert [(n.op, str(n.target)) for n in traced.graph.nodes] == \
+        [(n.op, str(n.target)) for n in theirs.graph.nodes]
+    x = torch.randn(4, 3, *[6] * dims)
+    outputs = {}
+    for training in (True, False, True):
+        traced.train(training), eager.train(training)
+        outputs[training] = traced(x)
+        assert_same(outputs[training], eager(x))
+    assert not torch.equal(outputs[True], outputs[False])
+    assert_same(ours[1].running_mean, eager[1].running_mean)
+    buffer = io.BytesIO()
+    torch.save(ours, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert [type(m) for m in loaded] == [type(m) for m in ours]
+    assert_same(loaded.eval()(x), ours.eval()(x))
 
 
 def test_rms_norm_module():
