@@ -42,7 +42,15 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
             and input.numel() // num_groups == 1):
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{[input.size(0) * input.size(1) // num_groups, num_groups] + list(input.shape[2:])}")
-    return torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
+    y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
+    # As PyTorch's group_norm: channels-last input, channels-last output (the operator, like
+    # instance_norm's, returns the contiguous layout). Written out for TorchScript.
+    if not input.is_contiguous():
+        if input.dim() == 4 and input.is_contiguous(memory_format=torch.channels_last):
+            return y.contiguous(memory_format=torch.channels_last)
+        if input.dim() == 5 and input.is_contiguous(memory_format=torch.channels_last_3d):
+            return y.contiguous(memory_format=torch.channels_last_3d)
+    return y
 
 
 def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = None,

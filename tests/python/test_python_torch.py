@@ -199,6 +199,31 @@ def test_patched_model_traces_with_torch_fx_as_the_original_does(dims):
     assert_same(loaded.eval()(x), ours.eval()(x))
 
 
+@pytest.mark.parametrize("make, shape, layout", [
+    (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5), torch.channels_last),
+    (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5, 2), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm3d(4), (2, 4, 3, 5, 2), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm2d(4), (2, 4, 3, 5), torch.channels_last),
+    (lambda nn: nn.InstanceNorm2d(4, affine=True), (2, 4, 3, 5), torch.channels_last),
+    (lambda nn: nn.InstanceNorm3d(4), (2, 4, 3, 5, 2), torch.channels_last_3d),
+    (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5), torch.contiguous_format),
+])
+def test_channels_last_input_gives_pytorchs_output_layout(make, shape, layout):
+    """Each module returns the memory layout torch.nn's returns for the same input (GroupNorm and
+    BatchNorm keep channels-last, InstanceNorm does not), with its values and gradients."""
+    theirs, ours = make(torch.nn), make(an)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(shape, dtype=torch.float64).to(memory_format=layout).requires_grad_()
+    x2 = x.detach().clone(memory_format=torch.preserve_format).requires_grad_()
+    expected, got = theirs.double()(x), ours.double()(x2)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)
+    g = torch.randn(shape, dtype=torch.float64)
+    (expected * g).sum().backward()
+    (got * g).sum().backward()
+    torch.testing.assert_close(x2.grad, x.grad)
+
+
 def test_rms_norm_module():
     module = an.RMSNorm(4, eps=1e-6)
     assert list(module.state_dict()) == ["weight"]
