@@ -4,6 +4,7 @@
 // float64 ones. Dropout must drop exactly the same elements in both dtypes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "addnorm/float64.hpp"
@@ -117,6 +118,82 @@ TEST(Float64Ops, PostNormDropsTheSameElementsAsTheFloat32Op) {
   EXPECT_TRUE(within_ulps(y, y64, 4, 8 * max_abs(y64)));
   EXPECT_TRUE(within_ulps(dx, dx64, 4, 16 * max_abs(dx64)));
   EXPECT_TRUE(within_ulps(ds, ds64, 4, 16 * max_abs(ds64)));
+}
+
+// docs/numerics.md's rule for a constant row, group or channel with eps = 0: its centred values
+// are exactly 0 and x_hat is 0 there, not 0 * inf, so y = beta exactly. The same in both
+// precisions and in every centring norm: LayerNorm, GroupNorm, and BatchNorm in training (batch
+// statistics, (N, C) and (N, C, L)) and in inference (a running variance of 0). Channel 1 is
+// constant; the others are not, and stay finite.
+TEST(Float64Ops, ConstantChannelsWithZeroEpsGiveBetaInBothPrecisions) {
+  const int64_t batch = 4, channels = 3;
+  const std::vector<float> beta{0.25f, -1.5f, 2.0f}, gamma{2.0f, 3.0f, 0.5f};
+  const std::vector<double> beta64(beta.begin(), beta.end()), gamma64(gamma.begin(), gamma.end());
+  for (const int64_t length : {int64_t{1}, int64_t{5}}) {
+    const Shape shape{batch, channels, length};
+    std::vector<float> x = random_floats(static_cast<size_t>(shape.numel()), 7, -2.0f, 2.0f);
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t l = 0; l < length; ++l)
+        x[static_cast<size_t>((n * channels + 1) * length + l)] = 0.75f;
+    }
+    const auto x64 = widen(x);
+    const Shape per_channel{channels};
+    const auto expect_beta_on_channel_1 = [&](const auto& y, const char* what) {
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t c = 0; c < channels; ++c) {
+          for (int64_t l = 0; l < length; ++l) {
+            const double value = double(y[static_cast<size_t>((n * channels + c) * length + l)]);
+            if (c == 1) {
+              EXPECT_EQ(value, double(beta[1])) << what << ", L = " << length;
+            } else {
+              EXPECT_TRUE(std::isfinite(value)) << what << ", L = " << length;
+            }
+          }
+        }
+      }
+    };
+    std::vector<float> y(x.size());
+    std::vector<double> y64(x.size());
+    BatchNormOptions options{{.gamma = ConstView{gamma.data(), per_channel},
+                              .beta = ConstView{beta.data(), per_channel},
+                              .eps = 0.0f}};
+    float64::BatchNormOptions options64{{.gamma = float64::ConstView{gamma64.data(), per_channel},
+                                         .beta = float64::ConstView{beta64.data(), per_channel},
+                                         .eps = 0.0}};
+    batch_norm({x.data(), shape}, {y.data(), shape}, options);
+    float64::batch_norm({x64.data(), shape}, {y64.data(), shape}, options64);
+    expect_beta_on_channel_1(y, "BatchNorm, training, float32");
+    expect_beta_on_channel_1(y64, "BatchNorm, training, float64");
+    std::vector<float> running_mean{0.0f, 0.75f, 0.0f}, running_var{1.0f, 0.0f, 1.0f};
+    const std::vector<double> running_mean64(running_mean.begin(), running_mean.end()),
+        running_var64(running_var.begin(), running_var.end());
+    options.training = false;
+    options64.training = false;
+    batch_norm({x.data(), shape}, {y.data(), shape}, options,
+               RunningStats{{running_mean.data(), per_channel}, {running_var.data(), per_channel}});
+    auto rm64 = running_mean64, rv64 = running_var64;
+    float64::batch_norm(
+        {x64.data(), shape}, {y64.data(), shape}, options64,
+        float64::RunningStats{{rm64.data(), per_channel}, {rv64.data(), per_channel}});
+    expect_beta_on_channel_1(y, "BatchNorm, inference, float32");
+    expect_beta_on_channel_1(y64, "BatchNorm, inference, float64");
+    // GroupNorm with one channel a group (InstanceNorm) over L = 5: channel 1 of each sample is
+    // a constant group.
+    if (length > 1) {
+      GroupNormOptions groups{{.gamma = ConstView{gamma.data(), per_channel},
+                               .beta = ConstView{beta.data(), per_channel},
+                               .eps = 0.0f},
+                              channels};
+      float64::GroupNormOptions groups64{{.gamma = float64::ConstView{gamma64.data(), per_channel},
+                                          .beta = float64::ConstView{beta64.data(), per_channel},
+                                          .eps = 0.0},
+                                         channels};
+      group_norm({x.data(), shape}, {y.data(), shape}, groups);
+      float64::group_norm({x64.data(), shape}, {y64.data(), shape}, groups64);
+      expect_beta_on_channel_1(y, "GroupNorm, float32");
+      expect_beta_on_channel_1(y64, "GroupNorm, float64");
+    }
+  }
 }
 
 }  // namespace

@@ -65,7 +65,9 @@ template <class T>
 void normalise_channel(const T* x, const T* gamma, const T* beta, T* y, const BatchLayout& layout,
                        int64_t c, Acc<T> mean, Acc<T> rstd) {
   using A = Acc<T>;
-  const bool finite = std::isfinite(mean) && std::isfinite(rstd);
+  // An infinite rstd is a zero-variance channel with eps = 0: its centred values are all exactly
+  // 0, and normalise gives them x_hat = 0 (y = beta), as the row norms and the fast kernels do.
+  const bool finite = std::isfinite(mean) && !std::isnan(rstd);
   for (int64_t n = 0; n < layout.batch; ++n) {
     for (int64_t l = 0; l < layout.length; ++l) {
       const int64_t at = layout.index(n, c, l);
