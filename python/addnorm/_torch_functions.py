@@ -44,13 +44,24 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
                          f"{[input.size(0) * input.size(1) // num_groups, num_groups] + list(input.shape[2:])}")
     y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
     # As PyTorch's group_norm: channels-last input, channels-last output (the operator, like
-    # instance_norm's, returns the contiguous layout). Written out for TorchScript.
+    # instance_norm's, returns the contiguous layout). Written out for TorchScript. Not in an
+    # ONNX export: ONNX has no layouts, and PyTorch 1.13's exporter refuses channels_last_3d.
+    if not torch.jit.is_scripting():
+        if torch.onnx.is_in_onnx_export():
+            return y
     if not input.is_contiguous():
         if input.dim() == 4 and input.is_contiguous(memory_format=torch.channels_last):
             return y.contiguous(memory_format=torch.channels_last)
         if input.dim() == 5 and input.is_contiguous(memory_format=torch.channels_last_3d):
             return y.contiguous(memory_format=torch.channels_last_3d)
     return y
+
+
+def _widened(tensor: torch.Tensor) -> torch.Tensor:
+    """A 16-bit tensor in float32; float32 and float64 ones as they are."""
+    if tensor.dtype == torch.bfloat16 or tensor.dtype == torch.float16:
+        return tensor.float()
+    return tensor
 
 
 def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = None,
@@ -74,11 +85,15 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         return torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias, eps)
     n, c = input.size(0), input.size(1)
     shape: List[int] = [1, n * c] + list(input.shape[2:])
-    mean = running_mean.repeat(n) if running_mean is not None else None
-    var = running_var.repeat(n) if running_var is not None else None
+    # Each sample's running statistics at least in float32 (the op keeps 16-bit ones so), averaged
+    # so below: a 16-bit buffer is rounded once, by the copy back.
+    mean = _widened(running_mean).repeat(n) if running_mean is not None else None
+    var = _widened(running_var).repeat(n) if running_var is not None else None
+    # weight and bias repeated at least in float32 too, so that autograd sums each one's
+    # per-sample gradients before it rounds them to a 16-bit parameter, once.
     y = torch.ops.addnorm.batch_norm(input.reshape(shape),
-                                     weight.repeat(n) if weight is not None else None,
-                                     bias.repeat(n) if bias is not None else None,
+                                     _widened(weight).repeat(n) if weight is not None else None,
+                                     _widened(bias).repeat(n) if bias is not None else None,
                                      mean, var, use_input_stats, momentum, eps)
     if use_input_stats and running_mean is not None and mean is not None:
         running_mean.copy_(mean.view(n, c).mean(0))
@@ -121,6 +136,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     computed in float32 with float64 statistics; running statistics are kept in float32."""
     if training:
         verify_batch_size(input.size())
+    if input.dim() < 2 and input.numel() == 0:
+        # PyTorch returns an empty 1-D input as it is, before it looks for channels.
+        return input.clone()
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
                                         bool(training), float(momentum), float(eps))
 

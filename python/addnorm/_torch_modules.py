@@ -23,9 +23,12 @@ class _TorchNnLeaf:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        replaced = next(base for base in type(self).__mro__
-                        if base.__module__.startswith("torch.nn."))
-        self.__dict__["__module__"] = replaced.__module__
+        # addnorm's own classes only: a user's subclass, with a forward of its own, is traced
+        # into, as a user's subclass of torch.nn's module is.
+        if type(self).__module__.startswith("addnorm."):
+            replaced = next(base for base in type(self).__mro__
+                            if base.__module__.startswith("torch.nn."))
+            self.__dict__["__module__"] = replaced.__module__
 
 
 class LayerNorm(_TorchNnLeaf, torch.nn.LayerNorm):

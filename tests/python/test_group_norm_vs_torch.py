@@ -297,6 +297,20 @@ def test_onnx_export_of_group_and_instance_norm(tmp_path, opset):
     assert not [node for node in exported.graph.node if node.domain not in ("", "ai.onnx")]
 
 
+@pytest.mark.parametrize("layout, shape", [(torch.channels_last, (2, 8, 5, 5)),
+                                           (torch.channels_last_3d, (2, 8, 3, 5, 2))])
+def test_onnx_export_of_channels_last_group_norm(tmp_path, layout, shape):
+    """torch.nn.GroupNorm exports on channels-last input; so does addnorm's (whose eager output
+    keeps the layout, which ONNX does not have)."""
+    onnx = pytest.importorskip("onnx")
+    x = torch.randn(shape).to(memory_format=layout)
+    for module in (torch.nn.GroupNorm(4, 8), at.GroupNorm(4, 8)):
+        path = tmp_path / f"{type(module).__module__}.onnx"
+        torch.onnx.export(module.eval(), x, str(path), opset_version=17)
+        onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    assert at.GroupNorm(4, 8)(x).is_contiguous(memory_format=layout)
+
+
 @pytest.mark.parametrize("call", [
     lambda f: f.instance_norm(torch.randn(4, 3, 1)),
     lambda f: f.group_norm(torch.randn(1, 2, 1), 2),
