@@ -30,6 +30,7 @@
 //   docs/numerics.md states the contract and the policy for constant, NaN and Inf rows.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -348,6 +349,41 @@ void add_norm_post_backward(AnyConstView dy, AnyConstView x, AnyConstView s,
                             const Shape& normalized_shape, const AddNormPostGrads& grads,
                             const NormOptions& options = {}, const DropoutOptions& dropout = {},
                             std::optional<SavedStats> saved = {});
+
+// ---------------------------------------------------------------------------------------------
+// GroupNormOptions and BatchNormOptions are NormOptions with fields of their own. Handed to a row
+// norm they would lose those fields without a word, so the row norms refuse them at compile
+// time: these deleted overloads match such an argument better than the base class does.
+template <class Options, class T>
+concept ExtendsNormOptions =
+    std::derived_from<Options, BasicNormOptions<T>> && !std::same_as<Options, BasicNormOptions<T>>;
+template <ExtendsNormOptions<float> O, class... Rest>
+void layer_norm(AnyConstView, const Shape&, AnyMutableView, const O&, Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void layer_norm_backward(AnyConstView, AnyConstView, const Shape&, const LayerNormGrads&, const O&,
+                         Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void rms_norm(AnyConstView, const Shape&, AnyMutableView, const O&, Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void rms_norm_backward(AnyConstView, AnyConstView, const Shape&, const RmsNormGrads&, const O&,
+                       Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void norm(AnyConstView, const Shape&, AnyMutableView, const O&, Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void norm_backward(AnyConstView, AnyConstView, const Shape&, const NormGrads&, const O&,
+                   Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void add_norm_pre(AnyConstView, AnyConstView, const Shape&, AnyMutableView, AnyMutableView,
+                  const O&, Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void add_norm_pre_backward(AnyConstView, std::optional<AnyConstView>, AnyConstView, const Shape&,
+                           const AddNormPreGrads&, const O&, Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void add_norm_post(AnyConstView, AnyConstView, const Shape&, AnyMutableView, const O&,
+                   Rest&&...) = delete;
+template <ExtendsNormOptions<float> O, class... Rest>
+void add_norm_post_backward(AnyConstView, AnyConstView, AnyConstView, const Shape&,
+                            const AddNormPostGrads&, const O&, Rest&&...) = delete;
 
 }  // namespace addnorm
 ADDNORM_PUBLIC_END

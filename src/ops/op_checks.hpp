@@ -102,11 +102,22 @@ void check_norm_options(const BasicNormOptions<T>& options, NormKind kind,
   check_eps(eps_of(options, kind));
 }
 
-// The channel norms' description (GroupNorm, BatchNorm): theirs is the centring kind, checked as
-// LayerNorm's over the channels, gamma and beta of shape [C].
+// The channel norms' description (GroupNorm, BatchNorm, named `op`): theirs is the centring
+// kind, checked as LayerNorm's over the channels, gamma and beta of shape [C]; a field only
+// another kind has is refused in the op's own name.
 template <class T>
-void check_channel_norm_options(const BasicNormOptions<T>& options, int64_t channels) {
-  check_norm_options(options, plain_kind(options, NormKind::layer_norm), Shape{channels});
+void check_channel_norm_options(const BasicNormOptions<T>& options, int64_t channels,
+                                const char* op) {
+  if (options.norm && !norm_traits(*options.norm).centres) {
+    throw Error(ErrorKind::value, "norm",
+                std::string("is ") + norm_traits(*options.norm).name +
+                    ", expected layer_norm or none: " + op + " centres, as LayerNorm does");
+  }
+  if (options.zero_centered_gamma) {
+    throw Error(ErrorKind::value, "zero_centered_gamma",
+                std::string("was set for ") + op + ", expected it only with rms_norm");
+  }
+  check_norm_options(options, NormKind::layer_norm, Shape{channels});
 }
 // The eps a channel norm runs with: the one given, or the centring kind's default.
 template <class T>
@@ -237,7 +248,7 @@ reference::GroupLayout check_group_norm(const NormConst<T>& x, const NormMutable
                                         const std::optional<BasicNormStats<T>>& stats) {
   const reference::GroupLayout layout = group_layout(x, options);
   check_shape("y", y, x.shape);
-  check_channel_norm_options(options, layout.channels);
+  check_channel_norm_options(options, layout.channels, "group_norm");
   if (stats) {
     check_shape("mean", stats->mean, Shape{layout.batch, layout.groups});
     check_shape("rstd", stats->rstd, Shape{layout.batch, layout.groups});
@@ -261,7 +272,7 @@ reference::GroupLayout check_group_norm_backward(const NormConst<T>& dy, const N
     check_same_storage("dx", grads.dx, "x", x, "a gradient is stored as its tensor");
   }
   const Shape channels{layout.channels};
-  check_channel_norm_options(options, layout.channels);
+  check_channel_norm_options(options, layout.channels, "group_norm");
   check_parameter_grad("dgamma", grads.dgamma, "gamma", options.gamma, channels);
   check_parameter_grad("dbeta", grads.dbeta, "beta", options.beta, channels);
   if (saved) {
@@ -301,7 +312,7 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
                               const reference::BatchLayout& layout,
                               const std::optional<BasicRunningStats<T>>& running) {
   const Shape channels{layout.channels};
-  check_channel_norm_options(options, layout.channels);
+  check_channel_norm_options(options, layout.channels, "batch_norm");
   check_momentum(options.momentum);
   if (running) {
     check_shape("running_mean", running->mean, channels);

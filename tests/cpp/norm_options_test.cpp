@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "addnorm/float64.hpp"
@@ -224,6 +225,51 @@ TEST(NormOptions, APlainOpRefusesAnotherKindAndFieldsItsKindHasNoUseFor) {
   EXPECT_EQ(dbeta, std::vector<float>(kDim, -7.0f));
   EXPECT_EQ(y, untouched);
 }
+
+// GroupNorm and BatchNorm take the same description, of the centring kind: another kind or a
+// field only RMSNorm has is refused in the op's own name, and nothing is written.
+TEST(NormOptions, TheChannelNormsTakeTheCentringDescriptionOnly) {
+  const Shape shape{kRows, kDim, 2};
+  const std::vector<float> x(static_cast<size_t>(shape.numel()), 0.5f);
+  std::vector<float> y(x.size(), -7.0f);
+  const ConstView xv{x.data(), shape};
+  const MutableView yv{y.data(), shape};
+  const auto expect_message = [](const std::string& expected, const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted, expected: " << expected;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+    }
+  };
+  expect_message("norm is rms_norm, expected layer_norm or none: group_norm centres", [&] {
+    group_norm(xv, yv, {{.norm = NormKind::rms_norm}, 2});
+  });
+  expect_message("zero_centered_gamma was set for group_norm, expected it only with rms_norm", [&] {
+    group_norm(xv, yv, {{.zero_centered_gamma = true}, 2});
+  });
+  expect_message("norm is rms_norm, expected layer_norm or none: batch_norm centres",
+                 [&] { batch_norm(xv, yv, BatchNormOptions{{.norm = NormKind::rms_norm}}); });
+  expect_message("zero_centered_gamma was set for batch_norm",
+                 [&] { batch_norm(xv, yv, BatchNormOptions{{.zero_centered_gamma = true}}); });
+  EXPECT_EQ(y, std::vector<float>(x.size(), -7.0f));
+  batch_norm(xv, yv, BatchNormOptions{{.norm = NormKind::layer_norm}});  // the kind it runs
+  EXPECT_EQ(y, std::vector<float>(x.size(), 0.0f));  // a constant channel is beta, here 0
+}
+
+// A channel norm's options handed to a row norm would lose their own fields: refused at compile
+// time (the deleted overloads of ops.hpp), while NormOptions itself is taken.
+template <class Options>
+constexpr bool kRowNormTakes = requires(AnyConstView x, AnyMutableView y, const Options& o) {
+  layer_norm(x, Shape{4}, y, o);
+};
+template <class Options>
+constexpr bool kFusedNormTakes = requires(AnyConstView x, AnyMutableView y, const Options& o) {
+  add_norm_pre(x, x, Shape{4}, y, y, o);
+};
+static_assert(kRowNormTakes<NormOptions> && kFusedNormTakes<NormOptions>);
+static_assert(!kRowNormTakes<GroupNormOptions> && !kFusedNormTakes<GroupNormOptions>);
+static_assert(!kRowNormTakes<BatchNormOptions> && !kFusedNormTakes<BatchNormOptions>);
 
 }  // namespace
 }  // namespace addnorm

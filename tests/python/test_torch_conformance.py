@@ -189,35 +189,56 @@ def _case_id(case):
     return f"{case['module_name']}-{case.get('desc', 'default')}"
 
 
-@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def _in(dtype, state):
+    """A state_dict with its floating tensors in dtype."""
+    return {key: value.to(dtype) if value.is_floating_point() else value.clone()
+            for key, value in state.items()}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", MODULE_CASES, ids=_case_id)
 def test_every_pytorch_norm_module_case_gives_pytorchs_results(case, dtype):
     """Two training steps and an evaluation, as common_nn's check_eval cases do: outputs,
-    buffers (running statistics, num_batches_tracked) and every gradient."""
+    buffers (running statistics, num_batches_tracked) and every gradient. bfloat16 modules are
+    measured against torch.nn's module in float64 on the same values, step by step (its
+    buffers set to the bfloat16 module's before each step), within half a bfloat16 unit."""
     name, arguments = case["module_name"], case.get("constructor_args", ())
-    theirs = getattr(torch.nn, name)(*arguments).to(dtype)
+    exact = dtype == torch.bfloat16
+    their_dtype = torch.float64 if exact else dtype
+    theirs = getattr(torch.nn, name)(*arguments).to(their_dtype)
     ours = getattr(an, name)(*arguments).to(dtype)
-    with torch.no_grad():  # parameters away from their initial ones and zeros
+    with torch.no_grad():  # parameters away from their initial ones and zeros, in dtype
         generator = torch.Generator().manual_seed(7)
         for parameter in theirs.parameters():
-            parameter.copy_(torch.rand(parameter.shape, generator=generator, dtype=dtype) + 0.5)
-    ours.load_state_dict(theirs.state_dict())
+            values = torch.rand(parameter.shape, generator=generator, dtype=their_dtype) + 0.5
+            parameter.copy_(values.to(dtype))
+    ours.load_state_dict(_in(dtype, theirs.state_dict()))
+
+    def compare(got, expected, what):
+        if exact:
+            _assert_bfloat16_rounding(got, expected, what)
+        else:
+            _assert_close(got, expected, dtype, what)
+
     generator = torch.Generator().manual_seed(11)
     for step, training in enumerate((True, True, False)):
+        if exact:
+            theirs.load_state_dict(_in(their_dtype, ours.state_dict()))
         theirs.train(training), ours.train(training)
-        x = torch.randn(case["input_size"], generator=generator, dtype=dtype)
-        x_theirs, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
+        x = torch.randn(case["input_size"], generator=generator, dtype=their_dtype).to(dtype)
+        x_theirs = x.to(their_dtype).clone().requires_grad_()
+        x_ours = x.clone().requires_grad_()
         what = f"{_case_id(case)}, step {step} ({'training' if training else 'eval'})"
         expected, got = theirs(x_theirs), ours(x_ours)
-        _assert_close(got, expected, dtype, what)
+        compare(got, expected, what)
         for (key, their_buffer), our_buffer in zip(theirs.state_dict().items(),
                                                    ours.state_dict().values()):
-            _assert_close(our_buffer, their_buffer, dtype, f"{what}, {key}")
-        grad = torch.randn(expected.shape, generator=generator, dtype=dtype)
-        expected.backward(grad)
+            compare(our_buffer, their_buffer, f"{what}, {key}")
+        grad = torch.randn(expected.shape, generator=generator, dtype=their_dtype).to(dtype)
+        expected.backward(grad.to(their_dtype))
         got.backward(grad)
-        _assert_close(x_ours.grad, x_theirs.grad, dtype, f"{what}, input gradient")
+        compare(x_ours.grad, x_theirs.grad, f"{what}, input gradient")
         for (key, their_parameter), our_parameter in zip(theirs.named_parameters(),
                                                          ours.parameters()):
-            _assert_close(our_parameter.grad, their_parameter.grad, dtype, f"{what}, {key} grad")
+            compare(our_parameter.grad, their_parameter.grad, f"{what}, {key} grad")
             their_parameter.grad, our_parameter.grad = None, None
