@@ -29,7 +29,8 @@
  *   (PyTorch's normalized_shape is x's shape[rank - normalized_ndim:]); 1 to x's rank.
  * - eps: a value >= 0 is used as given (rounded to float32 in a float32 call); a negative
  *   value, ADDNORM_DEFAULT_EPS, selects the norm's default (1e-5 for LayerNorm, GroupNorm and
- *   BatchNorm, 1e-6 for RMSNorm: addnorm_default_eps). NaN and Inf are refused.
+ *   BatchNorm, 1e-6 for RMSNorm: addnorm_default_eps), so a negative eps, which the C++ ops
+ *   take as PyTorch does, is not expressible here. NaN and Inf are refused.
  * - Flags (zero_centered_gamma, training, channels_last) are int32_t: 0 false, anything else
  *   true. zero_centered_gamma scales by (1 + gamma) and is for RMSNorm only.
  * - gamma, beta: NULL means absent (scale 1, shift 0). dgamma (dbeta) may be given only with
@@ -181,7 +182,7 @@ ADDNORM_C_API addnorm_status addnorm_group_norm_backward(
 /* ---- BatchNorm over the channels of x shaped (N, C, *), rank 2 to 5, or (N, *, C) with
  * channels_last; gamma, beta, running_mean, running_var shape [C]. training: normalise with
  * the batch statistics and, when running_mean and running_var are given (both or neither),
- * update them in place (momentum in [0, 1], PyTorch's default 0.1; convention an
+ * update them in place (momentum finite, PyTorch's default 0.1; convention an
  * addnorm_momentum_convention); batch_mean and batch_rstd (shape [C], optional, both or
  * neither) receive the batch statistics. Inference (training = 0): normalise with the running
  * statistics, which are then required and unchanged; batch_mean and batch_rstd must be NULL.

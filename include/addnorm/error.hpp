@@ -18,7 +18,7 @@ namespace addnorm {
 
 // What is wrong with the argument.
 enum class ErrorKind : uint8_t {
-  value,    // a value outside what is accepted: eps < 0, p >= 1, an unknown name, a missing part
+  value,    // a value outside what is accepted: a NaN eps, p >= 1, an unknown name, a missing part
   shape,    // a tensor's shape, rank or element count
   type,     // a tensor's storage type (dtype)
   overlap,  // an output sharing memory with an argument where it may not

@@ -69,9 +69,9 @@ T argument_as(const char* name, double value) {
     return static_cast<T>(value);
   }
 }
-// eps and momentum as a face received them, checked by the ops' rules (eps finite and >= 0,
-// momentum in [0, 1]) on the double itself before the conversion to T, so a tiny negative value
-// cannot round to -0 and pass: every face calls these instead of checking them itself.
+// eps and momentum as a face received them, checked by the ops' rules (each finite, of either
+// sign, as PyTorch and ONNX take them) on the double itself before the conversion to T: every
+// face calls these instead of checking them itself.
 double checked_eps(double eps);
 double checked_momentum(double momentum);
 template <class T>
@@ -118,7 +118,8 @@ struct BasicNormOptions {
   std::optional<NormConst<T>> gamma = std::nullopt;  // shape normalized_shape; absent: scale 1
   std::optional<NormConst<T>> beta = std::nullopt;   // a shifting kind's only; absent: shift 0
   bool zero_centered_gamma = false;  // a kind that does not centre (RMSNorm): scale by 1 + gamma
-  // >= 0 and finite, added under the square root. Absent: norm_traits(kind).default_eps, so a
+  // Finite, added under the square root (a negative eps is taken, as PyTorch takes it: a row
+  // whose variance + eps is negative gets NaN). Absent: norm_traits(kind).default_eps, so a
   // fused op's default is the plain op's.
   std::optional<T> eps = std::nullopt;
 };
@@ -255,7 +256,7 @@ enum class MomentumConvention {
 template <class T>
 struct BasicBatchNormOptions : BasicNormOptions<T> {
   bool training = true;
-  T momentum = T(0.1);  // in [0, 1]; PyTorch's default (ONNX's default is 0.9)
+  T momentum = T(0.1);  // finite (usually in [0, 1]); PyTorch's default (ONNX's default is 0.9)
   MomentumConvention convention = MomentumConvention::pytorch;
   bool channels_last = false;  // channels on x's last axis instead of axis 1
 };

@@ -45,8 +45,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     eps=None is BatchNorm's default, 1e-5 (PyTorch's and ONNX's).
 
     Returns y, or with return_stats=True in training (y, batch_mean, batch_rstd), each (C,).
-    Raises ValueError for momentum outside [0, 1], eps < 0, a channel with a single value in
-    training, or missing running statistics in inference; dtype and layout errors as in
+    Raises ValueError for a momentum or eps that is not finite (any finite value is taken, as
+    PyTorch takes it), a channel with a single value in training, or missing running statistics in inference; dtype and layout errors as in
     layer_norm.
 
     >>> import numpy as np, addnorm

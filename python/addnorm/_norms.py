@@ -21,7 +21,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=None, return_sta
     and rstd = 1 / sqrt(var + eps) have shape x.shape[:-len(normalized_shape)].
 
     Raises TypeError for a non-ndarray or a wrong dtype, ValueError for a wrong shape, a strided
-    (non-C-contiguous) array (it is rejected, not copied) or eps < 0.
+    (non-C-contiguous) array (it is rejected, not copied) or an eps that is not finite (a
+    negative one is taken, as PyTorch takes it; rows whose variance + eps < 0 come out NaN).
 
     >>> import numpy as np, addnorm
     >>> x = np.array([[2, 4, 6, 8]], dtype=np.float32)

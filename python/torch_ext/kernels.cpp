@@ -606,8 +606,7 @@ void check_batch_norm(const at::Tensor& input, const OptionalTensor& weight,
               "both or neither");
   TORCH_CHECK(spec.training || has_mean, "running_mean is None in inference mode ",
               "(training=False), expected the running statistics to normalise with");
-  TORCH_CHECK(spec.momentum >= 0.0 && spec.momentum <= 1.0, "momentum is ", spec.momentum,
-              ", expected a value in [0, 1]");
+  run_library([&] { checked_momentum(spec.momentum); });  // the library's one rule for momentum
   check_eps(spec.eps, input);
   check_running_memory(input, weight, bias, running_mean, running_var);
 }

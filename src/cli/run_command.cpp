@@ -208,8 +208,8 @@ class OpCommand {
         ->group(kParameters);
     state_->momentum =
         app_->add_option("--momentum", settings.momentum,
-                         "Running-statistics momentum in [0, 1]; default 0.1 for pytorch, 0.9 "
-                         "for onnx")
+                         "Running-statistics momentum, usually in [0, 1]; default 0.1 for "
+                         "pytorch, 0.9 for onnx")
             ->check(finite_double())
             ->group(kParameters);
     app_->add_option("--convention", settings.convention,

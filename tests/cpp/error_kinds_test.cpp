@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,15 +62,22 @@ TEST(ErrorKinds, AStorageMismatchIsATypeError) {
 }
 
 TEST(ErrorKinds, ABadScalarIsAValueErrorCheckedBeforeRounding) {
-  // -1e-50 rounds to -0 in float32, which a check after rounding would accept.
-  const Error eps = error_of([] { (void)eps_as<float>(-1e-50); });
+  // 1e39 would round to infinity in float32: refused for what it is, before the conversion.
+  const Error eps = error_of([] { (void)eps_as<float>(1e39); });
   EXPECT_EQ(eps.kind(), ErrorKind::value);
   EXPECT_EQ(eps.argument(), "eps");
-  EXPECT_EQ(std::string(eps.what()), "eps is -1e-50, expected a finite value >= 0");
-  const Error momentum = error_of([] { (void)momentum_as<float>(-1e-50); });
+  EXPECT_NE(std::string(eps.what()).find("beyond float32's range"), std::string::npos)
+      << eps.what();
+  const Error momentum =
+      error_of([] { (void)momentum_as<float>(std::numeric_limits<double>::quiet_NaN()); });
   EXPECT_EQ(momentum.argument(), "momentum");
   EXPECT_EQ(momentum.kind(), ErrorKind::value);
+  EXPECT_EQ(std::string(momentum.what()), "momentum is nan, expected a finite value");
+  // Any finite value of either sign is taken, as PyTorch and ONNX take them.
   EXPECT_FLOAT_EQ(eps_as<float>(1e-5), 1e-5f);
+  EXPECT_EQ(eps_as<float>(-0.25), -0.25f);
+  EXPECT_EQ(momentum_as<float>(1.5), 1.5f);
+  EXPECT_EQ(momentum_as<double>(-1.2), -1.2);
 }
 
 TEST(ErrorKinds, AnOverlapNamesTheOutput) {

@@ -58,11 +58,11 @@ void add_layout_and_option_rejections(std::vector<Rejection<Call>>& rejections,
                               [](Call& c) -> NormConst<T>& { return *c.options.beta; }, kChannels,
                               {3, 1});
   add_eps_rejections<Call>(rejections, [](Call& c) -> T& { return c.options.eps.emplace(); });
-  for (T bad : {T(-0.1), T(1.5), T(5), std::numeric_limits<T>::quiet_NaN(),
-                std::numeric_limits<T>::infinity()}) {
+  for (T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                -std::numeric_limits<T>::infinity()}) {
     rejections.push_back({"momentum = " + std::to_string(bad),
                           [bad](Call& c, Arena&) { c.options.momentum = bad; },
-                          {"momentum is", "expected a value in [0, 1]"}});
+                          {"momentum is", "expected a finite value"}});
   }
   rejections.push_back(
       {"running_mean shaped [2]",

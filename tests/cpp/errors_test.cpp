@@ -285,10 +285,6 @@ TEST(ErrorMessages, SmallBadValuesAreNotPrintedAsInRange) {
   Arena arena;
   const ConstView x = arena.input(kX);
   const MutableView y = arena.output(kX);
-  expect_rejected([&] { layer_norm(x, {8}, y, NormOptions{.eps = -1e-7f}); }, arena, {"eps is -1"});
-  BatchNormOptions momentum_above_one;
-  momentum_above_one.momentum = std::nextafter(1.0f, 2.0f);
-  expect_rejected([&] { batch_norm(x, y, momentum_above_one); }, arena, {"momentum is 1.0000001"});
   expect_rejected([&] { dropout(x, y, DropoutOptions{-1e-9f, 0, 0}); }, arena, {"p is -1"});
 }
 

@@ -196,5 +196,86 @@ TEST(Float64Ops, ConstantChannelsWithZeroEpsGiveBetaInBothPrecisions) {
   }
 }
 
+// A negative eps is taken, as PyTorch and ONNX take it: where variance + eps stays positive the
+// float32 ops agree with the float64 ones as for any eps, and a row (or channel) whose variance +
+// eps is negative, a constant one included, is NaN throughout in both, as PyTorch's is.
+TEST(Float64Ops, NegativeEpsIsTakenAndANegativeVariancePlusEpsIsNaN) {
+  constexpr int64_t kRows = 6, kDim = 16;
+  const float scales[kRows] = {0.1f, 2.0f, 0.3f, 5.0f, 0.0f, 1.5f};  // row 4 is constant
+  const float eps = -0.5f;
+  std::vector<float> x = random_floats(kRows * kDim, 21, -1.0f, 1.0f);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kDim; ++i) x[static_cast<size_t>(r * kDim + i)] *= scales[r];
+  }
+  const auto x64 = widen(x);
+  // Whether row r's variance (mean square for RMSNorm) + eps is negative, in float64.
+  const auto negative = [&](int64_t r, bool centre) {
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < kDim; ++i) sum += x64[static_cast<size_t>(r * kDim + i)];
+    const double mean = centre ? sum / kDim : 0.0;
+    for (int64_t i = 0; i < kDim; ++i) {
+      const double d = x64[static_cast<size_t>(r * kDim + i)] - mean;
+      squares += d * d;
+    }
+    return squares / kDim + eps < 0;
+  };
+  const auto expect_rows = [&](const std::vector<float>& y, const std::vector<double>& y64,
+                               bool centre, const char* what) {
+    int nan_rows = 0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      nan_rows += negative(r, centre) ? 1 : 0;
+      for (int64_t i = 0; i < kDim; ++i) {
+        const auto at = static_cast<size_t>(r * kDim + i);
+        if (negative(r, centre)) {
+          EXPECT_TRUE(std::isnan(y[at]) && std::isnan(y64[at])) << what << " row " << r;
+        } else {
+          EXPECT_NEAR(y[at], y64[at], 1e-5 * (1 + std::fabs(y64[at]))) << what << " row " << r;
+        }
+      }
+    }
+    EXPECT_GE(nan_rows, 2) << what;  // the constant row and at least one small one
+    EXPECT_LT(nan_rows, kRows) << what;
+  };
+  const Shape shape{kRows, kDim}, normalized{kDim};
+  std::vector<float> y(x.size()), h(x.size());
+  std::vector<double> y64(x.size()), h64(x.size()), zeros64(x.size(), 0.0);
+  const std::vector<float> zeros(x.size(), 0.0f);
+  layer_norm({x.data(), shape}, normalized, {y.data(), shape}, {.eps = eps});
+  float64::layer_norm({x64.data(), shape}, normalized, {y64.data(), shape}, {.eps = double(eps)});
+  expect_rows(y, y64, true, "layer_norm");
+  rms_norm({x.data(), shape}, normalized, {y.data(), shape}, {.eps = eps});
+  float64::rms_norm({x64.data(), shape}, normalized, {y64.data(), shape}, {.eps = double(eps)});
+  expect_rows(y, y64, false, "rms_norm");
+  add_norm_pre({x.data(), shape}, {zeros.data(), shape}, normalized, {h.data(), shape},
+               {y.data(), shape}, {.eps = eps});
+  float64::add_norm_pre({x64.data(), shape}, {zeros64.data(), shape}, normalized,
+                        {h64.data(), shape}, {y64.data(), shape}, {.eps = double(eps)});
+  expect_rows(y, y64, true, "add_norm_pre");
+  // GroupNorm with one group a sample over (N, C, L) = (6, 4, 4): each row is a group.
+  const Shape grouped{kRows, 4, 4};
+  group_norm({x.data(), grouped}, {y.data(), grouped}, {{.eps = eps}, 1});
+  float64::group_norm({x64.data(), grouped}, {y64.data(), grouped}, {{.eps = double(eps)}, 1});
+  expect_rows(y, y64, true, "group_norm");
+  // BatchNorm over (N, C, L) = (1, 6, 16): each row is a channel.
+  const Shape channels{1, kRows, kDim};
+  BatchNormOptions batch{{.eps = eps}};
+  batch.momentum = 1.5f;  // extrapolates, as PyTorch's does; taken
+  float64::BatchNormOptions batch64{{.eps = double(eps)}};
+  batch64.momentum = 1.5;
+  std::vector<float> running_mean(kRows, 0.0f), running_var(kRows, 1.0f);
+  std::vector<double> running_mean64(kRows, 0.0), running_var64(kRows, 1.0);
+  batch_norm({x.data(), channels}, {y.data(), channels}, batch,
+             RunningStats{{running_mean.data(), {kRows}}, {running_var.data(), {kRows}}});
+  float64::batch_norm(
+      {x64.data(), channels}, {y64.data(), channels}, batch64,
+      float64::RunningStats{{running_mean64.data(), {kRows}}, {running_var64.data(), {kRows}}});
+  expect_rows(y, y64, true, "batch_norm");
+  for (int64_t c = 0; c < kRows; ++c) {
+    const auto at = static_cast<size_t>(c);
+    EXPECT_NEAR(running_mean[at], running_mean64[at], 1e-5 * (1 + std::fabs(running_mean64[at])));
+    EXPECT_NEAR(running_var[at], running_var64[at], 1e-5 * (1 + std::fabs(running_var64[at])));
+  }
+}
+
 }  // namespace
 }  // namespace addnorm

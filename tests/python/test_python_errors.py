@@ -58,18 +58,18 @@ def test_non_contiguous_is_rejected_not_copied():
                                   addnorm.layer_norm(np.ones((4, 4), np.float32), 4))
 
 
-@pytest.mark.parametrize("eps", [-1e-5, float("nan"), float("inf")])
+@pytest.mark.parametrize("eps", [float("nan"), float("inf"), float("-inf")])
 def test_bad_eps(eps):
-    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value$"):
         addnorm.layer_norm(X32, 4, eps=eps)
-    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value$"):
         addnorm.add_norm_post(X32, X32, 4, eps=eps)
 
 
-@pytest.mark.parametrize("momentum", [-0.1, 1.5, float("nan")])
+@pytest.mark.parametrize("momentum", [float("inf"), float("nan")])
 def test_bad_momentum_leaves_running_stats_untouched(momentum):
     mean, var = np.zeros(4, np.float32), np.ones(4, np.float32)
-    with pytest.raises(ValueError, match=r"momentum is .*, expected a value in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"momentum is .*, expected a finite value$"):
         addnorm.batch_norm(np.arange(8, dtype=np.float32).reshape(2, 4), mean, var,
                            training=True, momentum=momentum)
     np.testing.assert_array_equal(mean, 0)
@@ -103,12 +103,13 @@ def test_the_library_checks_scalars_and_norm_names_for_this_face():
     """The values of eps, momentum and p, the norm's name and the options one norm only takes are
     checked once, by the library, for every face: its messages arrive with the Python names, as
     ValueError, and the double is checked before it is rounded to float32."""
-    # -1e-50 rounds to -0.0 in float32: still refused, as for float64.
+    # 1e39 is beyond float32's range: refused for what it is, where float64 takes it.
+    with pytest.raises(ValueError, match=r"^eps is 1e\+39, beyond float32's range"):
+        addnorm.layer_norm(X32, 4, eps=1e39)
+    addnorm.layer_norm(X32.astype(np.float64), 4, eps=1e39)
     for x in (X32, X32.astype(np.float64)):
-        with pytest.raises(ValueError, match=r"^eps is -1e-50, expected a finite value >= 0$"):
-            addnorm.layer_norm(x, 4, eps=-1e-50)
-        with pytest.raises(ValueError, match=r"^eps is -1e-50, expected a finite value >= 0$"):
-            addnorm.add_norm_pre(x, x, 4, eps=-1e-50, norm="rms_norm")
+        with pytest.raises(ValueError, match=r"^eps is nan, expected a finite value$"):
+            addnorm.add_norm_pre(x, x, 4, eps=float("nan"), norm="rms_norm")
     with pytest.raises(ValueError, match=r"^zero_centered_weight was set for layer_norm, "
                                          r"expected it only with rms_norm$"):
         addnorm.add_norm_pre(X32, X32, 4, zero_centered_weight=True)
@@ -133,8 +134,8 @@ def test_compiled_module_checks_on_its_own():
     # The library's own message, with the argument named as this face names it (weight).
     with pytest.raises(ValueError, match=r"^weight has shape \[3\], expected \[4\]$"):
         _addnorm.layer_norm(X32, [4], np.ones(3, np.float32), None, y, None, None, 1e-5)
-    with pytest.raises(ValueError, match=r"eps is -1, expected a finite value >= 0"):
-        _addnorm.layer_norm(X32, [4], None, None, y, None, None, -1.0)
+    with pytest.raises(ValueError, match=r"eps is inf, expected a finite value"):
+        _addnorm.layer_norm(X32, [4], None, None, y, None, None, float("inf"))
     np.testing.assert_array_equal(y, 0)  # nothing written by a rejected call
     with pytest.raises(ValueError, match=r"y has shape \[4\], expected \[2, 4\]"):
         _addnorm.layer_norm(X32.astype(np.float64), [4], None, None, np.zeros(4), None, None,
@@ -158,15 +159,15 @@ def _assert_untouched(arrays, before):
         np.testing.assert_array_equal(array, copy)
 
 
-@pytest.mark.parametrize("eps", [-1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("eps", [float("-inf"), float("nan"), float("inf")])
 def test_float64_bad_eps_is_refused(eps):
     y, mean, rstd = np.full((2, 4), 7.0), np.full(2, 7.0), np.full(2, 7.0)
     before = _untouched(y, mean, rstd)
-    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value"):
         _addnorm.layer_norm(X64, [4], None, None, y, mean, rstd, eps)
-    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value"):
         _addnorm.rms_norm(X64, [4], None, False, y, rstd, eps)
-    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value >= 0"):
+    with pytest.raises(ValueError, match=r"eps is .*, expected a finite value"):
         _addnorm.add_norm_post(X64, X64, [4], y, "layer_norm", None, None, False, eps, 0.1, 0, 0, mean,
                                rstd)
     _assert_untouched([y, mean, rstd], before)
@@ -217,8 +218,9 @@ def test_float64_batch_norm_bad_arguments_are_refused():
     y = np.full((2, 4), 7.0)
     mean, var = np.zeros(4), np.ones(4)
     before = _untouched(y, mean, var)
-    with pytest.raises(ValueError, match=r"momentum is 5, expected a value in \[0, 1\]"):
-        _addnorm.batch_norm(X64, y, None, None, mean, var, True, 5.0, 1e-5, False, None, None)
+    with pytest.raises(ValueError, match=r"momentum is nan, expected a finite value$"):
+        _addnorm.batch_norm(X64, y, None, None, mean, var, True, float("nan"), 1e-5, False, None,
+                            None)
     with pytest.raises(ValueError, match=r"1 value per channel, expected more than 1 in training"):
         _addnorm.batch_norm(X64[:1], y[:1], None, None, mean, var, True, 0.1, 1e-5, False, None,
                             None)
@@ -275,8 +277,8 @@ def test_float64_and_float32_are_refused_alike():
         x = X64.astype(dtype)
         with pytest.raises(ValueError) as error:
             _addnorm.batch_norm(x, np.zeros_like(x), None, None, np.zeros(4, dtype),
-                                np.ones(4, dtype), True, 1.5, 1e-5, False, None, None)
-        assert str(error.value) == "momentum is 1.5, expected a value in [0, 1]"
+                                np.ones(4, dtype), True, float("inf"), 1e-5, False, None, None)
+        assert str(error.value) == "momentum is inf, expected a finite value"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

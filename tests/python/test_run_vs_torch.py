@@ -596,16 +596,25 @@ def test_normalized_shape_mismatch(addnorm_bin, tmp_path, small):
     assert_one_line_error(message, "normalized_shape [3, 4, 5]")
 
 
-def test_negative_eps(addnorm_bin, tmp_path, small):
-    message = run_fails(addnorm_bin, tmp_path, "layer_norm", {"x": small["x"]},
-                        ["--axis", "-1", "--eps", "-1e-5"])
-    assert_one_line_error(message, "eps is", "expected a finite value >= 0")
-
-
-def test_momentum_out_of_range(addnorm_bin, tmp_path, small):
-    message = run_fails(addnorm_bin, tmp_path, "batch_norm", {"x": small["x"]},
-                        ["--momentum", "1.5"])
-    assert_one_line_error(message, "momentum is 1.5", "[0, 1]")
+def test_negative_eps_and_momentum_beyond_one_are_taken_as_pytorch_takes_them(addnorm_bin,
+                                                                             tmp_path):
+    """Any finite eps and momentum, as F.layer_norm and F.batch_norm take them: rows whose
+    variance + eps is negative come out NaN in both; a momentum of 1.5 extrapolates."""
+    rng = np.random.default_rng(41)
+    x = randn(rng, 6, 5) * np.array([[0.2], [3.0], [0.5], [2.0], [0.1], [1.0]], np.float32)
+    out = run_ok(addnorm_bin, tmp_path, "layer_norm", {"x": x}, ["--axis", "-1", "--eps", "-0.3"])
+    want = F.layer_norm(leaf(x), (5,), eps=-0.3).detach().numpy()
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    running_mean, running_var = np.zeros(5, np.float32), np.ones(5, np.float32)
+    out = run_ok(addnorm_bin, tmp_path, "batch_norm",
+                 {"x": x, "running_mean": running_mean, "running_var": running_var},
+                 ["--momentum", "1.5"])
+    mean, var = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    want = F.batch_norm(leaf(x), mean, var, training=True, momentum=1.5)
+    assert_close(out["y"], want)
+    assert_close(out["running_mean"], mean)
+    assert_close(out["running_var"], var)
 
 
 @pytest.mark.parametrize("op, extra", [("dropout", {}), ("add_norm_post", {"s": "x"})])

@@ -27,10 +27,11 @@ constexpr T quiet_nan() {
 }
 
 // (x - mean) * rstd, except that an exactly centred value stays 0 when rstd is infinite
-// (a constant row with eps = 0): the output of a constant row is then exactly beta.
+// (a constant row with eps = 0): the output of a constant row is then exactly beta. A NaN rstd
+// (variance + eps < 0, with a negative eps) makes every value NaN, as in the fast kernels.
 template <class A>
 inline A normalise(A centred, A rstd) {
-  return centred == A(0) ? A(0) : centred * rstd;
+  return centred == A(0) && !std::isnan(rstd) ? A(0) : centred * rstd;
 }
 
 }  // namespace addnorm::reference

@@ -345,7 +345,8 @@ TEST(GroupNorm, RefusesBadArgumentsAndWritesNothing) {
     group_norm({x.data(), shape}, {y.data(), shape}, {{.gamma = ConstView{gamma.data(), {5}}}, 3});
   });
   expect_refused("eps", [&] {
-    group_norm({x.data(), shape}, {y.data(), shape}, {{.eps = -1.0f}, 3});
+    group_norm({x.data(), shape}, {y.data(), shape},
+               {{.eps = std::numeric_limits<float>::infinity()}, 3});
   });
   expect_refused("mean has shape [8], expected [2, 3]", [&] {
     group_norm({x.data(), shape}, {y.data(), shape}, {{}, 3},
