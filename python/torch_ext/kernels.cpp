@@ -106,8 +106,8 @@ void run_library(Call&& call) {
   }
 }
 
-// eps by the library's one rule (finite, >= 0, and within float32's range unless input is
-// float64, where it is held in float64), checked on the double before any conversion.
+// eps by the library's one rule (finite, and within float32's range unless input is float64,
+// where it is held in float64), checked on the double before any conversion.
 void check_eps(double eps, const at::Tensor& input) {
   run_library([&] {
     if (compute_type(input) == at::kFloat) {

@@ -20,7 +20,7 @@ auto data_or_null(const std::optional<View>& view) {
 
 // Inference mode's constant 1 / sqrt(running_var + eps) for channel c.
 Wide running_rstd(const RunningStats& running, int64_t c, double eps) {
-  return Wide(1) / std::sqrt(Wide(running.var.data[c]) + Wide(eps));
+  return reference::inference_rstd_of(Wide(running.var.data[c]), Wide(eps));
 }
 
 }  // namespace
@@ -40,7 +40,7 @@ void batch_norm(ConstView x, MutableView y, const BatchNormOptions& options,
     if (options.training) {
       const auto moments = reference::channel_moments(x.data, layout, c);
       mean = moments.mean;
-      rstd = Wide(1) / std::sqrt(moments.variance + Wide(eps));
+      rstd = reference::rstd_of(moments.variance, Wide(eps));
       if (running) {
         reference::update_running(running->mean.data[c], running->var.data[c], moments.mean,
                                   moments.variance, layout.per_channel(), Wide(options.momentum),

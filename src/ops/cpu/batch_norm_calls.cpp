@@ -3,18 +3,20 @@
 #include <cmath>
 
 #include "ops/cpu/batch_norm_kernels.hpp"
+#include "ops/cpu/norm_numerics.hpp"
 #include "ops/cpu/scratch.hpp"
 #include "ops/reference/batch_norm.hpp"
 
 namespace addnorm::cpu {
 namespace {
 
-// Inference mode's constants: the running mean, and 1 / sqrt(running_var + eps).
+// Inference mode's constants: the running mean, and 1 / sqrt(running_var + eps) (NaN at or below
+// 0: inference_rstd_of).
 void running_constants(const float* running_mean, const float* running_var, float eps,
                        int64_t channels, double* mean, double* rstd) {
   for (int64_t c = 0; c < channels; ++c) {
     mean[c] = running_mean[c];
-    rstd[c] = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
+    rstd[c] = inference_rstd_of(double(running_var[c]), double(eps));
   }
 }
 
@@ -31,7 +33,7 @@ void batch_norm_forward(const BatchNormForward& args) {
   if (args.training) {
     batch_statistics(args.x, args.storage, args.shape, mean, variance);
     for (int64_t c = 0; c < channels; ++c) {
-      rstd[c] = 1.0 / std::sqrt(variance[c] + double(args.eps));
+      rstd[c] = rstd_of(variance[c], double(args.eps));
       if (args.running_mean) {
         reference::update_running(args.running_mean[c], args.running_var[c], mean[c], variance[c],
                                   args.shape.batch * args.shape.length, double(args.momentum),

@@ -712,16 +712,18 @@ void backward_training_dx_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>*
 // ---- Inference backward ----------------------------------------------------------------------
 
 // With constant statistics: dx = float(dy * scale), scale = gamma * rstd, and the sums of dy and
-// dy * x_hat, where an exactly centred value has x_hat = 0 even when rstd is infinite.
+// dy * x_hat = (x - mean) * rstd, where an exactly centred value has x_hat = 0 (the reference's
+// normalise) unless rstd is NaN (inference_rstd_of), which makes every x_hat NaN.
 template <class D, class V>
 V inference_xhat(D d, V x, V mean, V rstd) {
   const V centred = hn::Sub(x, mean);
-  return hn::IfThenZeroElse(hn::Eq(centred, hn::Zero(d)), hn::Mul(centred, rstd));
+  const auto exact_zero = hn::AndNot(hn::IsNaN(rstd), hn::Eq(centred, hn::Zero(d)));
+  return hn::IfThenZeroElse(exact_zero, hn::Mul(centred, rstd));
 }
 
 HWY_INLINE double inference_xhat_scalar(float x, double mean, double rstd) {
   const double centred = static_cast<double>(x) - mean;
-  return centred == 0 ? 0.0 : centred * rstd;
+  return centred == 0 && !std::isnan(rstd) ? 0.0 : centred * rstd;
 }
 
 // kRows samples of [channels] (length 1). dx may be dy or x.
@@ -1085,7 +1087,7 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
     const double mean_shifted = sum_d[c] / count;
     const double variance = sum_d2[c] / count - mean_shifted * mean_shifted;
     const double total_dy = sum_dy[c];
-    const double channel_rstd = 1.0 / std::sqrt((variance < 0 ? 0.0 : variance) + eps);
+    const double channel_rstd = rstd_of(variance < 0 ? 0.0 : variance, eps);
     const double total_dy_xhat = channel_rstd * (sum_dy_d[c] - mean_shifted * total_dy);
     mean[c] = shifts[c] + mean_shifted;
     rstd[c] = channel_rstd;

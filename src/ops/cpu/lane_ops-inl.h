@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "hwy/highway.h"
 #include "ops/cpu/norm_numerics.hpp"
@@ -192,9 +193,15 @@ inline MomentLanes moments_lanes(hn::Vec<DoubleTag> sum, hn::Vec<DoubleTag> squa
   return {hn::Add(shift, mean_shifted),
           hn::IfThenElse(hn::Lt(variance, zero), zero, variance)};  // a NaN stays
 }
+// rstd_of (norm_numerics.hpp) a lane each: the root's +inf at a sum of 0 stays only for a
+// zero-spread row (Sqrt gives NaN below 0 by itself).
 inline hn::Vec<DoubleTag> rstd_lanes(hn::Vec<DoubleTag> variance, double eps) {
   const DoubleTag dd;
-  return hn::Div(hn::Set(dd, 1.0), hn::Sqrt(hn::Add(variance, hn::Set(dd, eps))));
+  const auto zero = hn::Zero(dd);
+  const auto sum = hn::Add(variance, hn::Set(dd, eps));
+  const auto rstd = hn::Div(hn::Set(dd, 1.0), hn::Sqrt(sum));
+  const auto rootless = hn::And(hn::Eq(sum, zero), hn::Ne(variance, zero));
+  return hn::IfThenElse(rootless, hn::Set(dd, std::numeric_limits<double>::quiet_NaN()), rstd);
 }
 
 // The float32 block sums' checks (norm_numerics.hpp) for a group of rows, one per lane, from

@@ -542,8 +542,7 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
   r.variance = moments.variance;
-  r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row])
-                        : 1.0 / std::sqrt(moments.variance + a.eps);
+  r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row]) : rstd_of(moments.variance, a.eps);
   // Multiplied by 1 / D, which does not wait on the sums, rather than divided by D on the
   // row's critical path (it changes results by at most a float64 ulp).
   const double inverse_count = 1.0 / count;

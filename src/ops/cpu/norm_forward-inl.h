@@ -641,7 +641,7 @@ struct GroupMoments {
   void set_row(int64_t k, const RowMoments& m, float eps) {
     mean[k] = m.mean;
     variance[k] = m.variance;
-    rstd[k] = 1.0 / std::sqrt(m.variance + static_cast<double>(eps));
+    rstd[k] = rstd_of(m.variance, static_cast<double>(eps));
   }
   void set_lanes(const MomentLanes& m, float eps) {
     const DoubleTag dd;
@@ -1028,7 +1028,7 @@ void RowLoop<SS, SB, kResidual>::groups(const NormForward& a, int64_t begin, int
             row_moments<SS, SB, kResidual>(row_pointers<SS, SB>(a, first + k), dim, centre);
       }
     }
-    for (int64_t k = 0; k < count; ++k) rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
+    for (int64_t k = 0; k < count; ++k) rstds[k] = rstd_of(moments[k].variance, a.eps);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t row = first + k;
       const RowPointers<SS, SB> p = row_pointers<SS, SB>(a, row);
@@ -1122,7 +1122,7 @@ void post_norm_rows_as(const NormForward& a, int64_t begin, int64_t end) {
         moments[k] = row_moments<SH, SB, false>(row_in_block(block_first, first + k), dim, centre);
       }
       for (int64_t k = 0; k < count; ++k) {
-        rstds[k] = 1.0 / std::sqrt(moments[k].variance + a.eps);
+        rstds[k] = rstd_of(moments[k].variance, a.eps);
       }
       for (int64_t k = 0; k < count; ++k) {
         output_row<SH, SB, false>(a, row_in_block(block_first, first + k), first + k, moments[k],

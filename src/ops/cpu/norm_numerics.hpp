@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -101,8 +102,25 @@ inline std::optional<HiLo> recentre_at(float estimate, ShiftedMoments shifted) {
   return split(static_cast<double>(estimate) + shifted.offset);
 }
 
-// What x_hat = (x - mean) * rstd scales by: a zero-spread row (or channel) with eps = 0 has
-// rstd = +inf, and every centred value exactly 0, so x_hat is 0 (not 0 * inf).
+// 1 / sqrt(variance + eps), the one rule of every statistics pass (the reference kernels' rstd_of
+// is the same rule). A variance + eps of 0 or below has no root, and gives NaN (a negative eps
+// can do that to a row of any spread, as in PyTorch), except for a zero-spread row with eps = 0:
+// its rstd is +inf, and every centred value of it exactly 0 (xhat_scale).
+inline double rstd_of(double variance, double eps) {
+  const double sum = variance + eps;
+  if (sum > 0) return 1.0 / std::sqrt(sum);
+  return sum == 0 && variance == 0 ? std::numeric_limits<double>::infinity()
+                                   : std::numeric_limits<double>::quiet_NaN();
+}
+// Inference's 1 / sqrt(running_var + eps): the values are not known to be centred, so a
+// running_var + eps of 0 or below gives NaN outright.
+inline double inference_rstd_of(double running_var, double eps) {
+  const double rstd = rstd_of(running_var, eps);
+  return std::isinf(rstd) ? std::numeric_limits<double>::quiet_NaN() : rstd;
+}
+
+// What x_hat = (x - mean) * rstd scales by: rstd_of is +inf only for a zero-spread row (or
+// channel) with eps = 0, whose centred values are all exactly 0, so x_hat is 0 (not 0 * inf).
 inline double xhat_scale(double rstd) {
   return std::isinf(rstd) ? 0.0 : rstd;
 }

@@ -2,7 +2,9 @@
 // (N, C) input): the house table's "normalise each column over the batch", one channel at a time.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "addnorm/ops.hpp"
 #include "ops/reference/accumulate.hpp"
@@ -42,6 +44,17 @@ ChannelMoments<T> channel_moments(const T* x, const BatchLayout& layout, int64_t
   return {mean, squares / count};
 }
 
+// A value of the accumulation type rounded once into T, saturating to +-inf beyond T's range: a
+// momentum outside [0, 1] extrapolates, and can leave float32's range (a plain conversion of
+// such a double would be undefined behaviour).
+template <class T, class A>
+T rounded_into(A value) {
+  if (std::fabs(value) > A(std::numeric_limits<T>::max())) {
+    return std::copysign(std::numeric_limits<T>::infinity(), T(value > 0 ? 1 : -1));
+  }
+  return T(value);
+}
+
 // The running-statistics update after a training batch of `count` values per channel, in the
 // accumulation type, rounded once into the statistics' own type.
 template <class T>
@@ -51,12 +64,12 @@ void update_running(T& running_mean, T& running_var, Acc<T> batch_mean, Acc<T> b
   if (convention == MomentumConvention::pytorch) {
     // PyTorch: momentum weights the new batch; the stored variance is unbiased (n / (n - 1)).
     const A unbiased = batch_var * A(count) / A(count - 1);
-    running_mean = T((1 - momentum) * A(running_mean) + momentum * batch_mean);
-    running_var = T((1 - momentum) * A(running_var) + momentum * unbiased);
+    running_mean = rounded_into<T>((1 - momentum) * A(running_mean) + momentum * batch_mean);
+    running_var = rounded_into<T>((1 - momentum) * A(running_var) + momentum * unbiased);
   } else {
     // ONNX: momentum weights the old value; the stored variance is the biased batch variance.
-    running_mean = T(momentum * A(running_mean) + (1 - momentum) * batch_mean);
-    running_var = T(momentum * A(running_var) + (1 - momentum) * batch_var);
+    running_mean = rounded_into<T>(momentum * A(running_mean) + (1 - momentum) * batch_mean);
+    running_var = rounded_into<T>(momentum * A(running_var) + (1 - momentum) * batch_var);
   }
 }
 
@@ -65,8 +78,8 @@ template <class T>
 void normalise_channel(const T* x, const T* gamma, const T* beta, T* y, const BatchLayout& layout,
                        int64_t c, Acc<T> mean, Acc<T> rstd) {
   using A = Acc<T>;
-  // An infinite rstd is a zero-variance channel with eps = 0: its centred values are all exactly
-  // 0, and normalise gives them x_hat = 0 (y = beta), as the row norms and the fast kernels do.
+  // An infinite rstd is a zero-variance channel with eps = 0 (rstd_of): its centred values are
+  // all exactly 0, and normalise gives them x_hat = 0 (y = beta), as the fast kernels do.
   const bool finite = std::isfinite(mean) && !std::isnan(rstd);
   for (int64_t n = 0; n < layout.batch; ++n) {
     for (int64_t l = 0; l < layout.length; ++l) {
@@ -91,7 +104,7 @@ void batch_norm_backward_channel(const T* dy, const T* x, const T* gamma, T* dx,
                                  T* dbeta, const BatchLayout& layout, int64_t c, double eps) {
   using A = Acc<T>;
   const ChannelMoments<T> m = channel_moments(x, layout, c);
-  const A rstd = A(1) / std::sqrt(m.variance + A(eps));
+  const A rstd = rstd_of(m.variance, A(eps));
   const A scale = gamma ? A(gamma[c]) : A(1);
   A sum_dy = 0, sum_dy_xhat = 0;
   for (int64_t n = 0; n < layout.batch; ++n) {

@@ -66,7 +66,7 @@ void group_norm_backward(const T* dy, const T* x, const T* gamma, T* dx, T* dgam
     const T* xr = x + row * dim;
     const T* dyr = dy + row * dim;
     const RowMoments<T> m = row_moments(xr, dim);
-    const A rstd = A(1) / std::sqrt(m.variance + A(eps));
+    const A rstd = rstd_of(m.variance, A(eps));
     A mean_g = 0, mean_g_xhat = 0;
     for (int64_t i = 0; i < dim; ++i) {
       const int64_t c = layout.channel(row, i);

@@ -48,7 +48,7 @@ void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean
       if (rstd_out) rstd_out[row] = quiet_nan<T>();
       continue;
     }
-    const A rstd = A(1) / std::sqrt(m.variance + A(eps));  // step 3: eps inside the root
+    const A rstd = rstd_of(m.variance, A(eps));  // step 3: eps inside the root
     for (int64_t i = 0; i < dim; ++i) {
       A value = normalise(A(xr[i]) - m.mean, rstd);
       if (gamma) value *= A(gamma[i]);  // step 4: scale and shift
@@ -79,7 +79,7 @@ void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* saved
     const T* xr = x + row * dim;
     const T* dyr = dy + row * dim;
     const RowMoments<T> m = row_moments(xr, dim);
-    const A rstd = saved_rstd ? A(saved_rstd[row]) : A(1) / std::sqrt(m.variance + A(eps));
+    const A rstd = saved_rstd ? A(saved_rstd[row]) : rstd_of(m.variance, A(eps));
     A mean_g = 0, mean_g_xhat = 0;
     for (int64_t i = 0; i < dim; ++i) {
       const A g = A(dyr[i]) * (gamma ? A(gamma[i]) : A(1));

@@ -38,7 +38,7 @@ void rms_norm_forward(const T* x, const T* gamma, bool zero_centred_gamma, T* y,
       if (rstd_out) rstd_out[row] = quiet_nan<T>();
       continue;
     }
-    const A rstd = A(1) / std::sqrt(ms + A(eps));
+    const A rstd = rstd_of(ms, A(eps));
     for (int64_t i = 0; i < dim; ++i) {
       yr[i] = T(normalise(A(xr[i]), rstd) * rms_scale(gamma, zero_centred_gamma, i));
     }
@@ -59,8 +59,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* gamma, bool zero_centre
   for (int64_t row = 0; row < rows; ++row) {
     const T* xr = x + row * dim;
     const T* dyr = dy + row * dim;
-    const A rstd =
-        saved_rstd ? A(saved_rstd[row]) : A(1) / std::sqrt(mean_square(xr, dim) + A(eps));
+    const A rstd = saved_rstd ? A(saved_rstd[row]) : rstd_of(mean_square(xr, dim), A(eps));
     A mean_g_xhat = 0;
     for (int64_t i = 0; i < dim; ++i) {
       mean_g_xhat +=
