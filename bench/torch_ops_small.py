@@ -1,7 +1,10 @@
 """Per-call cost of a small LayerNorm: torch.ops.addnorm.layer_norm against
 torch.nn.functional.layer_norm, float32, called from Python: the forward of one (1, 768) row,
 and a training call on (8, 768), forward and backward with x, weight and bias requiring grad
-(issue 33's target: addnorm no slower than torch).
+(issue 33's target: addnorm no slower than torch); then the same training call with weight and
+bias frozen (fine-tuning: neither side computes their gradients), and both on (256, 768); last,
+addnorm's backward operator asked for every gradient against asked for dx alone (the
+output_mask autograd passes when weight and bias are frozen), on 8, 256 and 4096 rows.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_ops_small.py
 
@@ -50,10 +53,10 @@ def compare(label, requires_grad):
                   lambda: torch.nn.functional.layer_norm(x, [768], weight, bias, 1e-5))
 
 
-def compare_training(rows=8, width=768):
+def compare_training(rows=8, width=768, frozen=False):
     x = torch.randn(rows, width, requires_grad=True)
-    weight = torch.randn(width, requires_grad=True)
-    bias = torch.randn(width, requires_grad=True)
+    weight = torch.randn(width, requires_grad=not frozen)
+    bias = torch.randn(width, requires_grad=not frozen)
     upstream = torch.randn(rows, width)
 
     def step(layer_norm):
@@ -61,8 +64,30 @@ def compare_training(rows=8, width=768):
             layer_norm(x, [width], weight, bias, 1e-5).backward(upstream)
         return run
 
-    compare_calls(f"({rows}, {width}) forward+backward", step(torch.ops.addnorm.layer_norm),
-                  step(torch.nn.functional.layer_norm))
+    label = f"({rows}, {width}) fwd+bwd" + (", frozen w/b" if frozen else "")
+    compare_calls(label, step(torch.ops.addnorm.layer_norm), step(torch.nn.functional.layer_norm))
+
+
+def compare_output_mask(rows, width=768):
+    """The time of layer_norm_backward computing dx, dweight and dbias over its time computing dx
+    alone: what frozen parameters save, addnorm against itself, rounds alternating."""
+    x, dy = torch.randn(rows, width), torch.randn(rows, width)
+    weight, bias = torch.randn(width), torch.randn(width)
+    mean = x.mean(-1)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
+    op = torch.ops.addnorm.layer_norm_backward
+
+    def call(mask):
+        return lambda: op(dy, x, [width], weight, bias, 1e-5, mean, rstd, output_mask=mask)
+
+    every, dx_only = call([True, True, True]), call([True, False, False])
+    every(), dx_only()
+    number = max(20, 200000 // rows)
+    ratios = []
+    for _ in range(ROUNDS):
+        ratios.append(timeit.timeit(every, number=number) / timeit.timeit(dx_only, number=number))
+    ratio, low, high = quartiles(ratios)
+    print(f"({rows}, {width}) all grads / dx only   ratio {ratio:.2f} [{low:.2f}, {high:.2f}]")
 
 
 def main():
@@ -72,8 +97,15 @@ def main():
     print("(1, 768) float32 LayerNorm forward")
     compare("plain tensors", requires_grad=False)
     compare("weight/bias require grad", requires_grad=True)
-    print(f"(8, 768) float32 LayerNorm forward and backward, x, weight and bias requiring grad")
-    compare_training()
+    print("float32 LayerNorm forward and backward, x requiring grad, weight and bias requiring "
+          "grad or frozen")
+    for rows in (8, 256):
+        compare_training(rows)
+        compare_training(rows, frozen=True)
+    print("addnorm's float32 layer_norm_backward: every gradient against dx alone "
+          "(output_mask), median [quartiles] of the time ratio over rounds")
+    for rows in (8, 256, 4096):
+        compare_output_mask(rows)
 
 
 if __name__ == "__main__":

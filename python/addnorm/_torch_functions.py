@@ -43,18 +43,39 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{[input.size(0) * input.size(1) // num_groups, num_groups] + list(input.shape[2:])}")
     y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
-    # As PyTorch's group_norm: channels-last input, channels-last output (the operator, like
-    # instance_norm's, returns the contiguous layout). Written out for TorchScript. Not in an
-    # ONNX export: ONNX has no layouts, and PyTorch 1.13's exporter refuses channels_last_3d.
+    # As PyTorch's group_norm: the output takes the input's suggested memory format (the
+    # operator, like instance_norm's, returns the contiguous layout). Written out for
+    # TorchScript. Not in an ONNX export: ONNX has no layouts, and PyTorch 1.13's exporter
+    # refuses channels_last_3d.
     if not torch.jit.is_scripting():
         if torch.onnx.is_in_onnx_export():
             return y
-    if not input.is_contiguous():
-        if input.dim() == 4 and input.is_contiguous(memory_format=torch.channels_last):
-            return y.contiguous(memory_format=torch.channels_last)
-        if input.dim() == 5 and input.is_contiguous(memory_format=torch.channels_last_3d):
-            return y.contiguous(memory_format=torch.channels_last_3d)
+    if input.dim() == 4 and _strides_like_channels_last(input.size(), input.stride()):
+        return torch.empty_like(y, memory_format=torch.channels_last).copy_(y)
+    if input.dim() == 5 and _strides_like_channels_last(input.size(), input.stride()):
+        return torch.empty_like(y, memory_format=torch.channels_last_3d).copy_(y)
     return y
+
+
+def _strides_like_channels_last(sizes: List[int], strides: List[int]) -> bool:
+    """Whether PyTorch suggests channels-last (4-D) or channels_last_3d (5-D) for a tensor of
+    these sizes and strides: c10's rule (is_channels_last_strides_2d and _3d), which also
+    settles the layouts that are both contiguous and channels-last (C = 1, or every spatial
+    size 1) by the strides of their size-1 dimensions."""
+    if strides[1] == 0:
+        return False
+    order = [1, 3, 2, 0] if len(sizes) == 4 else [1, 4, 3, 2, 0]
+    smallest = 0
+    for d in order:
+        if sizes[d] == 0 or strides[d] < smallest:
+            return False
+        # N111 with equal strides (contiguous, or N11W sliced along W): contiguous.
+        if d == 0 and smallest == strides[1]:
+            return False
+        smallest = strides[d]
+        if sizes[d] > 1:
+            smallest *= sizes[d]
+    return True
 
 
 def _widened(tensor: torch.Tensor) -> torch.Tensor:

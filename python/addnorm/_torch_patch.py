@@ -34,13 +34,27 @@ class _Swap(NamedTuple):
     kind: str
 
 
+# torch.nn.Module's per-module hook tables (PyTorch 1.13). patch hands the replacement the very
+# same tables, so hooks registered on the replaced module run on its replacement, and hooks
+# registered either side while it is patched stay after unpatch; their handles remove them
+# from both.
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_state_dict_hooks",
+                "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+
+
 def _with_parameters(new, old):
     """new, holding old's very Parameter objects (optimizers that hold them keep working),
-    buffers and training mode."""
+    buffers, hooks and training mode."""
     for name, parameter in old.named_parameters(recurse=False):
         setattr(new, name, parameter)
     for name, buffer in old.named_buffers(recurse=False):
         setattr(new, name, buffer)
+    for table in _HOOK_TABLES:
+        if hasattr(old, table):
+            object.__setattr__(new, table, getattr(old, table))
+    # Which kind the backward hooks are (full or not), decided by the first one registered.
+    if hasattr(old, "_is_full_backward_hook"):
+        object.__setattr__(new, "_is_full_backward_hook", old._is_full_backward_hook)
     return new.train(old.training)
 
 
@@ -124,7 +138,8 @@ def _probed_rms_norm(old, weight, eps):
     probes = [(scale, (rows * scale).to(dtype)) for scale in _probe_scales(dtype)]
     with torch.no_grad():
         try:
-            expected = [old(probe) for _, probe in probes]
+            # forward, not __call__: the probe must not run hooks registered on old
+            expected = [old.forward(probe) for _, probe in probes]
         except Exception as error:  # noqa: BLE001 - any failure means "not a plain RMSNorm"
             return None, f"it raised {type(error).__name__} on a probe input of shape (4, D)"
         disagreements = []
@@ -259,8 +274,9 @@ def patch(model, rms_norm=True, batch_norm=False):
     A UserWarning names the nn.TransformerEncoderLayers whose patched norms PyTorch's fused
     inference path would bypass (eval mode, autograd off, no src_mask: see fast_path_layers).
 
-    Hooks registered on a replaced module stay on it: they do not run while it is swapped out,
-    and run again after unpatch.
+    Hooks registered on a replaced module (forward, forward pre-, backward, state_dict) run on
+    its replacement: the two share the hook tables, so a hook registered on either while
+    patched stays after unpatch, and its handle removes it.
 
     >>> import torch, addnorm.torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))

@@ -22,6 +22,7 @@
 // through autocast; the fused ones first add as `x + r` would, in the promoted dtype of their
 // two activations (a float32 residual stream plus a bfloat16 sublayer output stays float32),
 // which their kernels, taking one dtype, would otherwise refuse.
+#include <array>
 #include <mutex>
 #include <string>
 
@@ -108,7 +109,8 @@ struct NormBackwardNode final : torch::autograd::Node {
   }
 
   // Gradients for the next edges (input, weight, bias), through the *_backward operator, whose
-  // own autograd kernel makes them differentiable when create_graph asks for it.
+  // own autograd kernel makes them differentiable when create_graph asks for it. Only those an
+  // edge needs are computed (its output_mask), as PyTorch's LayerNormBackward0 asks.
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
@@ -118,7 +120,8 @@ struct NormBackwardNode final : torch::autograd::Node {
         static const auto op =
             handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
         auto [dx, dweight] = op.call(grads[0], x, spec.normalized_shape, optional(w), spec.eps,
-                                     spec.zero_centered_weight, optional(rstd.unpack()));
+                                     spec.zero_centered_weight, optional(rstd.unpack()),
+                                     {should_compute_output(0), should_compute_output(1)});
         return {dx, dweight, at::Tensor()};
       }
       case NormKind::layer_norm: {
@@ -126,7 +129,8 @@ struct NormBackwardNode final : torch::autograd::Node {
             handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
         auto [dx, dweight, dbias] =
             op.call(grads[0], x, spec.normalized_shape, optional(w), optional(b), spec.eps,
-                    optional(mean.unpack()), optional(rstd.unpack()));
+                    optional(mean.unpack()), optional(rstd.unpack()),
+                    {should_compute_output(0), should_compute_output(1), should_compute_output(2)});
         return {dx, dweight, dbias};
       }
     }
@@ -170,10 +174,15 @@ struct AddNormPreFunction : torch::autograd::Function<AddNormPreFunction> {
         handle<decltype(ops::add_norm_pre_backward)>("addnorm::add_norm_pre_backward");
     const variable_list saved = ctx->get_saved_variables();
     const NormSpec spec = load_spec(ctx);
+    // The graph's edges are x, r, then weight and bias where given (an absent one has none).
+    const bool has_weight = saved[1].defined(), has_bias = saved[2].defined();
+    const std::array<bool, 3> wanted{ctx->needs_input_grad(0) || ctx->needs_input_grad(1),
+                                     has_weight && ctx->needs_input_grad(2),
+                                     has_bias && ctx->needs_input_grad(has_weight ? 3 : 2)};
     auto [dh, dweight, dbias] =
         op.call(grads[1], optional(grads[0]), saved[0], spec.normalized_shape, optional(saved[1]),
                 optional(saved[2]), spec.eps, norm_name(spec), spec.zero_centered_weight,
-                optional(saved[3]), optional(saved[4]));
+                optional(saved[3]), optional(saved[4]), wanted);
     // dx = dr = dh; each gets its own tensor so that accumulating into one never changes the
     // other.
     const bool both = ctx->needs_input_grad(0) && ctx->needs_input_grad(1);
@@ -388,31 +397,34 @@ ops::Grads3 layer_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
                                          at::IntArrayRef normalized_shape,
                                          const OptionalTensor& weight, const OptionalTensor& bias,
                                          double eps, const OptionalTensor& mean,
-                                         const OptionalTensor& rstd) {
+                                         const OptionalTensor& rstd,
+                                         std::array<bool, 3> output_mask) {
   if (differentiable_result(grad_y, input, value(weight), value(bias))) {
     const NormSpec spec{NormKind::layer_norm, normalized_shape.vec(), eps, false};
     check_saved_statistics(mean, rstd, input, spec);  // the composite form recomputes them
     auto g = composite::norm_backward(grad_y, input, weight, bias, spec);
-    return {g[0], g[1], g[2]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1]),
+            masked(g[2], output_mask[2])};
   }
   return below_autograd<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward", grad_y,
                                                             input, normalized_shape, weight, bias,
-                                                            eps, mean, rstd);
+                                                            eps, mean, rstd, output_mask);
 }
 
 ops::Grads2 rms_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
                                        at::IntArrayRef normalized_shape,
                                        const OptionalTensor& weight, double eps,
-                                       bool zero_centered_weight, const OptionalTensor& rstd) {
+                                       bool zero_centered_weight, const OptionalTensor& rstd,
+                                       std::array<bool, 2> output_mask) {
   if (differentiable_result(grad_y, input, value(weight))) {
     const NormSpec spec{NormKind::rms_norm, normalized_shape.vec(), eps, zero_centered_weight};
     check_saved_statistics({}, rstd, input, spec);  // the composite form recomputes it
     auto g = composite::norm_backward(grad_y, input, weight, {}, spec);
-    return {g[0], g[1]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1])};
   }
   return below_autograd<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward", grad_y,
                                                           input, normalized_shape, weight, eps,
-                                                          zero_centered_weight, rstd);
+                                                          zero_centered_weight, rstd, output_mask);
 }
 
 ops::Grads3 add_norm_pre_backward_autograd(const at::Tensor& grad_y, const OptionalTensor& grad_h,
@@ -420,16 +432,18 @@ ops::Grads3 add_norm_pre_backward_autograd(const at::Tensor& grad_y, const Optio
                                            const OptionalTensor& weight, const OptionalTensor& bias,
                                            double eps, c10::string_view norm,
                                            bool zero_centered_weight, const OptionalTensor& mean,
-                                           const OptionalTensor& rstd) {
+                                           const OptionalTensor& rstd,
+                                           std::array<bool, 3> output_mask) {
   if (differentiable_result(grad_y, value(grad_h), h, value(weight), value(bias))) {
     const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
     check_saved_statistics(mean, rstd, h, spec);  // the composite form recomputes them
     auto g = composite::add_norm_pre_backward(grad_y, grad_h, h, weight, bias, spec);
-    return {g[0], g[1], g[2]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1]),
+            masked(g[2], output_mask[2])};
   }
   return below_autograd<decltype(ops::add_norm_pre_backward)>(
       "addnorm::add_norm_pre_backward", grad_y, grad_h, h, normalized_shape, weight, bias, eps,
-      norm, zero_centered_weight, mean, rstd);
+      norm, zero_centered_weight, mean, rstd, output_mask);
 }
 
 ops::Grads4 add_norm_post_backward_autograd(

@@ -314,13 +314,14 @@ at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& para
 }
 
 // The gradients' tensors, allocated for the library to write (an empty batch included: it
-// writes dweight and dbias as sums of nothing, src/ops/empty_batch.hpp).
-NormGrads allocate_grads(const at::Tensor& x, const NormTensors& t) {
+// writes dweight and dbias as sums of nothing, src/ops/empty_batch.hpp); a parameter gradient
+// not wanted stays undefined, and the library skips its sums.
+NormGrads allocate_grads(const at::Tensor& x, const NormTensors& t, ParameterGrads wanted = {}) {
   const auto wide = x.options().dtype(compute_type(x));
   NormGrads grads;
   grads.dx = at::empty(x.sizes(), x.options());
-  if (t.weight.defined()) grads.dweight = at::empty(t.weight.sizes(), wide);
-  if (t.bias.defined()) grads.dbias = at::empty(t.bias.sizes(), wide);
+  if (t.weight.defined() && wanted.weight) grads.dweight = at::empty(t.weight.sizes(), wide);
+  if (t.bias.defined() && wanted.bias) grads.dbias = at::empty(t.bias.sizes(), wide);
   return grads;
 }
 
@@ -400,7 +401,8 @@ NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
 NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
                         const at::Tensor& input, const OptionalTensor& weight,
                         const OptionalTensor& bias, const NormSpec& spec,
-                        const OptionalTensor& mean, const OptionalTensor& rstd) {
+                        const OptionalTensor& mean, const OptionalTensor& rstd,
+                        ParameterGrads wanted) {
   check_norm(input, weight, bias, spec);
   check_like("grad_y", grad_y, input);
   const at::Tensor dh_next = contiguous(grad_h);
@@ -408,7 +410,7 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
   use_saved_stats(t, x, spec);
-  NormGrads grads = allocate_grads(x, t);
+  NormGrads grads = allocate_grads(x, t, wanted);
   if (is_16_bit(x.scalar_type())) {
     run_library([&] {
       add_norm_pre_backward(any_view(dy), optional_any(dh_next), any_view(x),

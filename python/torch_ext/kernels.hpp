@@ -44,6 +44,21 @@ struct NormGrads {
   at::Tensor dx, dweight, dbias;  // dweight/dbias undefined where the parameter is absent
 };
 
+// Which parameter gradients a backward computes, as the output_mask of PyTorch's own backward
+// ops: autograd asks only for those a graph edge needs, so a frozen weight and bias (fine-tuning
+// with the norms frozen) skip the float64 dγ/dβ sums.
+struct ParameterGrads {
+  bool weight = true;
+  bool bias = true;
+};
+
+// A gradient an output_mask leaves out: undefined (None), as PyTorch's backward ops return it.
+// (dx is computed whatever the mask, as the library always writes it; dweight and dbias are
+// left out of the computation by ParameterGrads.)
+inline at::Tensor masked(const at::Tensor& gradient, bool wanted) {
+  return wanted ? gradient : at::Tensor();
+}
+
 // The dtype the library computes a tensor of a supported dtype in: float64 for float64, float32
 // for float32 and the 16-bit types (whose statistics and parameter gradients are float32, as in
 // PyTorch's own norms).
@@ -69,7 +84,8 @@ NormOutputs norm_forward(const at::Tensor& input, const OptionalTensor& weight,
 NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
                         const at::Tensor& input, const OptionalTensor& weight,
                         const OptionalTensor& bias, const NormSpec& spec,
-                        const OptionalTensor& mean, const OptionalTensor& rstd);
+                        const OptionalTensor& mean, const OptionalTensor& rstd,
+                        ParameterGrads wanted = {});
 
 // Pre-norm: h = x + r and y = Norm(h).
 struct PreNormOutputs {

@@ -1,12 +1,14 @@
 // The operators torch.ops.addnorm.* with their schema signatures (ops.cpp defines and registers
 // them as CPU kernels; autograd.cpp calls them through the dispatcher by these types).
-// Backward ops return undefined gradients (None) for absent weight/bias.
+// Backward ops return undefined gradients (None) for absent weight/bias, and for those their
+// output_mask (PyTorch's convention: one flag per output) leaves out.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 #include <c10/util/string_view.h>
 
+#include <array>
 #include <cstdint>
 #include <tuple>
 
@@ -22,14 +24,15 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
 Grads3 layer_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                            at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                            const OptionalTensor& bias, double eps, const OptionalTensor& mean,
-                           const OptionalTensor& rstd);
+                           const OptionalTensor& rstd, std::array<bool, 3> output_mask);
 
 at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, c10::optional<double> eps,
                     bool zero_centered_weight);
 Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                          at::IntArrayRef normalized_shape, const OptionalTensor& weight, double eps,
-                         bool zero_centered_weight, const OptionalTensor& rstd);
+                         bool zero_centered_weight, const OptionalTensor& rstd,
+                         std::array<bool, 2> output_mask);
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
                     const OptionalTensor& weight, const OptionalTensor& bias,
@@ -38,7 +41,8 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
                              const at::Tensor& h, at::IntArrayRef normalized_shape,
                              const OptionalTensor& weight, const OptionalTensor& bias, double eps,
                              c10::string_view norm, bool zero_centered_weight,
-                             const OptionalTensor& mean, const OptionalTensor& rstd);
+                             const OptionalTensor& mean, const OptionalTensor& rstd,
+                             std::array<bool, 3> output_mask);
 
 at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
                          const OptionalTensor& weight, const OptionalTensor& bias,

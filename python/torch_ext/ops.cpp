@@ -26,10 +26,11 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
 Grads3 layer_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                            at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                            const OptionalTensor& bias, double eps, const OptionalTensor& mean,
-                           const OptionalTensor& rstd) {
+                           const OptionalTensor& rstd, std::array<bool, 3> output_mask) {
   NormGrads grads = norm_backward(grad_y, {}, input, weight, bias,
-                                  spec_of(NormKind::layer_norm, normalized_shape, eps), mean, rstd);
-  return {grads.dx, grads.dweight, grads.dbias};
+                                  spec_of(NormKind::layer_norm, normalized_shape, eps), mean, rstd,
+                                  {output_mask[1], output_mask[2]});
+  return {masked(grads.dx, output_mask[0]), grads.dweight, grads.dbias};
 }
 
 at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
@@ -44,11 +45,13 @@ at::Tensor rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
 
 Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                          at::IntArrayRef normalized_shape, const OptionalTensor& weight, double eps,
-                         bool zero_centered_weight, const OptionalTensor& rstd) {
-  NormGrads grads = norm_backward(
-      grad_y, {}, input, weight, {},
-      spec_of(NormKind::rms_norm, normalized_shape, eps, zero_centered_weight), {}, rstd);
-  return {grads.dx, grads.dweight};
+                         bool zero_centered_weight, const OptionalTensor& rstd,
+                         std::array<bool, 2> output_mask) {
+  NormGrads grads =
+      norm_backward(grad_y, {}, input, weight, {},
+                    spec_of(NormKind::rms_norm, normalized_shape, eps, zero_centered_weight), {},
+                    rstd, {output_mask[1], false});
+  return {masked(grads.dx, output_mask[0]), grads.dweight};
 }
 
 Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
@@ -65,11 +68,13 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
                              const at::Tensor& h, at::IntArrayRef normalized_shape,
                              const OptionalTensor& weight, const OptionalTensor& bias, double eps,
                              c10::string_view norm, bool zero_centered_weight,
-                             const OptionalTensor& mean, const OptionalTensor& rstd) {
-  NormGrads grads = norm_backward(
-      grad_y, grad_h, h, weight, bias,
-      spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight), mean, rstd);
-  return {grads.dx, grads.dweight, grads.dbias};
+                             const OptionalTensor& mean, const OptionalTensor& rstd,
+                             std::array<bool, 3> output_mask) {
+  NormGrads grads =
+      norm_backward(grad_y, grad_h, h, weight, bias,
+                    spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight), mean,
+                    rstd, {output_mask[1], output_mask[2]});
+  return {masked(grads.dx, output_mask[0]), grads.dweight, grads.dbias};
 }
 
 at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
@@ -138,13 +143,15 @@ TORCH_LIBRARY(addnorm, m) {
       "float eps=1e-05) -> Tensor");
   m.def(
       "layer_norm_backward(Tensor grad_y, Tensor input, int[] normalized_shape, Tensor? weight, "
-      "Tensor? bias, float eps, Tensor? mean=None, Tensor? rstd=None) -> (Tensor, Tensor, Tensor)");
+      "Tensor? bias, float eps, Tensor? mean=None, Tensor? rstd=None, "
+      "bool[3] output_mask=[True, True, True]) -> (Tensor, Tensor, Tensor)");
   m.def(
       "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None, "
       "bool zero_centered_weight=False) -> Tensor");
   m.def(
       "rms_norm_backward(Tensor grad_y, Tensor input, int[] normalized_shape, Tensor? weight, "
-      "float eps, bool zero_centered_weight=False, Tensor? rstd=None) -> (Tensor, Tensor)");
+      "float eps, bool zero_centered_weight=False, Tensor? rstd=None, "
+      "bool[2] output_mask=[True, True]) -> (Tensor, Tensor)");
   m.def(
       "add_norm_pre(Tensor x, Tensor r, int[] normalized_shape, Tensor? weight=None, "
       "Tensor? bias=None, float? eps=None, str norm=\"layer_norm\", "
@@ -152,8 +159,8 @@ TORCH_LIBRARY(addnorm, m) {
   m.def(
       "add_norm_pre_backward(Tensor grad_y, Tensor? grad_h, Tensor h, int[] normalized_shape, "
       "Tensor? weight, Tensor? bias, float eps, str norm=\"layer_norm\", "
-      "bool zero_centered_weight=False, Tensor? mean=None, Tensor? rstd=None) "
-      "-> (Tensor, Tensor, Tensor)");
+      "bool zero_centered_weight=False, Tensor? mean=None, Tensor? rstd=None, "
+      "bool[3] output_mask=[True, True, True]) -> (Tensor, Tensor, Tensor)");
   m.def(
       "add_norm_post(Tensor x, Tensor s, int[] normalized_shape, Tensor? weight=None, "
       "Tensor? bias=None, float? eps=None, str norm=\"layer_norm\", "

@@ -4,13 +4,16 @@ buffers), AddNorm's dropout seeding, and patch()."""
 import copy
 import io
 
+import numpy as np
 import pytest
 import torch
 import torch.fx
+import torch.nn.functional as F
 
 import addnorm
 import addnorm._torch_functions
 import addnorm.torch as an
+from user_norms import CentredRMSNorm, GemmaRMSNorm, LlamaRMSNorm
 
 
 def double(*shape, requires_grad=True):
@@ -230,6 +233,51 @@ def test_channels_last_input_gives_pytorchs_output_layout(make, shape, layout):
     torch.testing.assert_close(x2.grad, x.grad)
 
 
+def strided_like(sizes, order, step=1):
+    """A float64 tensor of these sizes whose dimensions are laid out in memory in order
+    (outermost first), every step-th element of a larger buffer when step > 1."""
+    buffer = torch.randn([sizes[d] * step for d in order], dtype=torch.float64)
+    if step > 1:
+        buffer = buffer[tuple(slice(None, None, step) for _ in order)]
+    return buffer.permute([order.index(d) for d in range(len(sizes))])
+
+
+# Layouts whose strides PyTorch settles by its own rule: C = 1, all spatial sizes 1 (contiguous
+# and channels-last at once), a size-1 spatial dim, a sliced buffer, a permutation that is
+# neither layout, in 4-D and 5-D.
+LAYOUT_CASES = [((2, 1, 3, 3), [0, 2, 3, 1]), ((2, 4, 1, 1), [0, 2, 3, 1]),
+                ((2, 4, 3, 1), [0, 2, 3, 1]), ((1, 2, 1, 1), [0, 2, 3, 1]),
+                ((3, 1, 2, 1), [0, 2, 1, 3]), ((2, 4, 3, 3), [0, 1, 3, 2]),
+                ((2, 4, 3, 5), [0, 2, 3, 1]), ((2, 1, 3, 3, 3), [0, 2, 3, 4, 1]),
+                ((2, 4, 1, 1, 1), [0, 2, 3, 4, 1]), ((2, 4, 1, 3, 2), [0, 2, 3, 4, 1]),
+                ((2, 4, 3, 2, 2), [0, 4, 2, 3, 1])]
+
+
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("sizes, order", LAYOUT_CASES)
+def test_group_norm_output_strides_are_pytorchs(sizes, order, step):
+    """F.group_norm returns the strides PyTorch's returns for the same input strides, also where
+    the layout is ambiguous (PyTorch's suggested memory format decides), with its values."""
+    x = strided_like(sizes, order, step)
+    groups = 2 if sizes[1] % 2 == 0 and x.numel() // sizes[0] > 2 else 1  # > 1 value a group
+    expected = F.group_norm(x, groups)
+    got = an.group_norm(x, groups)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)
+
+
+def test_group_norm_output_strides_are_pytorchs_on_random_layouts():
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        rank = int(rng.integers(4, 6))
+        sizes = [int(s) for s in rng.choice([1, 1, 2, 3], rank)]
+        sizes[0] = max(sizes[0], 2)  # more than one value in the group
+        order = [int(d) for d in rng.permutation(rank)]
+        x = strided_like(sizes, order, int(rng.choice([1, 2])))
+        assert an.group_norm(x, 1).stride() == F.group_norm(x, 1).stride(), (
+            sizes, x.stride())
+
+
 def test_rms_norm_module():
     module = an.RMSNorm(4, eps=1e-6)
     assert list(module.state_dict()) == ["weight"]
@@ -275,33 +323,6 @@ def test_add_norm_dropout_is_seeded_by_torch_and_regenerated_in_backward():
     mask = torch.from_numpy(addnorm.dropout_mask((4, 16), 0.5, seed))
     assert torch.all(s.grad[~mask] == 0)
     assert torch.all(s.grad[mask] != 0)
-
-
-class LlamaRMSNorm(torch.nn.Module):
-    """The RMSNorm many models define for themselves."""
-
-    def __init__(self, width, eps=1e-6):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(width))
-        self.variance_epsilon = eps
-
-    def forward(self, x):
-        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
-                                             self.variance_epsilon)
-
-
-class GemmaRMSNorm(LlamaRMSNorm):
-    def forward(self, x):
-        return (1 + self.weight) * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
-                                                   self.variance_epsilon)
-
-
-class CentredRMSNorm(LlamaRMSNorm):
-    """Named like an RMSNorm but subtracts the mean: must not be swapped."""
-
-    def forward(self, x):
-        x = x - x.mean(-1, keepdim=True)
-        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
 
 def test_patch_swaps_norms_keeping_parameters():

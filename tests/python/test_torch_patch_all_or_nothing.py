@@ -9,20 +9,7 @@ import torch
 
 import addnorm.torch as an
 from addnorm._torch_dtypes import SUPPORTED_DTYPES, describe
-
-
-class LlamaRMSNorm(torch.nn.Module):
-    """Llama's RMSNorm: statistics in float32, the weight applied in the input's dtype."""
-
-    def __init__(self, width, eps=1e-6):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(width))
-        self.variance_epsilon = eps
-
-    def forward(self, x):
-        wide = x.float()
-        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * normed.to(x.dtype)
+from user_norms import LlamaRMSNorm
 
 
 def modules_of(model):

@@ -1,0 +1,154 @@
+"""Hooks follow a patched module: what a forward, forward pre-, backward or state_dict hook saw on
+the torch.nn model it sees on the patched one (the expected values are the unpatched torch
+model's), hooks registered while patched stay after unpatch, and every handle still removes its
+hook. The RMSNorm probe does not run the replaced module's hooks."""
+import pytest
+import torch
+
+import addnorm.torch as an
+from user_norms import LlamaRMSNorm
+
+
+def build(kind):
+    """(model, the norm module whose hooks are tested, input) for one kind of norm."""
+    torch.manual_seed(0)
+    if kind == "layer_norm":
+        norm, x = torch.nn.LayerNorm(6), torch.randn(3, 4, 6)
+    elif kind == "rms_norm":
+        norm, x = LlamaRMSNorm(6), torch.randn(3, 4, 6)
+    elif kind == "group_norm":
+        norm, x = torch.nn.GroupNorm(2, 6), torch.randn(3, 6, 5)
+    else:
+        norm, x = torch.nn.BatchNorm1d(6), torch.randn(3, 6, 5)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        if getattr(norm, "bias", None) is not None:
+            norm.bias.uniform_(-0.5, 0.5)
+    # float64 throughout, so that torch's and addnorm's gradients agree to rounding
+    model = torch.nn.Sequential(torch.nn.Linear(x.shape[-1], x.shape[-1]), norm).double()
+    return model, norm, x.double()
+
+
+KINDS = ["layer_norm", "rms_norm", "group_norm", "batch_norm"]
+
+
+def record_hooks(module, log):
+    """Registers one hook of each kind on module, each appending what it saw to log; returns the
+    handles."""
+    def pre(_, args):
+        log.append(("pre", args[0].detach().clone()))
+        return (args[0] * 2,)  # a pre-hook that changes the input must change the output
+
+    def post(_, args, output):
+        log.append(("forward", output.detach().clone()))
+        return output + 1
+
+    def backward(_, grad_input, grad_output):
+        log.append(("backward", grad_output[0].detach().clone()))
+        return (grad_input[0] * 3,)
+
+    def state(_, state_dict, prefix, local_metadata):
+        state_dict[prefix + "from_hook"] = torch.tensor(7.0)
+
+    return [module.register_forward_pre_hook(pre), module.register_forward_hook(post),
+            module.register_full_backward_hook(backward), module._register_state_dict_hook(state)]
+
+
+def run(model, x):
+    """The model's output, the gradient of x and of every parameter, and its state_dict keys."""
+    x = x.clone().requires_grad_()
+    y = model(x)
+    y.pow(2).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    return y.detach(), x.grad, grads, sorted(model.state_dict())
+
+
+def assert_same(actual, expected):
+    y, dx, grads, keys = actual
+    y_want, dx_want, grads_want, keys_want = expected
+    torch.testing.assert_close(y, y_want, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(dx, dx_want, rtol=1e-10, atol=1e-12)
+    for g, g_want in zip(grads, grads_want):
+        torch.testing.assert_close(g, g_want, rtol=1e-10, atol=1e-12)
+    assert keys == keys_want
+
+
+def assert_logs_match(log, log_want):
+    assert [entry for entry, _ in log] == [entry for entry, _ in log_want]
+    for (_, seen), (_, seen_want) in zip(log, log_want):
+        torch.testing.assert_close(seen, seen_want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hooks_registered_before_patch_run_on_the_replacement(kind):
+    torch_model, torch_norm, x = build(kind)
+    log_want = []
+    record_hooks(torch_norm, log_want)
+    expected = run(torch_model, x)  # torch.nn's own module, with the hooks
+
+    model, norm, _ = build(kind)  # the same values
+    log = []
+    record_hooks(norm, log)
+    patched = an.patch(model, batch_norm=True)
+    assert type(patched[1]).__module__.startswith("addnorm") and patched[1] is not norm
+    assert_same(run(patched, x), expected)
+    assert_logs_match(log, log_want)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hooks_registered_while_patched_stay_after_unpatch_and_handles_remove_them(kind):
+    model, norm, x = build(kind)
+    plain_model, _, _ = build(kind)  # the same values, no hooks
+    expected_plain = run(plain_model, x)
+
+    patched = an.patch(model, batch_norm=True)
+    log = []
+    handles = record_hooks(patched[1], log)
+    restored = an.unpatch(patched)
+    assert restored[1] is norm
+    run(restored, x)
+    assert [entry for entry, _ in log] == ["pre", "forward", "backward"]  # they ran on torch's
+
+    for handle in handles:
+        handle.remove()
+    assert not norm._forward_hooks and not norm._forward_pre_hooks and not norm._backward_hooks
+    # Without the hooks the model computes what it computed before any was registered
+    # (BatchNorm's running statistics moved on, but training-mode outputs do not use them).
+    assert_same(run(an.patch(restored, batch_norm=True), x), expected_plain)
+
+
+def test_a_handle_taken_before_patch_removes_the_hook_from_the_replacement():
+    model, norm, x = build("layer_norm")
+    calls = []
+    handle = norm.register_forward_hook(lambda *_: calls.append(1))
+    patched = an.patch(model)
+    patched(x)
+    assert calls == [1]
+    handle.remove()
+    patched(x)
+    assert calls == [1]
+
+
+def test_the_rms_probe_does_not_run_the_hooks_of_the_module_it_probes():
+    model, norm, x = build("rms_norm")
+    calls = []
+    norm.register_forward_hook(lambda *_: calls.append(1))
+    patched = an.patch(model)
+    assert type(patched[1]).__name__ == "RMSNorm" and patched[1] is not norm
+    assert calls == []  # patch itself ran no hook
+    patched(x)
+    assert calls == [1]
+
+
+def test_a_non_full_backward_hook_keeps_its_kind():
+    # register_backward_hook (the older, non-full kind) stays that kind on the replacement:
+    # PyTorch refuses to mix the two kinds on one module.
+    model, norm, x = build("layer_norm")
+    seen = []
+    norm.register_backward_hook(lambda _, grad_in, grad_out: seen.append(len(grad_out)))
+    patched = an.patch(model)
+    with pytest.raises(RuntimeError, match="both regular backward hooks and full backward hooks"):
+        patched[1].register_full_backward_hook(lambda *_: None)
+    patched(x.requires_grad_()).sum().backward()
+    assert seen == [1]
