@@ -14,7 +14,26 @@ import torch
 from . import _torch_functions as F
 
 
-class _TorchNnLeaf:
+# Where an addnorm module made by addnorm.torch.patch keeps the module it replaced, for unpatch.
+# Stored in the instance's __dict__, not as a submodule: it stays out of state_dict, parameters()
+# and modules().
+REPLACED = "_addnorm_replaced"
+
+
+class _Replacement:
+    """What a module that patch may swap in needs: patch hands it the replaced module's very hook
+    tables, so that hooks follow the swap (and back). One flag is a plain value, not a table:
+    which kind the backward hooks are (full or not), set by the first one registered. Registered
+    on the replaced module while patched, it is set there, so it is read from there too."""
+
+    def _get_backward_hooks(self):
+        replaced = self.__dict__.get(REPLACED)
+        if replaced is not None and self._is_full_backward_hook is None:
+            object.__setattr__(self, "_is_full_backward_hook", replaced._is_full_backward_hook)
+        return super()._get_backward_hooks()
+
+
+class _TorchNnLeaf(_Replacement):
     """torch.fx keeps torch.nn's own modules whole, as call_module nodes whose forward runs at
     call time (so train() and eval() still switch a traced graph's BatchNorm), and tells them by
     their __module__. A drop-in answers that test as the module it replaces would: the instance's
@@ -121,7 +140,7 @@ def _normalized_shape(normalized_shape):
     return tuple(int(d) for d in normalized_shape)
 
 
-class RMSNorm(torch.nn.Module):
+class RMSNorm(_Replacement, torch.nn.Module):
     """RMSNorm with torch.nn.RMSNorm's arguments and parameter (weight): y = x / sqrt(mean(x**2)
     + eps) * weight. eps=None means the machine epsilon of the input's compute type
     (float32's for 16-bit input), as in PyTorch.

@@ -15,9 +15,7 @@ from ._torch_batch_norm2d import BatchNorm2d
 from ._torch_dtypes import SUPPORTED_DTYPES, describe
 
 _EPS_NAMES = ("eps", "variance_epsilon")
-# Where an addnorm module made by patch keeps the module it replaced, for unpatch. Stored in the
-# instance's __dict__, not as a submodule: it stays out of state_dict, parameters() and modules().
-_REPLACED = "_addnorm_replaced"
+_REPLACED = modules.REPLACED
 # The RMSNorm probe's input scales: a module that adds eps outside the root (x / (rms + eps)),
 # or inside it with another eps, differs from addnorm's RMSNorm at the small scales; overflow
 # and cancellation show at the large ones.
@@ -44,18 +42,34 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_sta
 
 def _with_parameters(new, old):
     """new, holding old's very Parameter objects (optimizers that hold them keep working),
-    buffers, hooks and training mode."""
+    buffers, child modules (an eager-quantization observer, which its hooks call), hooks and
+    training mode."""
     for name, parameter in old.named_parameters(recurse=False):
         setattr(new, name, parameter)
     for name, buffer in old.named_buffers(recurse=False):
         setattr(new, name, buffer)
+    for name, child in old.named_children():
+        setattr(new, name, child)
     for table in _HOOK_TABLES:
         if hasattr(old, table):
             object.__setattr__(new, table, getattr(old, table))
-    # Which kind the backward hooks are (full or not), decided by the first one registered.
-    if hasattr(old, "_is_full_backward_hook"):
+    # Which kind the backward hooks are (full or not), decided by the first one registered on
+    # either module (_Replacement reads the replaced module's while new's is unset).
+    if getattr(old, "_is_full_backward_hook", None) is not None:
         object.__setattr__(new, "_is_full_backward_hook", old._is_full_backward_hook)
     return new.train(old.training)
+
+
+def _reparametrized(module):
+    """Why module's weight or bias is not simply its Parameter (pruning, weight_norm,
+    spectral_norm or torch.nn.utils.parametrize compute it from others, which addnorm's module
+    would not see), or None."""
+    for name in ("weight", "bias"):
+        value = getattr(module, name, None)
+        if value is not None and module._parameters.get(name) is not value:
+            return (f"its {name} is computed from other tensors (pruning, weight_norm, "
+                    "spectral_norm or a parametrization), not a Parameter of its own")
+    return None
 
 
 def _rms_norm_like(module):
@@ -174,6 +188,9 @@ def _relative_difference(actual, expected):
 
 def _replacement(old, kind):
     """(addnorm's module for old, None) or (None, why old is left alone)."""
+    why_not = _reparametrized(old)
+    if why_not is not None:
+        return None, why_not
     if kind == "layer_norm":
         new = modules.LayerNorm(old.normalized_shape, old.eps, old.elementwise_affine)
     elif kind == "group_norm":
@@ -276,7 +293,11 @@ def patch(model, rms_norm=True, batch_norm=False):
 
     Hooks registered on a replaced module (forward, forward pre-, backward, state_dict) run on
     its replacement: the two share the hook tables, so a hook registered on either while
-    patched stays after unpatch, and its handle removes it.
+    patched stays after unpatch, and its handle removes it. Its child modules (an eager
+    quantization observer) move with it. A load_state_dict pre-hook registered with
+    with_module=True is still handed the replaced module (PyTorch binds it at registration).
+    A module whose weight or bias is computed in a hook (pruning, weight_norm, spectral_norm,
+    parametrizations) is left alone, with a warning.
 
     >>> import torch, addnorm.torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
@@ -297,8 +318,8 @@ def patch(model, rms_norm=True, batch_norm=False):
             if new is None:
                 left_alone.append(f"{_label(swap)}: {why_not}")
     if left_alone:
-        warnings.warn("addnorm.torch.patch left these RMSNorm-like modules alone: "
-                      + "; ".join(left_alone), stacklevel=2)
+        warnings.warn("addnorm.torch.patch left these modules alone: " + "; ".join(left_alone),
+                      stacklevel=2)
     swapped = [s for s in swaps if replacements[id(s.old)] is not None]
     layers = fast_path_layers(model, [s.old for s in swapped])
     if layers:

@@ -92,6 +92,17 @@ DropoutSpec load_dropout(AutogradContext* ctx) {
           ctx->saved_data["offset"].toInt()};
 }
 
+// Which gradients a torch::autograd::Function's backward must compute, as an output_mask: the
+// activations' (any of the first `activations` graph edges), then weight's and bias's, whose edges
+// follow where they were given (an absent optional tensor has no edge).
+std::array<bool, 3> grads_wanted(AutogradContext* ctx, size_t activations, bool has_weight,
+                                 bool has_bias) {
+  bool activation = false;
+  for (size_t i = 0; i < activations; ++i) activation = activation || ctx->needs_input_grad(i);
+  return {activation, has_weight && ctx->needs_input_grad(activations),
+          has_bias && ctx->needs_input_grad(activations + (has_weight ? 1 : 0))};
+}
+
 // LayerNorm and RMSNorm: y = Norm(input). The most frequent call of all, so it records its own
 // graph node, as PyTorch's generated LayerNormBackward0 does, rather than through a
 // torch::autograd::Function, whose per-call boxing of arguments, saved_data map and output
@@ -119,9 +130,10 @@ struct NormBackwardNode final : torch::autograd::Node {
       case NormKind::rms_norm: {
         static const auto op =
             handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
-        auto [dx, dweight] = op.call(grads[0], x, spec.normalized_shape, optional(w), spec.eps,
-                                     spec.zero_centered_weight, optional(rstd.unpack()),
-                                     {should_compute_output(0), should_compute_output(1)});
+        auto [dx, dweight] =
+            op.call(grads[0], x, spec.normalized_shape, optional(w), spec.eps,
+                    spec.zero_centered_weight, optional(rstd.unpack()),
+                    {task_should_compute_output(0), task_should_compute_output(1)});
         return {dx, dweight, at::Tensor()};
       }
       case NormKind::layer_norm: {
@@ -130,7 +142,8 @@ struct NormBackwardNode final : torch::autograd::Node {
         auto [dx, dweight, dbias] =
             op.call(grads[0], x, spec.normalized_shape, optional(w), optional(b), spec.eps,
                     optional(mean.unpack()), optional(rstd.unpack()),
-                    {should_compute_output(0), should_compute_output(1), should_compute_output(2)});
+                    {task_should_compute_output(0), task_should_compute_output(1),
+                     task_should_compute_output(2)});
         return {dx, dweight, dbias};
       }
     }
@@ -174,11 +187,7 @@ struct AddNormPreFunction : torch::autograd::Function<AddNormPreFunction> {
         handle<decltype(ops::add_norm_pre_backward)>("addnorm::add_norm_pre_backward");
     const variable_list saved = ctx->get_saved_variables();
     const NormSpec spec = load_spec(ctx);
-    // The graph's edges are x, r, then weight and bias where given (an absent one has none).
-    const bool has_weight = saved[1].defined(), has_bias = saved[2].defined();
-    const std::array<bool, 3> wanted{ctx->needs_input_grad(0) || ctx->needs_input_grad(1),
-                                     has_weight && ctx->needs_input_grad(2),
-                                     has_bias && ctx->needs_input_grad(has_weight ? 3 : 2)};
+    const auto wanted = grads_wanted(ctx, 2, saved[1].defined(), saved[2].defined());  // x, r
     auto [dh, dweight, dbias] =
         op.call(grads[1], optional(grads[0]), saved[0], spec.normalized_shape, optional(saved[1]),
                 optional(saved[2]), spec.eps, norm_name(spec), spec.zero_centered_weight,
@@ -239,10 +248,11 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
     static const auto op =
         handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
     const variable_list saved = ctx->get_saved_variables();
-    auto [dx, dweight, dbias] =
-        op.call(grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
-                optional(saved[4]), ctx->saved_data["training"].toBool(),
-                ctx->saved_data["eps"].toDouble());
+    // A frozen weight in eval mode: no dweight, and the kernel then does not read x.
+    auto [dx, dweight, dbias] = op.call(
+        grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
+        optional(saved[4]), ctx->saved_data["training"].toBool(), ctx->saved_data["eps"].toDouble(),
+        grads_wanted(ctx, 1, saved[1].defined(), saved[2].defined()));
     return {dx, dweight, dbias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -467,15 +477,16 @@ ops::Grads3 batch_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
                                          const OptionalTensor& weight, const OptionalTensor& bias,
                                          const OptionalTensor& running_mean,
                                          const OptionalTensor& running_var, bool training,
-                                         double eps) {
+                                         double eps, std::array<bool, 3> output_mask) {
   if (differentiable_result(grad_y, input, value(weight), value(bias))) {
     auto g = composite::batch_norm_backward(grad_y, input, weight, bias, running_mean, running_var,
                                             training, eps);
-    return {g[0], g[1], g[2]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1]),
+            masked(g[2], output_mask[2])};
   }
-  return below_autograd<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward", grad_y,
-                                                            input, weight, bias, running_mean,
-                                                            running_var, training, eps);
+  return below_autograd<decltype(ops::batch_norm_backward)>(
+      "addnorm::batch_norm_backward", grad_y, input, weight, bias, running_mean, running_var,
+      training, eps, output_mask);
 }
 
 ops::Grads3 group_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,

@@ -674,7 +674,7 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
                               const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                              const BatchNormSpec& spec) {
+                              const BatchNormSpec& spec, ParameterGrads wanted) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
   check_like("grad_y", grad_y, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
@@ -683,7 +683,7 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   // never writes them; in training they are not needed.
   const RunningBuffers running =
       spec.training ? RunningBuffers{} : running_for(running_mean, running_var, compute_type(x));
-  NormGrads grads = allocate_grads(x, {w, b, {}, {}});
+  NormGrads grads = allocate_grads(x, {w, b, {}, {}}, wanted);
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {

@@ -122,7 +122,7 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
                               const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                              const BatchNormSpec& spec);
+                              const BatchNormSpec& spec, ParameterGrads wanted = {});
 
 // GroupNorm over channel axis 1 of (N, C, *): each sample's num_groups groups of channels
 // normalised, weight and bias per channel (torch.nn.functional.group_norm). The statistics are

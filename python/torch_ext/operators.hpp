@@ -61,7 +61,7 @@ at::Tensor batch_norm(const at::Tensor& input, const OptionalTensor& weight,
 Grads3 batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                            const OptionalTensor& weight, const OptionalTensor& bias,
                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                           bool training, double eps);
+                           bool training, double eps, std::array<bool, 3> output_mask);
 
 at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const OptionalTensor& weight,
                       const OptionalTensor& bias, double eps);

@@ -112,10 +112,11 @@ at::Tensor batch_norm(const at::Tensor& input, const OptionalTensor& weight,
 Grads3 batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                            const OptionalTensor& weight, const OptionalTensor& bias,
                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                           bool training, double eps) {
-  NormGrads grads = torch_ops::batch_norm_backward(grad_y, input, weight, bias, running_mean,
-                                                   running_var, {training, 0.0, eps});
-  return {grads.dx, grads.dweight, grads.dbias};
+                           bool training, double eps, std::array<bool, 3> output_mask) {
+  NormGrads grads =
+      torch_ops::batch_norm_backward(grad_y, input, weight, bias, running_mean, running_var,
+                                     {training, 0.0, eps}, {output_mask[1], output_mask[2]});
+  return {masked(grads.dx, output_mask[0]), grads.dweight, grads.dbias};
 }
 
 at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const OptionalTensor& weight,
@@ -175,8 +176,8 @@ TORCH_LIBRARY(addnorm, m) {
       "Tensor(b!)? running_var, bool training, float momentum=0.1, float eps=1e-05) -> Tensor");
   m.def(
       "batch_norm_backward(Tensor grad_y, Tensor input, Tensor? weight, Tensor? bias, "
-      "Tensor? running_mean, Tensor? running_var, bool training, float eps=1e-05) "
-      "-> (Tensor, Tensor, Tensor)");
+      "Tensor? running_mean, Tensor? running_var, bool training, float eps=1e-05, "
+      "bool[3] output_mask=[True, True, True]) -> (Tensor, Tensor, Tensor)");
   m.def(
       "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
       "float eps=1e-05) -> Tensor");

@@ -335,7 +335,7 @@ def test_patch_swaps_norms_keeping_parameters():
     x = torch.randn(3, 6)
     expected = model(x)
     parameters = list(model.parameters())
-    with pytest.warns(UserWarning, match=r"left these RMSNorm-like modules alone: '4' "
+    with pytest.warns(UserWarning, match=r"left these modules alone: '4' "
                                          r"\(CentredRMSNorm\)"):
         patched = an.patch(model)
     assert patched is model

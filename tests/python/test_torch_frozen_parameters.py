@@ -5,6 +5,7 @@ gradients."""
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import addnorm.torch as an
 
@@ -147,3 +148,127 @@ def test_pre_norm_with_frozen_parts_gives_torchs_gradients(norm, frozen):
             assert tensor.grad is None
         else:
             torch.testing.assert_close(tensor.grad, refs[name].grad, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("mask", MASKS3)
+def test_batch_norm_backward_output_mask(mask, training, dtype):
+    # In eval mode without dweight the kernel does not read x: dx and dbias keep their bits.
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(6, 5, 7, generator=g, dtype=torch.float64) * 3 + 1).to(dtype)
+    dy = torch.randn(6, 5, 7, generator=g, dtype=torch.float64).to(dtype)
+    weight, bias = torch.rand(5, dtype=dtype) + 0.5, torch.randn(5, dtype=dtype)
+    mean, var = torch.randn(5, dtype=dtype), torch.rand(5, dtype=dtype) + 0.5
+    full = OPS.batch_norm_backward(dy, x, weight, bias, mean, var, training, 1e-5)
+    part = OPS.batch_norm_backward(dy, x, weight, bias, mean, var, training, 1e-5,
+                                   output_mask=mask)
+    for wanted, got, expected in zip(mask, part, full):
+        assert torch.equal(got, expected) if wanted else got is None
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("frozen", [("weight",), ("bias",), ("weight", "bias"), ("input",)])
+def test_batch_norm_with_frozen_parts_gives_torchs_gradients(frozen, training):
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(6, 5, 7, generator=g, dtype=torch.float64) * 3 + 1
+    dy = torch.randn(6, 5, 7, generator=g, dtype=torch.float64)
+    modules = [an.BatchNorm1d(5, dtype=torch.float64), torch.nn.BatchNorm1d(5, dtype=torch.float64)]
+    inputs = []
+    for module in modules:
+        with torch.no_grad():
+            module.weight.copy_(torch.linspace(0.5, 1.5, 5))
+            module.bias.copy_(torch.linspace(-1, 1, 5))
+            module.running_mean.copy_(torch.linspace(-0.5, 0.5, 5))
+            module.running_var.copy_(torch.linspace(0.5, 2, 5))
+        module.train(training)
+        for name, parameter in module.named_parameters():
+            parameter.requires_grad_(name not in frozen)
+        inputs.append(x.clone().requires_grad_("input" not in frozen))
+        module(inputs[-1]).backward(dy)
+    ours, theirs = modules
+    for (name, p_ours), p_theirs in zip(ours.named_parameters(), theirs.parameters()):
+        if name in frozen:
+            assert p_ours.grad is None
+        else:
+            torch.testing.assert_close(p_ours.grad, p_theirs.grad, rtol=1e-10, atol=1e-12)
+    if "input" not in frozen:
+        torch.testing.assert_close(inputs[0].grad, inputs[1].grad, rtol=1e-10, atol=1e-12)
+
+
+class MaskSpy(TorchDispatchMode):
+    """Records the output_mask each addnorm backward operator is called with; every call passes
+    through."""
+
+    def __init__(self):
+        super().__init__()
+        self.masks = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func)
+        if name.startswith("addnorm.") and "backward" in name:
+            last = func._schema.arguments[-1]
+            assert last.name == "output_mask"
+            # The dispatcher leaves out trailing arguments equal to their default (all true).
+            given = kwargs.get("output_mask")
+            if given is None and len(args) == len(func._schema.arguments):
+                given = args[-1]
+            self.masks[name.split(".")[1]] = list(given if given is not None
+                                                  else last.default_value)
+        return func(*args, **kwargs)
+
+
+def leaves(present, trainable):
+    """x, r, weight and bias (None where not in present), each requiring grad when trainable."""
+    g = torch.Generator().manual_seed(8)
+    tensors = {n: torch.randn(4, 16, generator=g) if n in "xr" else torch.randn(16, generator=g)
+               for n in ("x", "r", "weight", "bias")}
+    return {n: t.requires_grad_(n in trainable) if n in present else None
+            for n, t in tensors.items()}
+
+
+@pytest.mark.parametrize("present", [("weight", "bias"), ("weight",), ("bias",), ()])
+@pytest.mark.parametrize("trainable", [("x",), ("weight",), ("bias",), ("x", "weight", "bias"),
+                                       ("r", "bias")])
+def test_autograd_asks_the_operators_for_what_the_graph_needs(present, trainable):
+    # The mask reaching each backward operator names what some edge needs; absent weight or
+    # bias shift the pre-norm's edges (x, r, then the ones given).
+    t = leaves(("x", "r") + present, trainable)
+    wanted = lambda name: t[name] is not None and t[name].requires_grad  # noqa: E731
+    spy = MaskSpy()
+    y = an.layer_norm(t["x"], 16, t["weight"], t["bias"])
+    h, y_pre = an.add_norm_pre(t["x"], t["r"], 16, t["weight"], t["bias"])
+    outputs = [out for out in (y, y_pre) if out.requires_grad]
+    if not outputs:
+        return
+    with spy:
+        torch.autograd.backward([out.sum() for out in outputs])
+    if y.requires_grad:
+        assert spy.masks["layer_norm_backward"] == [wanted("x"), wanted("weight"), wanted("bias")]
+    assert spy.masks["add_norm_pre_backward"] == [wanted("x") or wanted("r"), wanted("weight"),
+                                                  wanted("bias")]
+
+
+def test_grad_of_one_input_asks_for_that_gradient_alone():
+    # torch.autograd.grad(y, x) with trainable weight and bias: PyTorch's node asks for dx alone
+    # (the task's own edges), and so does addnorm's.
+    t = leaves(("x", "r", "weight", "bias"), ("x", "weight", "bias"))
+    spy = MaskSpy()
+    y = an.layer_norm(t["x"], 16, t["weight"], t["bias"])
+    _, y_pre = an.add_norm_pre(t["x"], t["r"], 16, t["weight"], t["bias"])
+    with spy:
+        torch.autograd.grad([y.sum(), y_pre.sum()], [t["x"]])
+    assert spy.masks["layer_norm_backward"] == [True, False, False]
+    assert spy.masks["add_norm_pre_backward"] == [True, False, False]
+
+
+@pytest.mark.parametrize("trainable", [("x",), ("weight",), ("x", "bias")])
+def test_batch_norm_asks_for_what_the_graph_needs(trainable):
+    t = leaves(("x", "weight", "bias"), trainable)
+    mean, var = torch.zeros(16), torch.ones(16)
+    spy = MaskSpy()
+    y = an.batch_norm(t["x"], mean, var, t["weight"], t["bias"], False)
+    with spy:
+        y.sum().backward()
+    assert spy.masks["batch_norm_backward"] == [n in trainable for n in ("x", "weight", "bias")]

@@ -1,9 +1,16 @@
 """Hooks follow a patched module: what a forward, forward pre-, backward or state_dict hook saw on
 the torch.nn model it sees on the patched one (the expected values are the unpatched torch
-model's), hooks registered while patched stay after unpatch, and every handle still removes its
-hook. The RMSNorm probe does not run the replaced module's hooks."""
+model's), hooks registered while patched (on either module) stay after unpatch, every handle
+still removes its hook, and child modules the hooks call (quantization observers) move along. Modules whose weight
+a hook computes (pruning, weight_norm, parametrizations) are left alone. The RMSNorm probe does
+not run the replaced module's hooks."""
+import warnings
+
 import pytest
 import torch
+import torch.ao.quantization
+import torch.nn.utils.parametrize
+import torch.nn.utils.prune
 
 import addnorm.torch as an
 from user_norms import LlamaRMSNorm
@@ -152,3 +159,64 @@ def test_a_non_full_backward_hook_keeps_its_kind():
         patched[1].register_full_backward_hook(lambda *_: None)
     patched(x.requires_grad_()).sum().backward()
     assert seen == [1]
+
+
+def test_hooks_registered_on_the_replaced_module_while_patched_run_now_and_after_unpatch():
+    model, norm, x = build("layer_norm")
+    patched = an.patch(model)
+    seen = []
+    norm.register_forward_hook(lambda *_: seen.append("forward"))
+    norm.register_full_backward_hook(lambda *_: seen.append("backward"))
+    patched(x.clone().requires_grad_()).sum().backward()
+    assert seen == ["forward", "backward"]
+    restored = an.unpatch(patched)
+    assert restored[1] is norm and norm._is_full_backward_hook is True
+    restored(x.clone().requires_grad_()).sum().backward()
+    assert seen == ["forward", "backward"] * 2
+
+
+def test_child_modules_move_with_the_hooks_that_call_them():
+    # Eager quantization's prepare adds an observer child and a forward hook that calls it.
+    torch_model, torch_norm, x = build("layer_norm")
+    model, norm, _ = build("layer_norm")
+    for m in (torch_model, model):
+        m.float().qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")
+        torch.ao.quantization.prepare(m, inplace=True)
+    assert hasattr(norm, "activation_post_process")
+    patched = an.patch(model)
+    assert patched[1] is not norm
+    expected, got = torch_model(x.float()), patched(x.float())
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    observed = patched[1].activation_post_process
+    assert observed is norm.activation_post_process
+    torch.testing.assert_close(observed.min_val, torch_norm.activation_post_process.min_val)
+    torch.testing.assert_close(observed.max_val, torch_norm.activation_post_process.max_val)
+    assert an.unpatch(patched)[1].activation_post_process is observed
+
+
+@pytest.mark.parametrize("method, kind", [("prune", "layer_norm"), ("weight_norm", "layer_norm"),
+                                          ("parametrize", "layer_norm"), ("prune", "rms_norm"),
+                                          ("parametrize", "rms_norm")])
+def test_a_module_whose_weight_a_hook_computes_is_left_alone(method, kind):
+    model, norm, x = build(kind)
+    if method == "prune":
+        torch.nn.utils.prune.l1_unstructured(norm, "weight", 0.5)
+    elif method == "weight_norm":
+        torch.nn.utils.weight_norm(norm, "weight", dim=None)
+    else:
+        class Doubled(torch.nn.Module):
+            def forward(self, weight):
+                return 2 * weight
+        torch.nn.utils.parametrize.register_parametrization(norm, "weight", Doubled())
+    expected = model(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model)
+    assert patched[1] is norm
+    torch.testing.assert_close(patched(x), expected, rtol=0, atol=0)
+    # A torch.nn.LayerNorm whose weight is not its Parameter is named in a warning. (A
+    # parametrized module changes class, and an RMSNorm-like one without a weight Parameter is
+    # no candidate: patch passes both by without a word.)
+    if kind == "layer_norm" and method != "parametrize":
+        assert any("left these modules alone: '1' (LayerNorm): its weight is computed from other "
+                   "tensors" in str(w.message) for w in caught)

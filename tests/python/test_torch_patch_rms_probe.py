@@ -46,7 +46,7 @@ def test_the_wrong_rms_norm_passes_a_one_scale_probe_but_not_the_multi_scale_one
     assert min(PROBE_SCALES) <= 1e-4 and max(PROBE_SCALES) >= 1e4
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 32), wrong)
-    with pytest.warns(UserWarning, match=r"left these RMSNorm-like modules alone: '1' "
+    with pytest.warns(UserWarning, match=r"left these modules alone: '1' "
                                          r"\(EpsOutsideRootRMSNorm\).*input scale 0.0001"):
         an.patch(model)
     assert model[1] is wrong

@@ -712,8 +712,10 @@ void backward_training_dx_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>*
 // ---- Inference backward ----------------------------------------------------------------------
 
 // With constant statistics: dx = float(dy * scale), scale = gamma * rstd, and the sums of dy and
-// dy * x_hat = (x - mean) * rstd, where an exactly centred value has x_hat = 0 (the reference's
-// normalise) unless rstd is NaN (inference_rstd_of), which makes every x_hat NaN.
+// (with kXhat, when dgamma is asked for) dy * x_hat = (x - mean) * rstd, where an exactly centred
+// value has x_hat = 0 (the reference's normalise) unless rstd is NaN (inference_rstd_of), which
+// makes every x_hat NaN. Without kXhat x is not read: a frozen BatchNorm in eval mode moves two
+// tensors, not three.
 template <class D, class V>
 V inference_xhat(D d, V x, V mean, V rstd) {
   const V centred = hn::Sub(x, mean);
@@ -727,7 +729,7 @@ HWY_INLINE double inference_xhat_scalar(float x, double mean, double rstd) {
 }
 
 // kRows samples of [channels] (length 1). dx may be dy or x.
-template <class S, int kRows>
+template <class S, int kRows, bool kXhat>
 void inference_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
                                int64_t stride, int64_t channels, const double* HWY_RESTRICT mean,
                                const double* HWY_RESTRICT rstd, const double* HWY_RESTRICT scale,
@@ -743,12 +745,15 @@ void inference_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S
     const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
     for (int r = 0; r < kRows; ++r) {
       const int64_t at = r * stride + c;
-      hwy::Prefetch(x + at + ahead);
       hwy::Prefetch(dy + at + ahead);
       const auto g = hn::PromoteTo(dd, widened<S>(dy + at));
-      const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, widened<S>(x + at)), mean_v, rstd_v);
+      if constexpr (kXhat) {
+        hwy::Prefetch(x + at + ahead);
+        const auto x_hat =
+            inference_xhat(dd, hn::PromoteTo(dd, widened<S>(x + at)), mean_v, rstd_v);
+        total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+      }
       total_dy = hn::Add(total_dy, g);
-      total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
       store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + at);
     }
     hn::StoreU(total_dy, dd, sum_dy + c);
@@ -759,14 +764,16 @@ void inference_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S
       const int64_t at = r * stride + c;
       const auto g = static_cast<double>(load_one<S>(dy, at));
       sum_dy[c] += g;
-      sum_dy_xhat[c] += g * inference_xhat_scalar(load_one<S>(x, at), mean[c], rstd[c]);
+      if constexpr (kXhat) {
+        sum_dy_xhat[c] += g * inference_xhat_scalar(load_one<S>(x, at), mean[c], rstd[c]);
+      }
       store_one<S>(dx, at, static_cast<float>(g * scale[c]));
     }
   }
 }
 
 // One channel's run of `length` floats (length > 1).
-template <class S>
+template <class S, bool kXhat>
 void inference_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx, int64_t length,
                             double mean, double rstd, double scale, double& sum_dy,
                             double& sum_dy_xhat) {
@@ -778,9 +785,11 @@ void inference_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* 
   int64_t i = 0;
   for (; i + n <= length; i += n) {
     const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
-    const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, load<S>(df, x + i)), mean_v, rstd_v);
+    if constexpr (kXhat) {
+      const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, load<S>(df, x + i)), mean_v, rstd_v);
+      total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+    }
     total_dy = hn::Add(total_dy, g);
-    total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
     store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + i);
   }
   double run_dy = hn::GetLane(hn::SumOfLanes(dd, total_dy));
@@ -788,15 +797,15 @@ void inference_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* 
   for (; i < length; ++i) {
     const auto g = static_cast<double>(load_one<S>(dy, i));
     run_dy += g;
-    run_dy_xhat += g * inference_xhat_scalar(load_one<S>(x, i), mean, rstd);
+    if constexpr (kXhat) run_dy_xhat += g * inference_xhat_scalar(load_one<S>(x, i), mean, rstd);
     store_one<S>(dx, i, static_cast<float>(g * scale));
   }
   sum_dy += run_dy;
   sum_dy_xhat += run_dy_xhat;
 }
 
-// Samples [begin, end): dx, and one chunk's sums of dy and dy * x_hat.
-template <class S>
+// Samples [begin, end): dx, and one chunk's sums of dy and (with kXhat) dy * x_hat.
+template <class S, bool kXhat>
 void backward_inference_samples_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
                                    const BatchShape& shape, const double* mean, const double* rstd,
                                    const double* scale, double* sum_dy, double* sum_dy_xhat,
@@ -806,16 +815,16 @@ void backward_inference_samples_as(const Stored<S>* dy, const Stored<S>* x, Stor
   if (length == 1) {
     for_sample_groups(begin, end, [&](int64_t first, auto rows) {
       const int64_t offset = first * channels;
-      inference_across_channels<S, rows()>(dy + offset, x + offset, dx + offset, channels, channels,
-                                           mean, rstd, scale, sum_dy, sum_dy_xhat);
+      inference_across_channels<S, rows(), kXhat>(dy + offset, x + offset, dx + offset, channels,
+                                                  channels, mean, rstd, scale, sum_dy, sum_dy_xhat);
     });
     return;
   }
   for (; n < end; ++n) {
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t offset = (n * channels + c) * length;
-      inference_along_length<S>(dy + offset, x + offset, dx + offset, length, mean[c], rstd[c],
-                                scale[c], sum_dy[c], sum_dy_xhat[c]);
+      inference_along_length<S, kXhat>(dy + offset, x + offset, dx + offset, length, mean[c],
+                                       rstd[c], scale[c], sum_dy[c], sum_dy_xhat[c]);
     }
   }
 }
@@ -873,9 +882,11 @@ void backward_inference_samples(const void* dy, const void* x, void* dx, DType s
                                 int64_t begin, int64_t end) {
   with_storage(storage, [&](auto policy) {
     using S = decltype(policy);
-    backward_inference_samples_as<S>(static_cast<const Stored<S>*>(dy),
-                                     static_cast<const Stored<S>*>(x), static_cast<Stored<S>*>(dx),
-                                     shape, mean, rstd, scale, sum_dy, sum_dy_xhat, begin, end);
+    with_flag(x != nullptr, [&](auto xhat) {  // no x: dgamma is not asked for
+      backward_inference_samples_as<S, xhat()>(
+          static_cast<const Stored<S>*>(dy), static_cast<const Stored<S>*>(x),
+          static_cast<Stored<S>*>(dx), shape, mean, rstd, scale, sum_dy, sum_dy_xhat, begin, end);
+    });
   });
 }
 
@@ -1119,9 +1130,11 @@ void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DTyp
     scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * rstd[c];
   }
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
+  // x is read only for dgamma's sums of dy * x_hat.
+  const void* x_for_dgamma = dgamma != nullptr ? x : nullptr;
   for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_inference_samples)
-    (dy, x, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
+    (dy, x_for_dgamma, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
      partials.chunk(chunk, 1), begin, end);
   });
   double* sum_dy = scratch.take<double>(shape.channels);

@@ -39,7 +39,8 @@ void batch_normalise(const void* x, DType storage, const double* mean, const dou
                      const BatchShape& shape);
 
 // Training-mode backward (statistics recomputed from x) and inference-mode backward (running
-// statistics as constants). dx may be dy or x; dgamma, dbeta nullable.
+// statistics as constants). dx may be dy or x; dgamma, dbeta nullable (the inference backward
+// without dgamma does not read x).
 void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType storage,
                                   const float* gamma, float* dgamma, float* dbeta,
                                   const BatchShape& shape, double eps);

@@ -8,7 +8,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "addnorm/ops.hpp"
@@ -188,6 +190,21 @@ void check_backward(const Case& c) {
     // dgamma sums dy * x_hat, terms of size up to ~ |x_hat|, over N * L values.
     EXPECT_TRUE(within_ulps(dg, want_dg, 4, 8.0));
     EXPECT_TRUE(within_ulps(db, want_db, 4, 8.0));
+
+    // Without dgamma (the inference backward then skips x) or without both: the same bits.
+    for (const bool with_dbeta : {true, false}) {
+      SCOPED_TRACE(with_dbeta ? "no dgamma" : "no dgamma, no dbeta");
+      std::vector<float> dx_alone(x.size()), db_alone(c.channels, -1.0f);
+      std::optional<MutableView> db_view;
+      if (with_dbeta) db_view = MutableView{db_alone.data(), channels};
+      batch_norm_backward(
+          {dy.data(), shape}, {x.data(), shape}, {{dx_alone.data(), shape}, std::nullopt, db_view},
+          options, RunningStats{{running_mean.data(), channels}, {running_var.data(), channels}});
+      EXPECT_EQ(0, std::memcmp(dx_alone.data(), dx.data(), dx.size() * sizeof(float)));
+      if (with_dbeta) {
+        EXPECT_EQ(0, std::memcmp(db_alone.data(), db.data(), db.size() * sizeof(float)));
+      }
+    }
   }
 }
 
