@@ -37,11 +37,13 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
     """torch.nn.functional.group_norm computed by addnorm: (N, C, *) input, num_groups groups
     of consecutive channels, weight and bias per channel. As PyTorch, refuses a group of a
     single value (ValueError)."""
-    # (Not while tracing: a traced graph keeps no Python checks, and sizes are tensors there.)
-    if (not torch.jit.is_tracing() and input.dim() >= 2 and num_groups > 0
-            and input.numel() // num_groups == 1):
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
-                         f"{[input.size(0) * input.size(1) // num_groups, num_groups] + list(input.shape[2:])}")
+    # PyTorch's own check, written as F.group_norm writes it, so that the same mistakes raise
+    # the same errors: a group of one value (ValueError), a rank-1 input (IndexError), no groups
+    # (ZeroDivisionError). (Not while tracing: a traced graph keeps no Python checks, and sizes
+    # are tensors there.)
+    if not torch.jit.is_tracing():
+        verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
+                          + list(input.shape[2:]))
     y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
     # As PyTorch's group_norm: the output takes the input's suggested memory format (the
     # operator, like instance_norm's, returns the contiguous layout). Written out for
@@ -94,6 +96,10 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     no running statistics it is GroupNorm with one channel per group; otherwise, as PyTorch
     does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
     and the running statistics updated are the average over the samples."""
+    if not torch.jit.is_scripting():
+        if momentum is None:  # as torch.instance_norm's argument parser refuses it
+            raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, "
+                            "not NoneType")
     if use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2:
         spatial = 1  # PyTorch's rule: the positions per (sample, channel), whatever N and C
         for size in input.shape[2:]:

@@ -324,6 +324,21 @@ def test_single_value_groups_are_refused_as_pytorch_refuses_them(call):
     assert str(ours.value) == str(theirs.value)
 
 
+@pytest.mark.parametrize("call", [
+    lambda f: f.group_norm(torch.randn(6), 2),
+    lambda f: f.group_norm(torch.randn(2, 6, 3), 0),
+    lambda f: f.instance_norm(torch.randn(2, 3, 4), momentum=None),
+])
+def test_malformed_calls_raise_pytorchs_error(call):
+    # The class and message F raises, which come from its Python code and argument parser.
+    with pytest.raises(Exception) as theirs:
+        call(F)
+    with pytest.raises(Exception) as ours:
+        call(at)
+    assert type(ours.value) is type(theirs.value)
+    assert str(ours.value) == str(theirs.value)
+
+
 def test_modules_refuse_single_value_groups_as_torch_does():
     for ours, theirs in [(at.InstanceNorm1d(3), torch.nn.InstanceNorm1d(3)),
                          (at.GroupNorm(2, 2), torch.nn.GroupNorm(2, 2))]:
