@@ -217,10 +217,12 @@ struct AddNormPostFunction : torch::autograd::Function<AddNormPostFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const NormSpec spec = load_spec(ctx);
     const DropoutSpec dropout = load_dropout(ctx);
+    const auto parameters = grads_wanted(ctx, 2, saved[2].defined(), saved[3].defined());  // x, s
     auto [dx, ds, dweight, dbias] =
         op.call(grads[0], saved[0], saved[1], spec.normalized_shape, optional(saved[2]),
                 optional(saved[3]), spec.eps, norm_name(spec), spec.zero_centered_weight, dropout.p,
-                dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]));
+                dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]),
+                {ctx->needs_input_grad(0), ctx->needs_input_grad(1), parameters[1], parameters[2]});
     return {dx, ds, dweight, dbias, at::Tensor(), at::Tensor()};
   }
 };
@@ -456,21 +458,25 @@ ops::Grads3 add_norm_pre_backward_autograd(const at::Tensor& grad_y, const Optio
       norm, zero_centered_weight, mean, rstd, output_mask);
 }
 
-ops::Grads4 add_norm_post_backward_autograd(
-    const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& s,
-    at::IntArrayRef normalized_shape, const OptionalTensor& weight, const OptionalTensor& bias,
-    double eps, c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
-    int64_t offset, const OptionalTensor& mean, const OptionalTensor& rstd) {
+ops::Grads4 add_norm_post_backward_autograd(const at::Tensor& grad_y, const at::Tensor& x,
+                                            const at::Tensor& s, at::IntArrayRef normalized_shape,
+                                            const OptionalTensor& weight,
+                                            const OptionalTensor& bias, double eps,
+                                            c10::string_view norm, bool zero_centered_weight,
+                                            double p, int64_t seed, int64_t offset,
+                                            const OptionalTensor& mean, const OptionalTensor& rstd,
+                                            std::array<bool, 4> output_mask) {
   if (differentiable_result(grad_y, x, s, value(weight), value(bias))) {
     const NormSpec spec{norm_kind(norm), normalized_shape.vec(), eps, zero_centered_weight};
     check_saved_statistics(mean, rstd, x, spec);  // the composite form recomputes them
     auto g = composite::add_norm_post_backward(grad_y, x, s, weight, bias, spec,
                                                DropoutSpec{p, seed, offset});
-    return {g[0], g[1], g[2], g[3]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1]),
+            masked(g[2], output_mask[2]), masked(g[3], output_mask[3])};
   }
   return below_autograd<decltype(ops::add_norm_post_backward)>(
       "addnorm::add_norm_post_backward", grad_y, x, s, normalized_shape, weight, bias, eps, norm,
-      zero_centered_weight, p, seed, offset, mean, rstd);
+      zero_centered_weight, p, seed, offset, mean, rstd, output_mask);
 }
 
 ops::Grads3 batch_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,

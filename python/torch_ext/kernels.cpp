@@ -496,7 +496,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
                                      const at::Tensor& s_in, const OptionalTensor& weight,
                                      const OptionalTensor& bias, const NormSpec& spec,
                                      const DropoutSpec& dropout, const OptionalTensor& mean,
-                                     const OptionalTensor& rstd) {
+                                     const OptionalTensor& rstd, ParameterGrads wanted) {
   check_norm(x_in, weight, bias, spec);
   check_like("s", s_in, x_in);
   check_like("grad_y", grad_y, x_in);
@@ -504,7 +504,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
   const at::Tensor x = x_in.contiguous(), s = s_in.contiguous(), dy = grad_y.contiguous();
   NormTensors t{contiguous(weight), contiguous(bias), contiguous(mean), contiguous(rstd)};
   use_saved_stats(t, x, spec);
-  NormGrads grads = allocate_grads(x, t);
+  NormGrads grads = allocate_grads(x, t, wanted);
   const at::Tensor ds = at::empty(x.sizes(), x.options());
   if (is_16_bit(x.scalar_type())) {
     run_library([&] {

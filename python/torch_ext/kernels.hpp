@@ -107,7 +107,7 @@ PostNormGrads add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor&
                                      const at::Tensor& s, const OptionalTensor& weight,
                                      const OptionalTensor& bias, const NormSpec& spec,
                                      const DropoutSpec& dropout, const OptionalTensor& mean,
-                                     const OptionalTensor& rstd);
+                                     const OptionalTensor& rstd, ParameterGrads wanted = {});
 
 // BatchNorm over channel axis 1 of (N, C, *), rank 2 to 5; training updates the running
 // statistics in place (PyTorch's convention).

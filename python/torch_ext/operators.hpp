@@ -52,7 +52,8 @@ Grads4 add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x, con
                               at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                               const OptionalTensor& bias, double eps, c10::string_view norm,
                               bool zero_centered_weight, double p, int64_t seed, int64_t offset,
-                              const OptionalTensor& mean, const OptionalTensor& rstd);
+                              const OptionalTensor& mean, const OptionalTensor& rstd,
+                              std::array<bool, 4> output_mask);
 
 at::Tensor batch_norm(const at::Tensor& input, const OptionalTensor& weight,
                       const OptionalTensor& bias, const OptionalTensor& running_mean,

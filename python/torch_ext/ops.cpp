@@ -93,12 +93,14 @@ Grads4 add_norm_post_backward(const at::Tensor& grad_y, const at::Tensor& x, con
                               at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                               const OptionalTensor& bias, double eps, c10::string_view norm,
                               bool zero_centered_weight, double p, int64_t seed, int64_t offset,
-                              const OptionalTensor& mean, const OptionalTensor& rstd) {
+                              const OptionalTensor& mean, const OptionalTensor& rstd,
+                              std::array<bool, 4> output_mask) {
   PostNormGrads grads = torch_ops::add_norm_post_backward(
       grad_y, x, s, weight, bias,
       spec_of(norm_kind(norm), normalized_shape, eps, zero_centered_weight), {p, seed, offset},
-      mean, rstd);
-  return {grads.dx, grads.ds, grads.dweight, grads.dbias};
+      mean, rstd, {output_mask[2], output_mask[3]});
+  return {masked(grads.dx, output_mask[0]), masked(grads.ds, output_mask[1]), grads.dweight,
+          grads.dbias};
 }
 
 at::Tensor batch_norm(const at::Tensor& input, const OptionalTensor& weight,
@@ -170,7 +172,8 @@ TORCH_LIBRARY(addnorm, m) {
       "add_norm_post_backward(Tensor grad_y, Tensor x, Tensor s, int[] normalized_shape, "
       "Tensor? weight, Tensor? bias, float eps, str norm=\"layer_norm\", "
       "bool zero_centered_weight=False, float p=0.0, int seed=0, int offset=0, "
-      "Tensor? mean=None, Tensor? rstd=None) -> (Tensor, Tensor, Tensor, Tensor)");
+      "Tensor? mean=None, Tensor? rstd=None, bool[4] output_mask=[True, True, True, True]) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
       "Tensor(b!)? running_var, bool training, float momentum=0.1, float eps=1e-05) -> Tensor");

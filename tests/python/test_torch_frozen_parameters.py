@@ -48,6 +48,18 @@ def test_add_norm_pre_backward_output_mask(mask):
         assert torch.equal(got, expected) if wanted else got is None
 
 
+@pytest.mark.parametrize("mask", [[True, True, True, True], [True, True, False, False],
+                                  [False, True, True, False], [True, False, False, True]])
+def test_add_norm_post_backward_output_mask(mask):
+    x, dy, weight, bias = data(torch.float32)
+    s = torch.randn_like(x)
+    full = OPS.add_norm_post_backward(dy, x, s, [16], weight, bias, 1e-5, p=0.2, seed=4)
+    part = OPS.add_norm_post_backward(dy, x, s, [16], weight, bias, 1e-5, p=0.2, seed=4,
+                                      output_mask=mask)
+    for wanted, got, expected in zip(mask, part, full):
+        assert torch.equal(got, expected) if wanted else got is None
+
+
 @pytest.mark.parametrize("mask", [[True, True], [True, False], [False, True]])
 def test_rms_norm_backward_output_mask(mask):
     x, dy, weight, _ = data(torch.float32)
@@ -239,7 +251,8 @@ def test_autograd_asks_the_operators_for_what_the_graph_needs(present, trainable
     spy = MaskSpy()
     y = an.layer_norm(t["x"], 16, t["weight"], t["bias"])
     h, y_pre = an.add_norm_pre(t["x"], t["r"], 16, t["weight"], t["bias"])
-    outputs = [out for out in (y, y_pre) if out.requires_grad]
+    y_post = an.add_norm_post(t["x"], t["r"], 16, t["weight"], t["bias"], p=0.1, seed=3)
+    outputs = [out for out in (y, y_pre, y_post) if out.requires_grad]
     if not outputs:
         return
     with spy:
@@ -248,6 +261,8 @@ def test_autograd_asks_the_operators_for_what_the_graph_needs(present, trainable
         assert spy.masks["layer_norm_backward"] == [wanted("x"), wanted("weight"), wanted("bias")]
     assert spy.masks["add_norm_pre_backward"] == [wanted("x") or wanted("r"), wanted("weight"),
                                                   wanted("bias")]
+    assert spy.masks["add_norm_post_backward"] == [wanted("x"), wanted("r"), wanted("weight"),
+                                                   wanted("bias")]
 
 
 def test_grad_of_one_input_asks_for_that_gradient_alone():
@@ -272,3 +287,20 @@ def test_batch_norm_asks_for_what_the_graph_needs(trainable):
     with spy:
         y.sum().backward()
     assert spy.masks["batch_norm_backward"] == [n in trainable for n in ("x", "weight", "bias")]
+
+
+@pytest.mark.parametrize("frozen", [("weight",), ("bias",), ("weight", "bias"), ("s",), ("x",)])
+def test_post_norm_with_frozen_parts_gives_torchs_gradients(frozen):
+    x, dy, weight, bias = data()
+    s = torch.randn_like(x)
+    named = {"x": x, "s": s, "weight": weight, "bias": bias}
+    ours = {n: t.clone().requires_grad_(n not in frozen) for n, t in named.items()}
+    refs = {n: t.clone().requires_grad_(n not in frozen) for n, t in named.items()}
+    an.add_norm_post(ours["x"], ours["s"], 16, ours["weight"], ours["bias"], 1e-5,
+                     p=0.0).backward(dy)
+    F.layer_norm(refs["x"] + refs["s"], [16], refs["weight"], refs["bias"], 1e-5).backward(dy)
+    for name, tensor in ours.items():
+        if name in frozen:
+            assert tensor.grad is None
+        else:
+            torch.testing.assert_close(tensor.grad, refs[name].grad, rtol=1e-10, atol=1e-12)
