@@ -28,8 +28,14 @@ class _Replacement:
 
     def _get_backward_hooks(self):
         replaced = self.__dict__.get(REPLACED)
-        if replaced is not None and self._is_full_backward_hook is None:
-            object.__setattr__(self, "_is_full_backward_hook", replaced._is_full_backward_hook)
+        if replaced is not None:
+            theirs = replaced._is_full_backward_hook
+            if self._is_full_backward_hook is None:
+                object.__setattr__(self, "_is_full_backward_hook", theirs)
+            elif theirs is not None and theirs != self._is_full_backward_hook:
+                # as torch.nn.Module refuses the two kinds on one module
+                raise RuntimeError("Cannot use both regular backward hooks and full backward "
+                                   "hooks on a single Module. Please use only one of them.")
         return super()._get_backward_hooks()
 
 

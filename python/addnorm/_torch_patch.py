@@ -48,6 +48,8 @@ def _with_parameters(new, old):
         setattr(new, name, parameter)
     for name, buffer in old.named_buffers(recurse=False):
         setattr(new, name, buffer)
+    for name in [name for name in new._modules if name not in old._modules]:
+        delattr(new, name)  # removed while patched (quantization's convert drops its observer)
     for name, child in old.named_children():
         setattr(new, name, child)
     for table in _HOOK_TABLES:
@@ -65,8 +67,8 @@ def _reparametrized(module):
     spectral_norm or torch.nn.utils.parametrize compute it from others, which addnorm's module
     would not see), or None."""
     for name in ("weight", "bias"):
-        value = getattr(module, name, None)
-        if value is not None and module._parameters.get(name) is not value:
+        value = getattr(module, name, None)  # a tensor, or None, or a flag (bias=False)
+        if isinstance(value, torch.Tensor) and module._parameters.get(name) is not value:
             return (f"its {name} is computed from other tensors (pruning, weight_norm, "
                     "spectral_norm or a parametrization), not a Parameter of its own")
     return None
@@ -353,12 +355,15 @@ def unpatch(model):
     >>> type(addnorm.torch.unpatch(model)[0]) is torch.nn.LayerNorm
     True
     """
-    own = _restored(model)
-    if own is not None:
-        return own
-    for parent in list(model.modules()):
+    # Innermost first: a replacement's children move to the module it replaced, so a patched
+    # module inside another (a second patch reaches into the first's children) is restored
+    # where it now lives before its parent moves it.
+    for parent in reversed(list(model.modules())):
         for name, child in list(parent.named_children()):
             original = _restored(child)
             if original is not None:
                 setattr(parent, name, original)
+    own = _restored(model)
+    if own is not None:
+        return own
     return model

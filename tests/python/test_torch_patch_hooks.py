@@ -220,3 +220,71 @@ def test_a_module_whose_weight_a_hook_computes_is_left_alone(method, kind):
     if kind == "layer_norm" and method != "parametrize":
         assert any("left these modules alone: '1' (LayerNorm): its weight is computed from other "
                    "tensors" in str(w.message) for w in caught)
+
+
+def test_spectral_norm_is_left_alone_too():
+    model, norm, x = build("layer_norm")
+    torch.nn.utils.spectral_norm(norm, "weight", dim=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model)
+    assert patched[1] is norm
+    assert any("'1' (LayerNorm): its weight is computed" in str(w.message) for w in caught)
+
+
+class WrappedRMSNorm(LlamaRMSNorm):
+    """An RMSNorm-like module holding a LayerNorm of its own (which a second patch reaches)."""
+
+    def __init__(self, width):
+        super().__init__(width)
+        self.inner = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        self.inner(x)  # runs, but takes no part in the output
+        return super().forward(x)
+
+
+def test_unpatch_restores_patched_modules_inside_patched_modules():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), WrappedRMSNorm(6))
+    model = an.patch(an.patch(model))  # the second patch swaps the moved LayerNorm
+    assert type(model[1]).__module__.startswith("addnorm")
+    assert type(model[1].inner).__module__.startswith("addnorm")
+    restored = an.unpatch(model)
+    assert type(restored[1]) is WrappedRMSNorm
+    assert type(restored[1].inner) is torch.nn.LayerNorm
+
+
+def test_a_child_removed_while_patched_stays_removed():
+    model, norm, x = build("layer_norm")
+    norm.add_module("probe", torch.nn.Identity())
+    patched = an.patch(model)
+    assert patched[1].probe is norm.probe
+    del patched[1].probe
+    restored = an.unpatch(patched)
+    assert not hasattr(restored[1], "probe")
+    assert "probe" not in dict(restored.named_modules()).get("1")._modules
+
+
+def test_mixing_backward_hook_kinds_across_the_swap_is_refused_as_torch_refuses_it():
+    model, norm, x = build("layer_norm")
+    patched = an.patch(model)
+    norm.register_full_backward_hook(lambda *_: None)
+    patched[1].register_backward_hook(lambda *_: None)
+    with pytest.raises(RuntimeError, match="both regular backward hooks and full backward hooks"):
+        patched(x.clone().requires_grad_()).sum().backward()
+
+
+class FlagBiasRMSNorm(LlamaRMSNorm):
+    """An RMSNorm-like class whose bias attribute is a flag, not a tensor."""
+
+    def __init__(self, width):
+        super().__init__(width)
+        self.bias = False
+
+
+def test_a_bias_flag_is_not_taken_for_a_computed_bias():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), FlagBiasRMSNorm(6))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model)
+    assert type(patched[1]).__module__.startswith("addnorm"), [str(w.message) for w in caught]

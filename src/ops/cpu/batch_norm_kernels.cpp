@@ -714,8 +714,8 @@ void backward_training_dx_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>*
 // With constant statistics: dx = float(dy * scale), scale = gamma * rstd, and the sums of dy and
 // (with kXhat, when dgamma is asked for) dy * x_hat = (x - mean) * rstd, where an exactly centred
 // value has x_hat = 0 (the reference's normalise) unless rstd is NaN (inference_rstd_of), which
-// makes every x_hat NaN. Without kXhat x is not read: a frozen BatchNorm in eval mode moves two
-// tensors, not three.
+// makes every x_hat NaN. Without kXhat x is not read (its pointer is only offset): a frozen
+// BatchNorm in eval mode moves two tensors, not three.
 template <class D, class V>
 V inference_xhat(D d, V x, V mean, V rstd) {
   const V centred = hn::Sub(x, mean);
@@ -879,10 +879,10 @@ void backward_training_dx(const void* dy, const void* x, void* dx, DType storage
 void backward_inference_samples(const void* dy, const void* x, void* dx, DType storage,
                                 const BatchShape& shape, const double* mean, const double* rstd,
                                 const double* scale, double* sum_dy, double* sum_dy_xhat,
-                                int64_t begin, int64_t end) {
+                                int64_t begin, int64_t end, bool read_x) {
   with_storage(storage, [&](auto policy) {
     using S = decltype(policy);
-    with_flag(x != nullptr, [&](auto xhat) {  // no x: dgamma is not asked for
+    with_flag(read_x, [&](auto xhat) {  // x is read only for dgamma
       backward_inference_samples_as<S, xhat()>(
           static_cast<const Stored<S>*>(dy), static_cast<const Stored<S>*>(x),
           static_cast<Stored<S>*>(dx), shape, mean, rstd, scale, sum_dy, sum_dy_xhat, begin, end);
@@ -1131,11 +1131,10 @@ void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DTyp
   }
   ChannelPartials partials(scratch, chunks, shape.channels, 2);
   // x is read only for dgamma's sums of dy * x_hat.
-  const void* x_for_dgamma = dgamma != nullptr ? x : nullptr;
   for_each_chunk(shape, chunks, [&](int64_t chunk, int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(backward_inference_samples)
-    (dy, x_for_dgamma, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
-     partials.chunk(chunk, 1), begin, end);
+    (dy, x, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
+     partials.chunk(chunk, 1), begin, end, dgamma != nullptr);
   });
   double* sum_dy = scratch.take<double>(shape.channels);
   double* sum_dy_xhat = scratch.take<double>(shape.channels);

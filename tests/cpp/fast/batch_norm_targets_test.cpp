@@ -6,6 +6,9 @@
 // for streaming stores. Also: in-place forwards and thread-count determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
+#if defined(__unix__)
+#include <sys/mman.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -279,6 +282,76 @@ TEST(FastBatchNorm, SixteenBitInPlaceMatchesOutOfPlace) {
     }
   }
 }
+
+#if defined(__unix__)
+// The inference backward without dgamma does not read x: x lies in memory that cannot be read
+// (PROT_NONE) for those calls, on every target, for every storage type and both layouts; dx and
+// dbeta keep the bits of the call that computed dgamma, also with dx written over x.
+TEST_P(BatchNormEveryTarget, InferenceBackwardWithoutDgammaReadsNoX) {
+  for (const DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+    for (const Case& c :
+         {Case{"ordinary", 40, 19, 1}, Case{"ordinary", 9, 67, 1}, Case{"ordinary", 6, 5, 23}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_of(c).to_string());
+      const Shape shape = shape_of(c), channels{c.channels};
+      const auto size = static_cast<size_t>(dtype_size(dtype));
+      // Each tensor's bytes in the storage type.
+      const auto stored = [&](const std::vector<float>& values) {
+        std::vector<uint8_t> bytes(values.size() * size);
+        if (dtype == DType::float32) {
+          std::memcpy(bytes.data(), values.data(), bytes.size());
+        } else {
+          const auto bits = testing::narrow_all(values, dtype);
+          std::memcpy(bytes.data(), bits.data(), bytes.size());
+        }
+        return bytes;
+      };
+      const auto x = stored(make_input(c, 71));
+      const auto dy = stored(random_floats(x.size() / size, 72));
+      const auto gamma = random_floats(c.channels, 73, 0.5f, 1.5f);
+      const auto beta = random_floats(c.channels, 74);
+      std::vector<float> running_mean(c.channels, 0.25f), running_var(c.channels, 2.0f);
+      const RunningStats running{{running_mean.data(), channels}, {running_var.data(), channels}};
+      BatchNormOptions options{
+          {.gamma = ConstView{gamma.data(), channels}, .beta = ConstView{beta.data(), channels}}};
+      options.training = false;
+
+      std::vector<uint8_t> dx(x.size());
+      std::vector<float> dg(c.channels), db(c.channels);
+      batch_norm_backward({dy.data(), shape, dtype}, {x.data(), shape, dtype},
+                          {{dx.data(), shape, dtype},
+                           MutableView{dg.data(), channels},
+                           MutableView{db.data(), channels}},
+                          options, running);
+
+      void* guarded =
+          mmap(nullptr, x.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(guarded, MAP_FAILED);
+      std::memcpy(guarded, x.data(), x.size());
+      ASSERT_EQ(0, mprotect(guarded, x.size(), PROT_NONE));
+      for (const bool with_dbeta : {true, false}) {
+        std::vector<uint8_t> dx_alone(x.size());
+        std::vector<float> db_alone(c.channels, -1.0f);
+        std::optional<MutableView> db_view;
+        if (with_dbeta) db_view = MutableView{db_alone.data(), channels};
+        batch_norm_backward({dy.data(), shape, dtype}, {guarded, shape, dtype},
+                            {{dx_alone.data(), shape, dtype}, std::nullopt, db_view}, options,
+                            running);
+        EXPECT_EQ(dx_alone, dx);
+        if (with_dbeta) {
+          EXPECT_EQ(db_alone, db);
+        }
+      }
+      ASSERT_EQ(0, munmap(guarded, x.size()));
+
+      auto x_then_dx = x;  // dx written over x
+      batch_norm_backward({dy.data(), shape, dtype}, {x_then_dx.data(), shape, dtype},
+                          {{x_then_dx.data(), shape, dtype}, std::nullopt, std::nullopt}, options,
+                          running);
+      EXPECT_EQ(x_then_dx, dx);
+    }
+  }
+}
+#endif
 
 // The forward, both backwards and the running statistics are bitwise identical for 1, 2 and 3
 // threads, on every target: for (N, C) input, where vectors run across channels (the split of
