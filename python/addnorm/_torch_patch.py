@@ -99,19 +99,29 @@ _INSTANCE_NORMS = {torch.nn.InstanceNorm1d: modules.InstanceNorm1d,
                    torch.nn.InstanceNorm3d: modules.InstanceNorm3d}
 
 
+def _own_class(module):
+    """module's class, or for a parametrized module the class it had before: parametrize makes
+    each a subclass of its own (ParametrizedLayerNorm), which patch must still see as torch's
+    norm so that it can say why it leaves it alone (_reparametrized)."""
+    if torch.nn.utils.parametrize.is_parametrized(module):
+        return type(module).__bases__[0]
+    return type(module)
+
+
 def _kind(module, rms_norm, batch_norm):
     """Which addnorm module module would become: 'layer_norm', 'group_norm', 'instance_norm',
     'batch_norm', 'rms_norm' or None. Exact types only: a subclass of torch's module may compute
     something else."""
-    if type(module) is torch.nn.LayerNorm:
+    own_class = _own_class(module)
+    if own_class is torch.nn.LayerNorm:
         return "layer_norm"
-    if type(module) is torch.nn.GroupNorm:
+    if own_class is torch.nn.GroupNorm:
         return "group_norm"
-    if type(module) in _INSTANCE_NORMS:
+    if own_class in _INSTANCE_NORMS:
         return "instance_norm"
-    if batch_norm and type(module) in _BATCH_NORMS:
+    if batch_norm and own_class in _BATCH_NORMS:
         return "batch_norm"
-    if batch_norm and type(module) is torch.nn.SyncBatchNorm:
+    if batch_norm and own_class is torch.nn.SyncBatchNorm:
         warnings.warn(f"{type(module).__name__} is left to PyTorch: addnorm does not synchronise "
                       "batch statistics across processes", stacklevel=4)
     if rms_norm and _rms_norm_like(module) is not None:

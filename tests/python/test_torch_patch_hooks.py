@@ -214,12 +214,33 @@ def test_a_module_whose_weight_a_hook_computes_is_left_alone(method, kind):
         patched = an.patch(model)
     assert patched[1] is norm
     torch.testing.assert_close(patched(x), expected, rtol=0, atol=0)
-    # A torch.nn.LayerNorm whose weight is not its Parameter is named in a warning. (A
-    # parametrized module changes class, and an RMSNorm-like one without a weight Parameter is
-    # no candidate: patch passes both by without a word.)
-    if kind == "layer_norm" and method != "parametrize":
-        assert any("left these modules alone: '1' (LayerNorm): its weight is computed from other "
+    # A torch.nn.LayerNorm whose weight is not its Parameter is named in a warning, under the
+    # class name parametrize gave it where it has one. (An RMSNorm-like module without a weight
+    # Parameter is no candidate: patch passes it by without a word.)
+    if kind == "layer_norm":
+        label = "ParametrizedLayerNorm" if method == "parametrize" else "LayerNorm"
+        assert any(f"left these modules alone: '1' ({label}): its weight is computed from other "
                    "tensors" in str(w.message) for w in caught)
+    assert an.unpatch(patched)[1] is norm
+
+
+@pytest.mark.parametrize("make", [lambda: torch.nn.GroupNorm(2, 4),
+                                  lambda: torch.nn.BatchNorm1d(4),
+                                  lambda: torch.nn.InstanceNorm1d(4, affine=True)],
+                         ids=["GroupNorm", "BatchNorm1d", "InstanceNorm1d"])
+def test_a_parametrized_norm_of_any_kind_is_named_in_the_warning(make):
+    class Doubled(torch.nn.Module):
+        def forward(self, weight):
+            return 2 * weight
+    norm = make()
+    torch.nn.utils.parametrize.register_parametrization(norm, "weight", Doubled())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), norm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model, batch_norm=True)
+    assert patched[1] is norm
+    assert any(f"'1' (Parametrized{type(norm).__bases__[0].__name__}): its weight is computed"
+               in str(w.message) for w in caught), [str(w.message) for w in caught]
 
 
 def test_spectral_norm_is_left_alone_too():
