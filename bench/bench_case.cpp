@@ -7,9 +7,10 @@ namespace addnorm::bench {
 
 const std::vector<Op>& all_ops() {
   static const std::vector<Op> ops = {
-      Op::layer_norm_fwd,    Op::layer_norm_bwd,    Op::layer_norm_fwdbwd,   Op::rms_norm_fwd,
-      Op::rms_norm_bwd,      Op::rms_norm_fwdbwd,   Op::add_norm_pre_fwd,    Op::add_norm_pre_bwd,
-      Op::add_norm_post_fwd, Op::add_norm_post_bwd, Op::batch_norm_train_fwd};
+      Op::layer_norm_fwd,    Op::layer_norm_bwd,       Op::layer_norm_fwdbwd,
+      Op::rms_norm_fwd,      Op::rms_norm_bwd,         Op::rms_norm_fwdbwd,
+      Op::add_norm_pre_fwd,  Op::add_norm_pre_bwd,     Op::add_norm_post_fwd,
+      Op::add_norm_post_bwd, Op::batch_norm_train_fwd, Op::batch_norm_train_bwd};
   return ops;
 }
 
@@ -37,6 +38,8 @@ std::string op_name(Op op) {
       return "add_norm_post_bwd";
     case Op::batch_norm_train_fwd:
       return "batch_norm_train_fwd";
+    case Op::batch_norm_train_bwd:
+      return "batch_norm_train_bwd";
   }
   return "?";
 }
@@ -92,6 +95,8 @@ ByteModel byte_model(Op op) {
       return {3, 2, "read dy, x, s; write dx, ds; mask regenerated"};
     case Op::batch_norm_train_fwd:
       return {1, 1, "read x; write y (+ per-channel stats)"};
+    case Op::batch_norm_train_bwd:
+      return {2, 1, "read dy, x; write dx (+ dgamma, dbeta)"};
   }
   return {};
 }
@@ -136,6 +141,9 @@ double counted_bytes(const Case& c) {
     case Op::batch_norm_train_fwd:
       small = 6 * column;
       break;  // gamma, beta, 2 running, 2 batch
+    case Op::batch_norm_train_bwd:
+      small = 3 * column;
+      break;  // gamma, dgamma, dbeta (the batch statistics are recomputed from x)
   }
   return tensor * (model.tensors_read + model.tensors_written) + small;
 }

@@ -27,6 +27,7 @@ enum class Op {
   add_norm_post_fwd,
   add_norm_post_bwd,
   batch_norm_train_fwd,
+  batch_norm_train_bwd,
 };
 
 enum class DType { f32, bf16 };

@@ -122,6 +122,13 @@ void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector
       out.push_back({name, note, [=] { batch_norm(x, y, bn, running, batch); }});
       break;
     }
+    case Op::batch_norm_train_bwd: {
+      const Shape columns{c.dim};
+      const BatchNormOptions bn =
+          training_batch_norm(ConstView{ws.gamma, columns}, ConstView{ws.beta, columns});
+      out.push_back({name, note, [=] { batch_norm_backward(dy, x, {dx, dgamma, dbeta}, bn); }});
+      break;
+    }
     default:
       break;
   }
@@ -233,6 +240,11 @@ void addnorm_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<
       out.push_back({name, "", [=] { batch_norm(x, y, bn, running, batch); }});
       break;
     }
+    case Op::batch_norm_train_bwd: {
+      const BatchNormOptions bn = training_batch_norm(gamma, beta);
+      out.push_back({name, "", [=] { batch_norm_backward(dy, x, {dx, dgamma, dbeta}, bn); }});
+      break;
+    }
   }
 }
 
@@ -283,6 +295,13 @@ void prepare_saved_stats(const Case& c, Workspace& ws) {
     case Op::add_norm_post_bwd:
       add_norm_post({ws.x, shape}, {ws.r, shape}, normalized, {ws.y, shape}, pre,
                     {kDropoutP, kDropoutSeed, 0}, stats);
+      break;
+    case Op::batch_norm_train_bwd:
+      // Batch mean and rstd for the implementations whose backward takes them (oneDNN,
+      // PyTorch); addnorm's recomputes them from x.
+      batch_norm({ws.x, shape}, {ws.y, shape},
+                 training_batch_norm(ConstView{gamma}, ConstView{beta}), std::nullopt,
+                 NormStats{{ws.column_stat_a, {c.dim}}, {ws.column_stat_b, {c.dim}}});
       break;
     default:
       break;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
+#include <vector>
 
 #include "runner.hpp"
 
@@ -142,11 +143,15 @@ Step add_step(const memory::desc& data, void* a, void* b, void* dst) {
            {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
 }
 
-Step batch_norm_forward_step(const Memories& m, Workspace& ws) {
-  dnnl::engine& engine = cpu_engine();
+dnnl::batch_normalization_forward::primitive_desc batch_norm_forward_pd(const Memories& m) {
   const dnnl::batch_normalization_forward::desc desc(prop_kind::forward_training, m.data,
                                                      kLayerNormEps, kScaleShift);
-  const dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad(), engine);
+  return {desc, user_scratchpad(), cpu_engine()};
+}
+
+Step batch_norm_forward_step(const Memories& m, Workspace& ws) {
+  dnnl::engine& engine = cpu_engine();
+  const auto pd = batch_norm_forward_pd(m);
   return {dnnl::batch_normalization_forward(pd),
           {{DNNL_ARG_SRC, m.src},
            {DNNL_ARG_DST, m.dst},
@@ -154,6 +159,27 @@ Step batch_norm_forward_step(const Memories& m, Workspace& ws) {
            {DNNL_ARG_SHIFT, m.shift},
            {DNNL_ARG_MEAN, memory(m.column, engine, ws.column_stat_a)},
            {DNNL_ARG_VARIANCE, memory(m.column, engine, ws.column_stat_b)},
+           {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
+}
+
+// The training backward from the batch's mean (column_stat_a, as prepare_saved_stats leaves it)
+// and variance (`variance`, per column: oneDNN takes the variance, the workspace holds rstd).
+Step batch_norm_backward_step(const Memories& m, Workspace& ws, float* variance) {
+  dnnl::engine& engine = cpu_engine();
+  const dnnl::batch_normalization_backward::desc desc(prop_kind::backward, m.data, m.data,
+                                                      kLayerNormEps, kScaleShift);
+  const dnnl::batch_normalization_backward::primitive_desc pd(desc, user_scratchpad(), engine,
+                                                              batch_norm_forward_pd(m));
+  return {dnnl::batch_normalization_backward(pd),
+          {{DNNL_ARG_SRC, m.src},
+           {DNNL_ARG_DIFF_DST, m.diff_dst},
+           {DNNL_ARG_MEAN, memory(m.column, engine, ws.column_stat_a)},
+           {DNNL_ARG_VARIANCE, memory(m.column, engine, variance)},
+           {DNNL_ARG_SCALE, m.scale},
+           {DNNL_ARG_SHIFT, m.shift},
+           {DNNL_ARG_DIFF_SRC, m.diff_src},
+           {DNNL_ARG_DIFF_SCALE, m.diff_scale},
+           {DNNL_ARG_DIFF_SHIFT, m.diff_shift},
            {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
 }
 
@@ -214,6 +240,18 @@ void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) 
         if (bf16) break;
         pipeline->steps.push_back(batch_norm_forward_step(make_memories(c, ws, t.x, t.y), ws));
         push(out, "no running-statistics update", pipeline);
+        break;
+      }
+      case Op::batch_norm_train_bwd: {
+        if (bf16) break;
+        auto variance = std::make_shared<std::vector<float>>(c.dim);
+        for (int64_t i = 0; i < c.dim; ++i) {
+          const float rstd = ws.column_stat_b[i];
+          (*variance)[i] = 1.0f / (rstd * rstd) - kLayerNormEps;
+        }
+        pipeline->steps.push_back(
+            batch_norm_backward_step(make_memories(c, ws, t.x, t.y), ws, variance->data()));
+        out.push_back({"onednn", "", [pipeline, variance] { pipeline->run(); }});
         break;
       }
       default:

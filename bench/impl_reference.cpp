@@ -144,6 +144,16 @@ void add_reference_runners(const Case& c, Workspace& ws, std::vector<Runner>& ou
                                         w->running_var, rows, dim);
                      }});
       break;
+    case Op::batch_norm_train_bwd:
+      out.push_back({name, "1 thread", [=] {
+                       const reference::BatchLayout layout{rows, dim, 1};
+                       for (int64_t channel = 0; channel < dim; ++channel) {
+                         reference::batch_norm_backward_channel<float>(w->dy, w->x, w->gamma, w->dx,
+                                                                       w->dgamma, w->dbeta, layout,
+                                                                       channel, eps);
+                       }
+                     }});
+      break;
   }
 }
 

@@ -255,6 +255,8 @@ void add_textbook_runners(const Case& c, Workspace& ws, std::vector<Runner>& out
     case Op::add_norm_post_fwd:
     case Op::add_norm_post_bwd:
       break;  // no textbook counter-based dropout; PyTorch and addnorm cover post-norm
+    case Op::batch_norm_train_bwd:
+      break;  // the reference, oneDNN and PyTorch cover BatchNorm's backward
   }
 }
 

@@ -161,6 +161,17 @@ void add_torch_runners(const Case& c, Workspace& ws, const std::string& label,
                        kBatchNormMomentum, kLayerNormEps, false);
       });
       break;
+    case Op::batch_norm_train_bwd: {
+      if (bf16) break;
+      // The graph's forward updates copies of the running statistics, not the workspace's.
+      s->leaves = {leaf(s->x), leaf(s->gamma), leaf(s->beta)};
+      s->outputs = {at::batch_norm(s->leaves[0], s->leaves[1], s->leaves[2],
+                                   s->running_mean.clone(), s->running_var.clone(), true,
+                                   kBatchNormMomentum, kLayerNormEps, false)};
+      s->grad_outputs = {s->dy};
+      push("autograd of at::batch_norm, training", backward);
+      break;
+    }
   }
 }
 

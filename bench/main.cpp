@@ -78,7 +78,7 @@ std::string format_mib(Integer bytes) {
 
 bool is_backward(Op op) {
   return op == Op::layer_norm_bwd || op == Op::rms_norm_bwd || op == Op::add_norm_pre_bwd ||
-         op == Op::add_norm_post_bwd;
+         op == Op::add_norm_post_bwd || op == Op::batch_norm_train_bwd;
 }
 
 // The benchmark's ops that time a case of the case table: its forward and its backward.
