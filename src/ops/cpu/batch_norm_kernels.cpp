@@ -159,13 +159,13 @@ HWY_INLINE void store_output(V v, D d, Stored<S>* HWY_RESTRICT out, bool stream)
 // ---- Statistics --------------------------------------------------------------------------
 
 // How far ahead a pass that walks kRows samples `stride` floats apart a vector of channels at a
-// time prefetches from channel c: kPrefetchFloats on in the same sample, or, within that
+// time prefetches from channel c: kDistance elements on in the same sample, or, within that
 // distance of the sample's end, the same distance on in the same sample of the next group (kRows
 // samples further), which is what the pass reads next there. Prefetching past the end instead
 // (into the group's next sample, already being read) left the end of every sample unprefetched.
-template <int kRows>
+template <int kRows, int64_t kDistance = kPrefetchFloats>
 int64_t group_prefetch_ahead(int64_t c, int64_t channels, int64_t stride) {
-  return kPrefetchFloats + (c + kPrefetchFloats >= channels ? (kRows - 1) * stride : 0);
+  return kDistance + (c + kDistance >= channels ? (kRows - 1) * stride : 0);
 }
 
 // The length-1 skeleton (BatchNorm over (N, C)) that the statistics and the backward's pass 1
@@ -173,7 +173,7 @@ int64_t group_prefetch_ahead(int64_t c, int64_t channels, int64_t stride) {
 // channel-wise into each chunk's float64 sums by its `Fold` (ChannelSums, ChannelBackwardSums):
 // a vector of channels at a time, the accumulators in registers across the samples, then the
 // channels short of a vector. Each chunk receives its samples in order.
-// Each load prefetches (group_prefetch_ahead) kPrefetchFloats ahead in its sample.
+// Each load prefetches (group_prefetch_ahead) Fold::kPrefetch elements ahead in its sample.
 template <int kRows, int kFolds, class Fold>
 void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channels) {
   const auto n = static_cast<int64_t>(hn::Lanes(DoubleTag()));
@@ -181,7 +181,7 @@ void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channe
   for (; c + n <= channels; c += n) {
     typename Fold::Acc sums[kFolds];
     for (int f = 0; f < kFolds; ++f) sums[f] = folds[f].load(c);
-    const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
+    const int64_t ahead = group_prefetch_ahead<kRows, Fold::kPrefetch>(c, channels, stride);
     for (int r = 0; r < kRows; ++r) {
       for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c, ahead);
     }
@@ -246,10 +246,14 @@ void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const F
   }
 }
 
+// How far ahead the statistics pass prefetches x in each sample (floats).
+constexpr int64_t kBatchNormStatsPrefetchFloats = tuned("kBatchNormStatsPrefetchFloats", 512);
+
 // The statistics' fold: with d = x - shift, sum(d) and sum(d^2) per channel.
 template <class S>
 struct ChannelSums {
   static constexpr int kLongGroup = 8;  // samples per fold when C >= 512 (across_chunks)
+  static constexpr int64_t kPrefetch = kBatchNormStatsPrefetchFloats;
   const Stored<S>* HWY_RESTRICT x;
   const double* HWY_RESTRICT shifts;
   double* HWY_RESTRICT sums;
@@ -497,11 +501,19 @@ void normalise_samples_as(const Stored<S>* x, Stored<S>* y, const BatchShape& sh
 
 // ---- Training backward -----------------------------------------------------------------------
 
+// How far ahead the training backward's pass 1 prefetches x and dy in each sample, in bytes (so
+// that 16-bit samples look as far ahead as float32 ones): a quarter of the statistics' distance,
+// 1.16-1.20x faster at C = 128 and 1.04-1.06x from C = 1024 in float32 (docs/performance.md,
+// "Tunables: what was tried").
+constexpr int64_t kBatchNormBackwardPrefetchBytes = tuned("kBatchNormBackwardPrefetchBytes", 512);
+
 // The backward's pass 1 fold (across_channels): with d = x - shift, sum(d), sum(d^2), sum(dy)
 // and sum(dy * d) per channel.
 template <class S>
 struct ChannelBackwardSums {
   static constexpr int kLongGroup = kSampleGroup;  // samples per fold when C >= 512
+  static constexpr int64_t kPrefetch =
+      kBatchNormBackwardPrefetchBytes / static_cast<int64_t>(sizeof(Stored<S>));
   const Stored<S>* HWY_RESTRICT dy;
   const Stored<S>* HWY_RESTRICT x;
   const double* HWY_RESTRICT shifts;
