@@ -42,7 +42,7 @@ std::string dropout_note(float p) {
 // bfloat16 data (x, r, dy, dh_next, y, h, dx, ds) with float32 gamma, beta and statistics,
 // through the public ops on bf16 views (include/addnorm/ops.hpp): LayerNorm and RMSNorm forward
 // and backward, and the fused pre-norm and post-norm (dropout dropout_p, r as s) Add&Norm
-// forward and backward; BatchNorm's training forward over (N, C) = (rows, D).
+// forward and backward; BatchNorm's training forward and backward over (N, C) = (rows, D).
 void add_bf16_runners(const Case& c, Workspace& ws, float dropout_p, std::vector<Runner>& out) {
   constexpr auto bf16 = addnorm::DType::bfloat16;
   const Shape shape{c.rows, c.dim}, normalized{c.dim}, row_shape{c.rows};
@@ -297,8 +297,8 @@ void prepare_saved_stats(const Case& c, Workspace& ws) {
                     {kDropoutP, kDropoutSeed, 0}, stats);
       break;
     case Op::batch_norm_train_bwd:
-      // Batch mean and rstd for the implementations whose backward takes them (oneDNN,
-      // PyTorch); addnorm's recomputes them from x.
+      // Batch mean and rstd for oneDNN's backward, which takes them; addnorm's recomputes them
+      // from x, and PyTorch's graph keeps its own forward's.
       batch_norm({ws.x, shape}, {ws.y, shape},
                  training_batch_norm(ConstView{gamma}, ConstView{beta}), std::nullopt,
                  NormStats{{ws.column_stat_a, {c.dim}}, {ws.column_stat_b, {c.dim}}});

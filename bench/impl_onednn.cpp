@@ -1,8 +1,8 @@
 // oneDNN (Debian's libdnnl 2.6): layer_normalization forward and backward in f32 and bf16,
-// batch_normalization training forward (f32), and the pre-norm Add&Norm (f32 and bf16) composed
-// from a binary add and a layer_normalization (oneDNN has no fused one, and no RMSNorm before
-// 3.x). Primitives, memory objects, argument maps and a user-mode scratchpad are all made here,
-// outside the timed call.
+// batch_normalization training forward and backward (f32), and the pre-norm Add&Norm (f32 and bf16)
+// composed from a binary add and a layer_normalization (oneDNN has no fused one, and no RMSNorm
+// before 3.x). Primitives, memory objects, argument maps and a user-mode scratchpad are all made
+// here, outside the timed call.
 #include <cmath>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>

@@ -11,7 +11,7 @@
  * add_norm_post_fwd (LayerNorm, dropout 0.1 as addnorm-bench's), add_norm_post_p0_fwd (p = 0),
  * layer_norm_bwd, rms_norm_bwd, batch_norm_train_fwd (BatchNorm in training mode over (N, C) =
  * (rows, DIM), updating the running statistics and saving the batch's, as addnorm-bench's) or
- * batch_norm_train_bwd (its backward, which the bench does not time); DTYPE: f32 or bf16 (x, r, dy,
+ * batch_norm_train_bwd (its backward, as addnorm-bench's); DTYPE: f32 or bf16 (x, r, dy,
  * y and h; a library built before 16-bit BatchNorm refuses bf16 BatchNorm by name); DIM: the row
  * length D; MIB: the size of one tensor (rows = MIB MiB / D / element size). Threads: OpenMP's
  * (OMP_NUM_THREADS). Prints one line per library and repetition, "sample LIBRARY_INDEX REPETITION

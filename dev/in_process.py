@@ -12,7 +12,7 @@ from pathlib import Path
 
 # addnorm-bench's op names (add_norm_post_fwd with its dropout 0.1), the RMSNorm pre-norm and
 # the post-norm at p = 0 (which the bench times as its implementation addnorm-p0), and BatchNorm
-# in training mode (the bench's forward, and the backward, which the bench does not time), each
+# in training mode (the bench's forward and backward), each
 # in f32 and bf16.
 OPS = ("layer_norm_fwd", "rms_norm_fwd", "add_norm_pre_fwd", "add_norm_pre_rms_fwd",
        "add_norm_post_fwd", "add_norm_post_p0_fwd", "layer_norm_bwd", "rms_norm_bwd",

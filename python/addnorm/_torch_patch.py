@@ -65,7 +65,14 @@ def _with_parameters(new, old):
 def _reparametrized(module):
     """Why module's weight or bias is not simply its Parameter (pruning, weight_norm,
     spectral_norm or torch.nn.utils.parametrize compute it from others, which addnorm's module
-    would not see), or None."""
+    would not see), or None. A parametrized module is named whatever tensor parametrize computes
+    (a running_var kept positive, say): its originals live in module.parametrizations, which
+    addnorm's module would not copy."""
+    if torch.nn.utils.parametrize.is_parametrized(module):
+        names = list(module.parametrizations.keys())
+        verb = "is" if len(names) == 1 else "are"
+        return (f"its {', '.join(names)} {verb} computed by torch.nn.utils.parametrize, which "
+                "addnorm's module would not see")
     for name in ("weight", "bias"):
         value = getattr(module, name, None)  # a tensor, or None, or a flag (bias=False)
         if isinstance(value, torch.Tensor) and module._parameters.get(name) is not value:
@@ -102,10 +109,13 @@ _INSTANCE_NORMS = {torch.nn.InstanceNorm1d: modules.InstanceNorm1d,
 def _own_class(module):
     """module's class, or for a parametrized module the class it had before: parametrize makes
     each a subclass of its own (ParametrizedLayerNorm), which patch must still see as torch's
-    norm so that it can say why it leaves it alone (_reparametrized)."""
-    if torch.nn.utils.parametrize.is_parametrized(module):
-        return type(module).__bases__[0]
-    return type(module)
+    norm so that it can say why it leaves it alone (_reparametrized). Only a class parametrize
+    made counts: a user's subclass that merely holds a `parametrizations` child stays itself."""
+    cls = type(module)
+    if (cls.__module__ == torch.nn.utils.parametrize.__name__
+            and torch.nn.utils.parametrize.is_parametrized(module)):
+        return cls.__bases__[0]
+    return cls
 
 
 def _kind(module, rms_norm, batch_norm):
@@ -208,7 +218,7 @@ def _replacement(old, kind):
     elif kind == "group_norm":
         new = modules.GroupNorm(old.num_groups, old.num_channels, old.eps, old.affine)
     elif kind in ("batch_norm", "instance_norm"):
-        cls = (_BATCH_NORMS if kind == "batch_norm" else _INSTANCE_NORMS)[type(old)]
+        cls = (_BATCH_NORMS if kind == "batch_norm" else _INSTANCE_NORMS)[_own_class(old)]
         new = cls(old.num_features, old.eps, old.momentum, old.affine, old.track_running_stats)
     else:
         new, why_not = _probed_rms_norm(old, *_rms_norm_like(old))
@@ -318,7 +328,9 @@ def patch(model, rms_norm=True, batch_norm=False):
     ('addnorm._torch_modules', 'LayerNorm')
     """
     swaps = _candidates(model, rms_norm, batch_norm)
-    problems = [f"{_label(s)} {why}" for s in swaps if (why := _placement_problem(s.old))]
+    # A module patch leaves alone anyway (_reparametrized) may sit anywhere.
+    problems = [f"{_label(s)} {why}" for s in swaps
+                if not _reparametrized(s.old) and (why := _placement_problem(s.old))]
     if problems:
         raise TypeError(f"patch changed nothing: {len(problems)} module(s) cannot run on "
                         f"addnorm: {'; '.join(problems)}")

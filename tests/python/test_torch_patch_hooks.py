@@ -218,9 +218,10 @@ def test_a_module_whose_weight_a_hook_computes_is_left_alone(method, kind):
     # class name parametrize gave it where it has one. (An RMSNorm-like module without a weight
     # Parameter is no candidate: patch passes it by without a word.)
     if kind == "layer_norm":
-        label = "ParametrizedLayerNorm" if method == "parametrize" else "LayerNorm"
-        assert any(f"left these modules alone: '1' ({label}): its weight is computed from other "
-                   "tensors" in str(w.message) for w in caught)
+        expected = ("'1' (ParametrizedLayerNorm): its weight is computed by "
+                    "torch.nn.utils.parametrize" if method == "parametrize" else
+                    "'1' (LayerNorm): its weight is computed from other tensors")
+        assert any(f"left these modules alone: {expected}" in str(w.message) for w in caught)
     assert an.unpatch(patched)[1] is norm
 
 
@@ -241,6 +242,60 @@ def test_a_parametrized_norm_of_any_kind_is_named_in_the_warning(make):
     assert patched[1] is norm
     assert any(f"'1' (Parametrized{type(norm).__bases__[0].__name__}): its weight is computed"
                in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+class Positive(torch.nn.Module):
+    def forward(self, value):
+        return value.abs() + 0.5
+
+
+def test_a_parametrized_buffer_leaves_the_module_alone():
+    # parametrize takes buffers too: the running variance lives in norm.parametrizations, which
+    # addnorm's module would not copy (it would normalise with a fresh variance of ones).
+    norm = torch.nn.BatchNorm1d(4)
+    with torch.no_grad():
+        norm.running_var.fill_(-3.0)  # kept positive by the parametrization: 3.5
+    torch.nn.utils.parametrize.register_parametrization(norm, "running_var", Positive())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), norm).eval()
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
+    expected = model(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model, batch_norm=True)
+    assert patched[1] is norm
+    torch.testing.assert_close(patched(x), expected, rtol=0, atol=0)
+    assert any("'1' (ParametrizedBatchNorm1d): its running_var is computed by "
+               "torch.nn.utils.parametrize" in str(w.message) for w in caught)
+
+
+def test_a_module_left_alone_anyway_is_not_refused_for_its_device():
+    # A parametrized norm on another device stays as it is, as a pruned one would: patch has
+    # nothing to run on addnorm there, so it changes nothing and refuses nothing.
+    norm = torch.nn.LayerNorm(4, device="meta")
+    torch.nn.utils.parametrize.register_parametrization(norm, "weight", Positive())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), norm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model)
+    assert patched[1] is norm
+    assert any("'1' (ParametrizedLayerNorm): its weight is computed" in str(w.message)
+               for w in caught)
+
+
+def test_a_subclass_holding_its_own_parametrizations_child_is_no_candidate():
+    # Exact types only: a user's LayerNorm subclass is never swapped, even when it keeps a
+    # ModuleDict named `parametrizations` of its own (parametrize's test for "parametrized").
+    class Tagged(torch.nn.LayerNorm):
+        def __init__(self, width):
+            super().__init__(width)
+            self.parametrizations = torch.nn.ModuleDict({"tag": torch.nn.Identity()})
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Tagged(4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = an.patch(model)
+    assert type(patched[1]) is Tagged
+    assert not any("Tagged" in str(w.message) for w in caught)
 
 
 def test_spectral_norm_is_left_alone_too():

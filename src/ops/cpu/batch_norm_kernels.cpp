@@ -128,7 +128,8 @@ void for_sample_groups(int64_t begin, int64_t end, const Body& body) {
   for (; n < end; ++n) body(n, std::integral_constant<int, 1>{});
 }
 
-// The passes over x prefetch kPrefetchFloats (shifted_sums-inl.h) ahead per stream of rows.
+// The passes over x prefetch ahead per stream of rows: kPrefetchFloats (shifted_sums-inl.h), or
+// a fold's own distance (ChannelSums, ChannelBackwardSums).
 // The hardware prefetcher alone left the statistics pass well below the read bandwidth: the
 // float64 work per cache line keeps too few lines in flight.
 
@@ -247,13 +248,13 @@ void across_chunks(const SumsChunk* chunks, int count, int64_t channels, const F
 }
 
 // How far ahead the statistics pass prefetches x in each sample (floats).
-constexpr int64_t kBatchNormStatsPrefetchFloats = tuned("kBatchNormStatsPrefetchFloats", 512);
+constexpr int64_t kColumnStatsPrefetchFloats = tuned("kColumnStatsPrefetchFloats", kPrefetchFloats);
 
 // The statistics' fold: with d = x - shift, sum(d) and sum(d^2) per channel.
 template <class S>
 struct ChannelSums {
   static constexpr int kLongGroup = 8;  // samples per fold when C >= 512 (across_chunks)
-  static constexpr int64_t kPrefetch = kBatchNormStatsPrefetchFloats;
+  static constexpr int64_t kPrefetch = kColumnStatsPrefetchFloats;
   const Stored<S>* HWY_RESTRICT x;
   const double* HWY_RESTRICT shifts;
   double* HWY_RESTRICT sums;
@@ -502,9 +503,10 @@ void normalise_samples_as(const Stored<S>* x, Stored<S>* y, const BatchShape& sh
 // ---- Training backward -----------------------------------------------------------------------
 
 // How far ahead the training backward's pass 1 prefetches x and dy in each sample, in bytes (so
-// that 16-bit samples look as far ahead as float32 ones): a quarter of the statistics' distance,
-// 1.16-1.20x faster at C = 128 and 1.04-1.06x from C = 1024 in float32 (docs/performance.md,
-// "Tunables: what was tried").
+// that 16-bit samples look as far ahead as float32 ones): a quarter of the other passes' 2 KiB
+// for float32 samples (half their 1 KiB for 16-bit ones), 1.16-1.20x faster at C = 128 and
+// 1.04-1.06x from C = 1024 in float32 (docs/performance.md: "What limits each op", the
+// BatchNorm training backward, and "Tunables: what was tried").
 constexpr int64_t kBatchNormBackwardPrefetchBytes = tuned("kBatchNormBackwardPrefetchBytes", 512);
 
 // The backward's pass 1 fold (across_channels): with d = x - shift, sum(d), sum(d^2), sum(dy)
