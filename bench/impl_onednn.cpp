@@ -183,11 +183,12 @@ Step batch_norm_backward_step(const Memories& m, Workspace& ws, float* variance)
            {DNNL_ARG_SCRATCHPAD, scratchpad_for(pd)}}};
 }
 
-// oneDNN's backward wants the forward's variance; the workspace holds rstd = 1/sqrt(var + eps).
+// oneDNN's backwards want the forward's variance; the workspace holds rstd = 1/sqrt(var + eps).
+void variances_from_rstds(const float* rstd, int64_t count, float* variance) {
+  for (int64_t i = 0; i < count; ++i) variance[i] = 1.0f / (rstd[i] * rstd[i]) - kLayerNormEps;
+}
 void variance_from_rstd(const Case& c, Workspace& ws) {
-  for (int64_t row = 0; row < c.rows; ++row) {
-    ws.variance[row] = 1.0f / (ws.rstd[row] * ws.rstd[row]) - kLayerNormEps;
-  }
+  variances_from_rstds(ws.rstd, c.rows, ws.variance);
 }
 
 void push(std::vector<Runner>& out, const std::string& note, std::shared_ptr<Pipeline> pipeline) {
@@ -245,10 +246,7 @@ void add_onednn_runners(const Case& c, Workspace& ws, std::vector<Runner>& out) 
       case Op::batch_norm_train_bwd: {
         if (bf16) break;
         auto variance = std::make_shared<std::vector<float>>(c.dim);
-        for (int64_t i = 0; i < c.dim; ++i) {
-          const float rstd = ws.column_stat_b[i];
-          (*variance)[i] = 1.0f / (rstd * rstd) - kLayerNormEps;
-        }
+        variances_from_rstds(ws.column_stat_b, c.dim, variance->data());
         pipeline->steps.push_back(
             batch_norm_backward_step(make_memories(c, ws, t.x, t.y), ws, variance->data()));
         out.push_back({"onednn", "", [pipeline, variance] { pipeline->run(); }});
