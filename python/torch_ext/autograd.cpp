@@ -1,9 +1,8 @@
 // The operators' Autograd and AutocastCPU kernels.
 //
 // Autograd: each forward op records a graph node that saves what its backward needs (the inputs
-// and the float32 statistics) and calls the matching *_backward operator: LayerNorm and RMSNorm
-// a node of their own (NormBackwardNode, as PyTorch's generated nodes are written), the other
-// ops a torch::autograd::Function.
+// and the float32 statistics) and calls the matching *_backward operator, a node of its own
+// (GraphNode below, as PyTorch's generated nodes are written).
 // Where addnorm's kernels cannot follow PyTorch's autograd, the composite forms run instead
 // (composite.hpp: the same ops written as differentiable ATen ops):
 //   - forward-mode AD and functorch: an input with a tangent, or one of functorch's wrapped
@@ -22,13 +21,17 @@
 // through autocast; the fused ones first add as `x + r` would, in the promoted dtype of their
 // two activations (a float32 residual stream plus a bfloat16 sublayer output stays float32),
 // which their kernels, taking one dtype, would otherwise refuse.
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
 #include "composite.hpp"
@@ -39,7 +42,6 @@ namespace addnorm::torch_ops {
 
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 template <class Signature>
@@ -67,73 +69,107 @@ OptionalTensor optional(const at::Tensor& tensor) {
   return tensor;
 }
 
-void save_spec(AutogradContext* ctx, const NormSpec& spec) {
-  ctx->saved_data["norm"] = std::string(norm_traits(spec.kind).name);
-  ctx->saved_data["normalized_shape"] = spec.normalized_shape;
-  ctx->saved_data["eps"] = spec.eps;
-  ctx->saved_data["zero_centered_weight"] = spec.zero_centered_weight;
-}
-NormSpec load_spec(AutogradContext* ctx) {
-  return {*norm_kind_named(ctx->saved_data["norm"].toStringRef()),
-          ctx->saved_data["normalized_shape"].toIntVector(), ctx->saved_data["eps"].toDouble(),
-          ctx->saved_data["zero_centered_weight"].toBool()};
-}
 const char* norm_name(const NormSpec& spec) {
   return norm_traits(spec.kind).name;
 }
 
-void save_dropout(AutogradContext* ctx, const DropoutSpec& spec) {
-  ctx->saved_data["p"] = spec.p;
-  ctx->saved_data["seed"] = spec.seed;
-  ctx->saved_data["offset"] = spec.offset;
-}
-DropoutSpec load_dropout(AutogradContext* ctx) {
-  return {ctx->saved_data["p"].toDouble(), ctx->saved_data["seed"].toInt(),
-          ctx->saved_data["offset"].toInt()};
-}
-
-// Which gradients a torch::autograd::Function's backward must compute, as an output_mask: the
-// activations' (any of the first `activations` graph edges), then weight's and bias's, whose edges
-// follow where they were given (an absent optional tensor has no edge).
-std::array<bool, 3> grads_wanted(AutogradContext* ctx, size_t activations, bool has_weight,
-                                 bool has_bias) {
-  bool activation = false;
-  for (size_t i = 0; i < activations; ++i) activation = activation || ctx->needs_input_grad(i);
-  return {activation, has_weight && ctx->needs_input_grad(activations),
-          has_bias && ctx->needs_input_grad(activations + (has_weight ? 1 : 0))};
-}
-
-// LayerNorm and RMSNorm: y = Norm(input). The most frequent call of all, so it records its own
-// graph node, as PyTorch's generated LayerNormBackward0 does, rather than through a
-// torch::autograd::Function, whose per-call boxing of arguments, saved_data map and output
-// wrapping cost about as much as normalising a (1, 768) row (bench/torch_ops_small.py).
-struct NormBackwardNode final : torch::autograd::Node {
-  torch::autograd::SavedVariable input, weight, bias, mean, rstd;
-  NormSpec spec;
-
-  std::string name() const override { return "addnorm::NormBackward"; }
+// A node of the graph an addnorm forward records, written as PyTorch's generated nodes are
+// (NativeLayerNormBackward0 and the like) rather than as a torch::autograd::Function, for two
+// reasons: a Function's per-call boxing of arguments, saved_data map and output wrapping cost
+// about as much as normalising a (1, 768) row (bench/torch_ops_small.py); and a Function's node
+// is named after its C++ template, so a tensor printed `grad_fn=<GroupNormFunction>>`, where
+// these print `grad_fn=<GroupNormBackward>` as PyTorch's own print theirs.
+// A node saves the tensors its backward needs, has one edge per differentiable input (an absent
+// weight or bias has an edge no gradient flows to) and calls the matching *_backward operator,
+// whose own autograd kernel makes the result differentiable when create_graph asks for it. It
+// asks the operator only for the gradients some edge needs (output_mask), as PyTorch's do.
+class GraphNode : public torch::autograd::Node {
+ public:
+  std::string name() const override { return name_; }
 
   // Under the node's mutex, as PyTorch's nodes do: threads may run backward through one graph.
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* saved : {&input, &weight, &bias, &mean, &rstd}) saved->reset_data();
+    for (auto& tensor : saved_) tensor.reset_data();
   }
 
-  // Gradients for the next edges (input, weight, bias), through the *_backward operator, whose
-  // own autograd kernel makes them differentiable when create_graph asks for it. Only those an
-  // edge needs are computed (its output_mask), as PyTorch's LayerNormBackward0 asks.
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    const at::Tensor x = input.unpack(), w = weight.unpack(), b = bias.unpack();
+    const auto defined = [](const at::Tensor& grad) { return grad.defined(); };
+    if (std::none_of(grads.begin(), grads.end(), defined)) return variable_list(num_outputs());
+    std::vector<at::Tensor> saved;
+    saved.reserve(saved_.size());
+    for (const auto& tensor : saved_) saved.push_back(tensor.unpack(shared_from_this()));
+    return backward(grads, saved);
+  }
+
+  // The tensors the backward reads, in the order it reads them. A tensor this node produced is
+  // saved as an output (is_output), after it is given its history, so that it does not hold
+  // its own grad_fn alive.
+  void save(std::initializer_list<at::Tensor> tensors, bool outputs = false) {
+    for (const auto& tensor : tensors) saved_.emplace_back(tensor, outputs);
+  }
+
+ protected:
+  explicit GraphNode(std::string node_name) : name_(std::move(node_name)) {}
+  // grads: one per output of the forward, at least one defined; saved: as save() listed them.
+  virtual variable_list backward(const variable_list& grads,
+                                 const std::vector<at::Tensor>& saved) = 0;
+  // Whether the graph needs the gradient of input `edge`.
+  bool wanted(size_t edge) const { return task_should_compute_output(edge); }
+
+ private:
+  std::string name_;
+  std::vector<torch::autograd::SavedVariable> saved_;
+};
+
+// A node of type NodeType (constructed from `args`) with edges to `inputs`, in the order its
+// backward returns their gradients.
+template <class NodeType, class... Args>
+std::shared_ptr<NodeType> graph_node(std::initializer_list<at::Tensor> inputs, Args&&... args) {
+  auto node = std::shared_ptr<NodeType>(new NodeType(std::forward<Args>(args)...),
+                                        torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(variable_list(inputs)));
+  return node;
+}
+
+// The tensor `forward` computes, recorded: forward runs without recording (the node stands for
+// it) and returns its output and the tensors the node saves; the output's grad_fn is a NodeType
+// (made from `args`) with edges to `inputs`.
+template <class NodeType, class Forward, class... Args>
+at::Tensor with_graph(std::initializer_list<at::Tensor> inputs, const Forward& forward,
+                      Args&&... args) {
+  std::pair<at::Tensor, variable_list> out;
+  {
+    at::AutoGradMode no_grad(false);
+    out = forward();
+  }
+  auto node = graph_node<NodeType>(inputs, std::forward<Args>(args)...);
+  for (const auto& tensor : out.second) node->save({tensor});
+  torch::autograd::set_history(out.first, node);
+  return out.first;
+}
+
+// LayerNorm and RMSNorm: y = Norm(input); edges input, weight, bias. The most frequent call of
+// all. Saved: input, weight, bias, mean, rstd.
+struct NormBackwardNode final : GraphNode {
+  NormSpec spec;
+  explicit NormBackwardNode(NormSpec norm_spec)
+      : GraphNode(norm_spec.kind == NormKind::rms_norm ? "addnorm::RmsNormBackward"
+                                                       : "addnorm::LayerNormBackward"),
+        spec(std::move(norm_spec)) {}
+
+  variable_list backward(const variable_list& grads,
+                         const std::vector<at::Tensor>& saved) override {
+    const at::Tensor &x = saved[0], &w = saved[1], &b = saved[2], &mean = saved[3],
+                     &rstd = saved[4];
     switch (spec.kind) {
       case NormKind::rms_norm: {
         static const auto op =
             handle<decltype(ops::rms_norm_backward)>("addnorm::rms_norm_backward");
         auto [dx, dweight] =
             op.call(grads[0], x, spec.normalized_shape, optional(w), spec.eps,
-                    spec.zero_centered_weight, optional(rstd.unpack()),
-                    {task_should_compute_output(0), task_should_compute_output(1)});
+                    spec.zero_centered_weight, optional(rstd), {wanted(0), wanted(1)});
         return {dx, dweight, at::Tensor()};
       }
       case NormKind::layer_norm: {
@@ -141,9 +177,7 @@ struct NormBackwardNode final : torch::autograd::Node {
             handle<decltype(ops::layer_norm_backward)>("addnorm::layer_norm_backward");
         auto [dx, dweight, dbias] =
             op.call(grads[0], x, spec.normalized_shape, optional(w), optional(b), spec.eps,
-                    optional(mean.unpack()), optional(rstd.unpack()),
-                    {task_should_compute_output(0), task_should_compute_output(1),
-                     task_should_compute_output(2)});
+                    optional(mean), optional(rstd), {wanted(0), wanted(1), wanted(2)});
         return {dx, dweight, dbias};
       }
     }
@@ -153,85 +187,121 @@ struct NormBackwardNode final : torch::autograd::Node {
 
 at::Tensor norm_with_graph(const at::Tensor& input, const OptionalTensor& weight,
                            const OptionalTensor& bias, NormSpec spec) {
-  NormOutputs out;
-  {
-    at::AutoGradMode no_grad(false);
-    out = norm_forward(input, weight, bias, spec, true);
-  }
-  auto node =
-      std::shared_ptr<NormBackwardNode>(new NormBackwardNode(), torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(input, value(weight), value(bias)));
-  node->input = torch::autograd::SavedVariable(input, false);
-  node->weight = torch::autograd::SavedVariable(value(weight), false);
-  node->bias = torch::autograd::SavedVariable(value(bias), false);
-  node->mean = torch::autograd::SavedVariable(out.mean, false);
-  node->rstd = torch::autograd::SavedVariable(out.rstd, false);
-  node->spec = std::move(spec);
-  torch::autograd::set_history(out.y, node);
-  return out.y;
+  const auto forward = [&]() -> std::pair<at::Tensor, variable_list> {
+    NormOutputs out = norm_forward(input, weight, bias, spec, true);
+    return {out.y, {input, value(weight), value(bias), out.mean, out.rstd}};
+  };
+  return with_graph<NormBackwardNode>({input, value(weight), value(bias)}, forward,
+                                      std::move(spec));
 }
 
-// Pre-norm: (h, y) = (x + r, Norm(x + r)).
-struct AddNormPreFunction : torch::autograd::Function<AddNormPreFunction> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& r,
-                               const OptionalTensor& weight, const OptionalTensor& bias,
-                               const NormSpec& spec) {
-    PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, true);
-    ctx->save_for_backward({out.h, value(weight), value(bias), out.mean, out.rstd});
-    save_spec(ctx, spec);
-    return {out.h, out.y};
-  }
+// Pre-norm: (h, y) = (x + r, Norm(x + r)); edges x, r, weight, bias. Saved: weight, bias, mean,
+// rstd, then h (an output).
+struct AddNormPreBackwardNode final : GraphNode {
+  NormSpec spec;
+  explicit AddNormPreBackwardNode(NormSpec norm_spec)
+      : GraphNode("addnorm::AddNormPreBackward"), spec(std::move(norm_spec)) {}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  variable_list backward(const variable_list& grads,
+                         const std::vector<at::Tensor>& saved) override {
     static const auto op =
         handle<decltype(ops::add_norm_pre_backward)>("addnorm::add_norm_pre_backward");
-    const variable_list saved = ctx->get_saved_variables();
-    const NormSpec spec = load_spec(ctx);
-    const auto wanted = grads_wanted(ctx, 2, saved[1].defined(), saved[2].defined());  // x, r
-    auto [dh, dweight, dbias] =
-        op.call(grads[1], optional(grads[0]), saved[0], spec.normalized_shape, optional(saved[1]),
-                optional(saved[2]), spec.eps, norm_name(spec), spec.zero_centered_weight,
-                optional(saved[3]), optional(saved[4]), wanted);
+    const at::Tensor &w = saved[0], &b = saved[1], &mean = saved[2], &rstd = saved[3],
+                     &h = saved[4];
     // dx = dr = dh; each gets its own tensor so that accumulating into one never changes the
     // other.
-    const bool both = ctx->needs_input_grad(0) && ctx->needs_input_grad(1);
-    return {dh, both ? dh.clone() : dh, dweight, dbias, at::Tensor()};
+    const auto to_x_and_r = [&](const at::Tensor& dh) {
+      return std::pair{dh, wanted(0) && wanted(1) ? dh.clone() : dh};
+    };
+    if (!grads[1].defined()) {
+      // Only h's gradient arrived (y unused): dh is dh_next, and the parameters, reached only
+      // through y, get none, as through PyTorch's x + r.
+      const auto [dx, dr] = to_x_and_r(grads[0]);
+      return {dx, dr, at::Tensor(), at::Tensor()};
+    }
+    auto [dh, dweight, dbias] =
+        op.call(grads[1], optional(grads[0]), h, spec.normalized_shape, optional(w), optional(b),
+                spec.eps, norm_name(spec), spec.zero_centered_weight, optional(mean),
+                optional(rstd), {wanted(0) || wanted(1), wanted(2), wanted(3)});
+    const auto [dx, dr] = to_x_and_r(dh);
+    return {dx, dr, dweight, dbias};
   }
 };
 
-// Post-norm: y = Norm(x + Dropout(s)).
-struct AddNormPostFunction : torch::autograd::Function<AddNormPostFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& s,
-                            const OptionalTensor& weight, const OptionalTensor& bias,
-                            const NormSpec& spec, const DropoutSpec& dropout) {
-    NormOutputs out = add_norm_post_forward(x, s, weight, bias, spec, dropout, true);
-    ctx->save_for_backward({x, s, value(weight), value(bias), out.mean, out.rstd});
-    save_spec(ctx, spec);
-    save_dropout(ctx, dropout);
-    return out.y;
+std::pair<at::Tensor, at::Tensor> add_norm_pre_with_graph(const at::Tensor& x, const at::Tensor& r,
+                                                          const OptionalTensor& weight,
+                                                          const OptionalTensor& bias,
+                                                          NormSpec spec) {
+  PreNormOutputs out;
+  {
+    at::AutoGradMode no_grad(false);
+    out = add_norm_pre_forward(x, r, weight, bias, spec, true);
   }
+  auto node =
+      graph_node<AddNormPreBackwardNode>({x, r, value(weight), value(bias)}, std::move(spec));
+  node->save({value(weight), value(bias), out.mean, out.rstd});
+  torch::autograd::set_history(variable_list{out.h, out.y}, node);
+  node->save({out.h}, true);
+  return {out.h, out.y};
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+// Post-norm: y = Norm(x + Dropout(s)); edges x, s, weight, bias. Saved: x, s, weight, bias,
+// mean, rstd.
+struct AddNormPostBackwardNode final : GraphNode {
+  NormSpec spec;
+  DropoutSpec dropout;
+  AddNormPostBackwardNode(NormSpec norm_spec, const DropoutSpec& dropout_spec)
+      : GraphNode("addnorm::AddNormPostBackward"),
+        spec(std::move(norm_spec)),
+        dropout(dropout_spec) {}
+
+  variable_list backward(const variable_list& grads,
+                         const std::vector<at::Tensor>& saved) override {
     static const auto op =
         handle<decltype(ops::add_norm_post_backward)>("addnorm::add_norm_post_backward");
-    const variable_list saved = ctx->get_saved_variables();
-    const NormSpec spec = load_spec(ctx);
-    const DropoutSpec dropout = load_dropout(ctx);
-    const auto parameters = grads_wanted(ctx, 2, saved[2].defined(), saved[3].defined());  // x, s
     auto [dx, ds, dweight, dbias] =
         op.call(grads[0], saved[0], saved[1], spec.normalized_shape, optional(saved[2]),
                 optional(saved[3]), spec.eps, norm_name(spec), spec.zero_centered_weight, dropout.p,
                 dropout.seed, dropout.offset, optional(saved[4]), optional(saved[5]),
-                {ctx->needs_input_grad(0), ctx->needs_input_grad(1), parameters[1], parameters[2]});
-    return {dx, ds, dweight, dbias, at::Tensor(), at::Tensor()};
+                {wanted(0), wanted(1), wanted(2), wanted(3)});
+    return {dx, ds, dweight, dbias};
   }
 };
 
-struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const OptionalTensor& weight, const OptionalTensor& bias,
-                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                            const BatchNormSpec& spec) {
+at::Tensor add_norm_post_with_graph(const at::Tensor& x, const at::Tensor& s,
+                                    const OptionalTensor& weight, const OptionalTensor& bias,
+                                    NormSpec spec, const DropoutSpec& dropout) {
+  const auto forward = [&]() -> std::pair<at::Tensor, variable_list> {
+    NormOutputs out = add_norm_post_forward(x, s, weight, bias, spec, dropout, true);
+    return {out.y, {x, s, value(weight), value(bias), out.mean, out.rstd}};
+  };
+  return with_graph<AddNormPostBackwardNode>({x, s, value(weight), value(bias)}, forward,
+                                             std::move(spec), dropout);
+}
+
+// BatchNorm; edges input, weight, bias. Saved: input, weight, bias, and in inference mode the
+// running statistics the forward used.
+struct BatchNormBackwardNode final : GraphNode {
+  BatchNormSpec spec;
+  explicit BatchNormBackwardNode(const BatchNormSpec& batch_spec)
+      : GraphNode("addnorm::BatchNormBackward"), spec(batch_spec) {}
+
+  variable_list backward(const variable_list& grads,
+                         const std::vector<at::Tensor>& saved) override {
+    static const auto op =
+        handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
+    // A frozen weight in eval mode: no dweight, and the kernel then does not read x.
+    auto [dx, dweight, dbias] =
+        op.call(grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
+                optional(saved[4]), spec.training, spec.eps, {wanted(0), wanted(1), wanted(2)});
+    return {dx, dweight, dbias};
+  }
+};
+
+at::Tensor batch_norm_with_graph(const at::Tensor& input, const OptionalTensor& weight,
+                                 const OptionalTensor& bias, const OptionalTensor& running_mean,
+                                 const OptionalTensor& running_var, const BatchNormSpec& spec) {
+  const auto forward = [&]() -> std::pair<at::Tensor, variable_list> {
     // Inference's backward needs the statistics this forward used; a later training step may
     // change the buffers before it runs, so it keeps a copy.
     at::Tensor mean, var;
@@ -240,60 +310,56 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
       var = value(running_var).clone();
     }
     at::Tensor y = batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
-    ctx->save_for_backward({input, value(weight), value(bias), mean, var});
-    ctx->saved_data["training"] = spec.training;
-    ctx->saved_data["eps"] = spec.eps;
-    return y;
-  }
+    return {y, {input, value(weight), value(bias), mean, var}};
+  };
+  return with_graph<BatchNormBackwardNode>({input, value(weight), value(bias)}, forward, spec);
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto op =
-        handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
-    const variable_list saved = ctx->get_saved_variables();
-    // A frozen weight in eval mode: no dweight, and the kernel then does not read x.
-    auto [dx, dweight, dbias] = op.call(
-        grads[0], saved[0], optional(saved[1]), optional(saved[2]), optional(saved[3]),
-        optional(saved[4]), ctx->saved_data["training"].toBool(), ctx->saved_data["eps"].toDouble(),
-        grads_wanted(ctx, 1, saved[1].defined(), saved[2].defined()));
-    return {dx, dweight, dbias, at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
+// GroupNorm (and InstanceNorm with batch statistics); edges input, weight, bias. Saved: input,
+// weight, bias.
+struct GroupNormBackwardNode final : GraphNode {
+  GroupNormSpec spec;
+  explicit GroupNormBackwardNode(const GroupNormSpec& group_spec)
+      : GraphNode("addnorm::GroupNormBackward"), spec(group_spec) {}
 
-struct GroupNormFunction : torch::autograd::Function<GroupNormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const OptionalTensor& weight, const OptionalTensor& bias,
-                            const GroupNormSpec& spec) {
-    at::Tensor y = group_norm_forward(input, weight, bias, spec, false).y;
-    ctx->save_for_backward({input, value(weight), value(bias)});
-    ctx->saved_data["num_groups"] = spec.num_groups;
-    ctx->saved_data["eps"] = spec.eps;
-    return y;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  variable_list backward(const variable_list& grads,
+                         const std::vector<at::Tensor>& saved) override {
     static const auto op =
         handle<decltype(ops::group_norm_backward)>("addnorm::group_norm_backward");
-    const variable_list saved = ctx->get_saved_variables();
     auto [dx, dweight, dbias] =
-        op.call(grads[0], saved[0], ctx->saved_data["num_groups"].toInt(), optional(saved[1]),
-                optional(saved[2]), ctx->saved_data["eps"].toDouble());
-    return {dx, dweight, dbias, at::Tensor()};
+        op.call(grads[0], saved[0], spec.num_groups, optional(saved[1]), optional(saved[2]),
+                spec.eps, {wanted(0), wanted(1), wanted(2)});
+    return {dx, dweight, dbias};
   }
 };
 
-struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const DropoutSpec& spec) {
-    save_dropout(ctx, spec);
-    return dropout_forward(input, spec);
-  }
+at::Tensor group_norm_with_graph(const at::Tensor& input, const OptionalTensor& weight,
+                                 const OptionalTensor& bias, const GroupNormSpec& spec) {
+  const auto forward = [&]() -> std::pair<at::Tensor, variable_list> {
+    return {group_norm_forward(input, weight, bias, spec, false).y,
+            {input, value(weight), value(bias)}};
+  };
+  return with_graph<GroupNormBackwardNode>({input, value(weight), value(bias)}, forward, spec);
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+// Dropout: linear with a fixed mask, so its backward is dropout itself; edge input.
+struct DropoutBackwardNode final : GraphNode {
+  DropoutSpec spec;
+  explicit DropoutBackwardNode(const DropoutSpec& dropout_spec)
+      : GraphNode("addnorm::DropoutBackward"), spec(dropout_spec) {}
+
+  variable_list backward(const variable_list& grads, const std::vector<at::Tensor>&) override {
     static const auto op = handle<decltype(ops::dropout)>("addnorm::dropout");
-    const DropoutSpec spec = load_dropout(ctx);
-    return {op.call(grads[0], spec.p, spec.seed, spec.offset), at::Tensor()};
+    return {op.call(grads[0], spec.p, spec.seed, spec.offset)};
   }
 };
+
+at::Tensor dropout_with_graph(const at::Tensor& input, const DropoutSpec& spec) {
+  const auto forward = [&]() -> std::pair<at::Tensor, variable_list> {
+    return {dropout_forward(input, spec), {}};
+  };
+  return with_graph<DropoutBackwardNode>({input}, forward, spec);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Autograd kernels: without a graph to record (no_grad, or no input requiring a gradient) the
@@ -332,8 +398,8 @@ ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
     PreNormOutputs out = add_norm_pre_forward(x, r, weight, bias, spec, false);
     return {out.h, out.y};
   }
-  variable_list out = AddNormPreFunction::apply(x, r, weight, bias, spec);
-  return {out[0], out[1]};
+  auto [h, y] = add_norm_pre_with_graph(x, r, weight, bias, spec);
+  return {h, y};
 }
 
 at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
@@ -351,7 +417,7 @@ at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
   if (!records_graph(x, s, weight, bias)) {
     return add_norm_post_forward(x, s, weight, bias, spec, dropout, false).y;
   }
-  return AddNormPostFunction::apply(x, s, weight, bias, spec, dropout);
+  return add_norm_post_with_graph(x, s, weight, bias, spec, dropout);
 }
 
 at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& weight,
@@ -367,7 +433,7 @@ at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& we
   if (!records_graph(input, weight, bias)) {
     return batch_norm_forward(input, weight, bias, running_mean, running_var, spec);
   }
-  return BatchNormFunction::apply(input, weight, bias, running_mean, running_var, spec);
+  return batch_norm_with_graph(input, weight, bias, running_mean, running_var, spec);
 }
 
 at::Tensor group_norm_autograd(const at::Tensor& input, int64_t num_groups,
@@ -380,14 +446,14 @@ at::Tensor group_norm_autograd(const at::Tensor& input, int64_t num_groups,
   if (!records_graph(input, weight, bias)) {
     return group_norm_forward(input, weight, bias, spec, false).y;
   }
-  return GroupNormFunction::apply(input, weight, bias, spec);
+  return group_norm_with_graph(input, weight, bias, spec);
 }
 
 at::Tensor dropout_autograd(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
   const DropoutSpec spec{p, seed, offset};
   if (composite::needed({input})) return composite::dropout(input, spec);
   if (!records_graph(input)) return dropout_forward(input, spec);
-  return DropoutFunction::apply(input, spec);
+  return dropout_with_graph(input, spec);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,13 +563,15 @@ ops::Grads3 batch_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
 
 ops::Grads3 group_norm_backward_autograd(const at::Tensor& grad_y, const at::Tensor& input,
                                          int64_t num_groups, const OptionalTensor& weight,
-                                         const OptionalTensor& bias, double eps) {
+                                         const OptionalTensor& bias, double eps,
+                                         std::array<bool, 3> output_mask) {
   if (differentiable_result(grad_y, input, value(weight), value(bias))) {
     auto g = composite::group_norm_backward(grad_y, input, num_groups, weight, bias, eps);
-    return {g[0], g[1], g[2]};
+    return {masked(g[0], output_mask[0]), masked(g[1], output_mask[1]),
+            masked(g[2], output_mask[2])};
   }
-  return below_autograd<decltype(ops::group_norm_backward)>("addnorm::group_norm_backward", grad_y,
-                                                            input, num_groups, weight, bias, eps);
+  return below_autograd<decltype(ops::group_norm_backward)>(
+      "addnorm::group_norm_backward", grad_y, input, num_groups, weight, bias, eps, output_mask);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -742,12 +742,12 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
 
 NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
-                              const GroupNormSpec& spec) {
+                              const GroupNormSpec& spec, ParameterGrads wanted) {
   check_group_norm(input, weight, bias, spec);
   check_like("grad_y", grad_y, input);
   const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
   const NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
-  NormGrads grads = allocate_grads(x, t);
+  NormGrads grads = allocate_grads(x, t, wanted);
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {

@@ -136,7 +136,7 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
                                bool save_stats);
 NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const OptionalTensor& weight, const OptionalTensor& bias,
-                              const GroupNormSpec& spec);
+                              const GroupNormSpec& spec, ParameterGrads wanted = {});
 
 // Dropout with addnorm's counter-based mask; linear, so its backward is itself.
 at::Tensor dropout_forward(const at::Tensor& input, const DropoutSpec& spec);

@@ -67,7 +67,8 @@ Grads3 batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
 at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const OptionalTensor& weight,
                       const OptionalTensor& bias, double eps);
 Grads3 group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input, int64_t num_groups,
-                           const OptionalTensor& weight, const OptionalTensor& bias, double eps);
+                           const OptionalTensor& weight, const OptionalTensor& bias, double eps,
+                           std::array<bool, 3> output_mask);
 
 at::Tensor dropout(const at::Tensor& input, double p, int64_t seed, int64_t offset);
 

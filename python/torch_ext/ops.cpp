@@ -127,9 +127,11 @@ at::Tensor group_norm(const at::Tensor& input, int64_t num_groups, const Optiona
 }
 
 Grads3 group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input, int64_t num_groups,
-                           const OptionalTensor& weight, const OptionalTensor& bias, double eps) {
-  NormGrads grads = torch_ops::group_norm_backward(grad_y, input, weight, bias, {num_groups, eps});
-  return {grads.dx, grads.dweight, grads.dbias};
+                           const OptionalTensor& weight, const OptionalTensor& bias, double eps,
+                           std::array<bool, 3> output_mask) {
+  NormGrads grads = torch_ops::group_norm_backward(grad_y, input, weight, bias, {num_groups, eps},
+                                                   {output_mask[1], output_mask[2]});
+  return {masked(grads.dx, output_mask[0]), grads.dweight, grads.dbias};
 }
 
 at::Tensor dropout(const at::Tensor& input, double p, int64_t seed, int64_t offset) {
@@ -186,7 +188,8 @@ TORCH_LIBRARY(addnorm, m) {
       "float eps=1e-05) -> Tensor");
   m.def(
       "group_norm_backward(Tensor grad_y, Tensor input, int num_groups, Tensor? weight, "
-      "Tensor? bias, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
+      "Tensor? bias, float eps=1e-05, bool[3] output_mask=[True, True, True]) "
+      "-> (Tensor, Tensor, Tensor)");
   m.def("dropout(Tensor input, float p, int seed, int offset=0) -> Tensor");
 }
 

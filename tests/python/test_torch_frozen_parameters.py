@@ -186,14 +186,23 @@ def test_batch_norm_with_frozen_parts_gives_torchs_gradients(frozen, training):
     x = torch.randn(6, 5, 7, generator=g, dtype=torch.float64) * 3 + 1
     dy = torch.randn(6, 5, 7, generator=g, dtype=torch.float64)
     modules = [an.BatchNorm1d(5, dtype=torch.float64), torch.nn.BatchNorm1d(5, dtype=torch.float64)]
-    inputs = []
     for module in modules:
         with torch.no_grad():
-            module.weight.copy_(torch.linspace(0.5, 1.5, 5))
-            module.bias.copy_(torch.linspace(-1, 1, 5))
             module.running_mean.copy_(torch.linspace(-0.5, 0.5, 5))
             module.running_var.copy_(torch.linspace(0.5, 2, 5))
         module.train(training)
+    assert_frozen_modules_agree(modules, x, dy, frozen)
+
+
+def assert_frozen_modules_agree(modules, x, dy, frozen):
+    """Runs addnorm's and torch's module (in that order, of the same kind and settings) on x with
+    the named parts frozen and dy upstream: the same gradients, and none for a frozen part."""
+    inputs = []
+    for module in modules:
+        channels = module.weight.shape[0]
+        with torch.no_grad():
+            module.weight.copy_(torch.linspace(0.5, 1.5, channels))
+            module.bias.copy_(torch.linspace(-1, 1, channels))
         for name, parameter in module.named_parameters():
             parameter.requires_grad_(name not in frozen)
         inputs.append(x.clone().requires_grad_("input" not in frozen))
@@ -290,6 +299,44 @@ def test_batch_norm_asks_for_what_the_graph_needs(trainable, present):
     with spy:
         y.sum().backward()
     assert spy.masks["batch_norm_backward"] == [n in trainable and n in ("x",) + present
+                                                for n in ("x", "weight", "bias")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask", MASKS3)
+def test_group_norm_backward_output_mask(mask, dtype):
+    g = torch.Generator().manual_seed(9)
+    x = (torch.randn(3, 6, 5, generator=g, dtype=torch.float64) * 2 + 1).to(dtype)
+    dy = torch.randn(3, 6, 5, generator=g, dtype=torch.float64).to(dtype)
+    weight, bias = torch.rand(6, dtype=dtype) + 0.5, torch.randn(6, dtype=dtype)
+    full = OPS.group_norm_backward(dy, x, 3, weight, bias, 1e-5)
+    part = OPS.group_norm_backward(dy, x, 3, weight, bias, 1e-5, output_mask=mask)
+    for wanted, got, expected in zip(mask, part, full):
+        assert torch.equal(got, expected) if wanted else got is None
+
+
+@pytest.mark.parametrize("module", ["GroupNorm", "InstanceNorm1d"])
+@pytest.mark.parametrize("frozen", [("weight",), ("bias",), ("weight", "bias"), ("input",)])
+def test_group_norm_with_frozen_parts_gives_torchs_gradients(frozen, module):
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(4, 6, 7, generator=g, dtype=torch.float64) * 3 + 1
+    dy = torch.randn(4, 6, 7, generator=g, dtype=torch.float64)
+    make = {"GroupNorm": lambda nn: nn.GroupNorm(3, 6, dtype=torch.float64),
+            "InstanceNorm1d": lambda nn: nn.InstanceNorm1d(6, affine=True, dtype=torch.float64)}
+    assert_frozen_modules_agree([make[module](an), make[module](torch.nn)], x, dy, frozen)
+
+
+@pytest.mark.parametrize("present", [("weight", "bias"), ("bias",), ("weight",), ()])
+@pytest.mark.parametrize("trainable", [("x",), ("weight",), ("x", "bias"), ("bias",)])
+def test_group_norm_asks_for_what_the_graph_needs(trainable, present):
+    t = leaves(("x",) + present, trainable)
+    spy = MaskSpy()
+    y = an.group_norm(t["x"], 4, t["weight"], t["bias"])
+    if not y.requires_grad:  # the one trainable tensor is absent
+        return
+    with spy:
+        y.sum().backward()
+    assert spy.masks["group_norm_backward"] == [n in trainable and n in ("x",) + present
                                                 for n in ("x", "weight", "bias")]
 
 

@@ -2,6 +2,8 @@
 reference computed by PyTorch with a bfloat16/float16 tolerance, gradcheck in float64, CPU
 autocast, and bad arguments named in the error. Higher-order and forward-mode derivatives and
 functorch: test_torch_higher_order.py."""
+import weakref
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -215,14 +217,65 @@ def test_autocast_takes_float32_parameters_beside_bfloat16_activations():
     assert torch.isfinite(norm.weight.grad).all() and norm.weight.grad.abs().sum() > 0
 
 
-# LayerNorm and RMSNorm record their own graph node (python/torch_ext/autograd.cpp); these hold
-# it to what PyTorch's LayerNorm node does with the same misuse.
+# Each op records its own graph node (python/torch_ext/autograd.cpp); these hold the nodes to
+# what PyTorch's do with the same misuse. Each pair: our op and torch's, on x (5, D), weight and
+# bias (D,).
 GRAPH_NORMS = {
     "layer_norm": (lambda x, w, b: ops.layer_norm(x, [D], w, b, 1e-5),
                    lambda x, w, b: F.layer_norm(x, (D,), w, b, 1e-5)),
     "rms_norm": (lambda x, w, b: ops.rms_norm(x, [D], w, 1e-5, False),
                  lambda x, w, b: rms_norm_composition(x, w, 1e-5)),
+    "add_norm_post": (lambda x, w, b: ops.add_norm_post(x, x.cos(), [D], w, b, 1e-5),
+                      lambda x, w, b: F.layer_norm(x + x.cos(), (D,), w, b, 1e-5)),
+    "batch_norm": (lambda x, w, b: ops.batch_norm(x, w, b, None, None, True, 0.1, 1e-5),
+                   lambda x, w, b: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5)),
+    "group_norm": (lambda x, w, b: ops.group_norm(x, 4, w, b, 1e-5),
+                   lambda x, w, b: F.group_norm(x, 4, w, b, 1e-5)),
 }
+
+# The name a tensor's repr gives its grad_fn, as PyTorch's own read `grad_fn=<NativeLayerNorm
+# Backward0>`: each op's node, named for the op.
+GRAPH_NODE_NAMES = {
+    "LayerNormBackward": lambda x, w, b: ops.layer_norm(x, [D], w, b, 1e-5),
+    "RmsNormBackward": lambda x, w, b: ops.rms_norm(x, [D], w, 1e-5, False),
+    "AddNormPreBackward": lambda x, w, b: ops.add_norm_pre(x, x.cos(), [D], w, b, 1e-5)[1],
+    "AddNormPostBackward": lambda x, w, b: ops.add_norm_post(x, x.cos(), [D], w, b, 1e-5),
+    "BatchNormBackward": lambda x, w, b: ops.batch_norm(x, w, b, None, None, True, 0.1, 1e-5),
+    "GroupNormBackward": lambda x, w, b: ops.group_norm(x, 4, w, b, 1e-5),
+    "DropoutBackward": lambda x, w, b: ops.dropout(x, 0.3, 11, 0),
+}
+
+
+@pytest.mark.parametrize("name", GRAPH_NODE_NAMES)
+def test_a_tensor_shows_its_nodes_name_as_pytorchs_do(name):
+    y = GRAPH_NODE_NAMES[name](*graph_inputs())
+    assert y.grad_fn.name() == "addnorm::" + name
+    assert repr(y).endswith(f"grad_fn=<{name}>)")
+    theirs = F.layer_norm(graph_inputs()[0], (D,))
+    assert repr(theirs).endswith("grad_fn=<NativeLayerNormBackward0>)")  # the form followed
+
+
+def test_the_pre_norms_node_does_not_keep_its_own_output_alive():
+    # The node saves h, its own output; saved as such, h is freed with the graph (a node that
+    # held h would hold itself: a cycle no garbage collector sees, since it is in C++).
+    x, w, b = graph_inputs()
+    h, y = ops.add_norm_pre(x, x.cos(), [D], w, b, 1e-5)
+    h_ref = weakref.ref(h)
+    del h, y  # no backward, which would release what the node saved
+    assert h_ref() is None
+
+
+def test_the_pre_norm_gives_h_alone_its_gradient_as_pytorch_does():
+    # Only h used: y's gradient never arrives, and the norm's part is zero.
+    x, w, b = graph_inputs()
+    r = torch.randn(5, D, requires_grad=True)
+    h, _ = ops.add_norm_pre(x, r, [D], w, b, 1e-5)
+    upstream = torch.randn(5, D)
+    dx, dr, dw, db = torch.autograd.grad(h, [x, r, w, b], upstream, allow_unused=True)
+    torch.testing.assert_close(dx, upstream, rtol=0, atol=0)
+    torch.testing.assert_close(dr, upstream, rtol=0, atol=0)
+    assert dx.data_ptr() != dr.data_ptr()
+    assert dw is None and db is None  # as for torch's x + r, which never reaches the norm
 
 
 def graph_inputs():
