@@ -34,12 +34,26 @@ std::vector<NormCase> build_table() {
   // x + s in float32 without storing it; at p = 0 that h is x + s rounded once, which the tests
   // reproduce, so post-norm takes every kind there (with dropout its bound is stated for
   // ordinary rows, docs/numerics.md).
-  for (RowKind kind :
-       {RowKind::large_mean, RowKind::constant, RowKind::tiny, RowKind::huge, RowKind::nan_row}) {
+  for (RowKind kind : {RowKind::large_mean, RowKind::one_outlier, RowKind::constant, RowKind::tiny,
+                       RowKind::huge, RowKind::nan_row}) {
     for (Fusion fusion : kFusions) {
       for (NormKind norm : kNorms) {
         for (int64_t dim : {1, 9, 64, 257}) {
           all.push_back({.fusion = fusion, .norm = norm, .rows = 3, .dim = dim, .row_kind = kind});
+        }
+        // Rows long enough, and of a length not a power of 2, for the mean's rounding to show.
+        // Without beta too, whose size would otherwise set the bound of outputs near 0.
+        if (kind == RowKind::one_outlier || kind == RowKind::large_mean) {
+          for (int64_t dim : {1023, 5000}) {
+            for (bool affine : {true, false}) {
+              all.push_back({.fusion = fusion,
+                             .norm = norm,
+                             .rows = 3,
+                             .dim = dim,
+                             .row_kind = kind,
+                             .affine = affine});
+            }
+          }
         }
       }
     }
@@ -144,13 +158,18 @@ std::vector<NormCase> build_table() {
   }
   // The contents that stress the numerics (a NaN: in the second sample), BatchNorm in both
   // layouts.
-  for (RowKind kind :
-       {RowKind::large_mean, RowKind::constant, RowKind::tiny, RowKind::huge, RowKind::nan_row}) {
-    for (int64_t dim : {1, 40}) {
+  for (RowKind kind : {RowKind::large_mean, RowKind::one_outlier, RowKind::constant, RowKind::tiny,
+                       RowKind::huge, RowKind::nan_row}) {
+    for (int64_t dim : {1, 40, 1023}) {
+      if (dim == 1023 && kind != RowKind::one_outlier) continue;  // where the mean's rounding shows
       for (NormCase c :
            {group_case(dim, 6, 3), batch_case(dim, 5, false), batch_case(dim, 5, true)}) {
         c.row_kind = kind;
         all.push_back(c);
+        if (kind == RowKind::one_outlier) {
+          c.affine = false;
+          all.push_back(c);
+        }
       }
       // The same contents stored in bfloat16 (float32's range; tiny rows take the float64-lanes
       // normalising pass), BatchNorm in both layouts.
@@ -209,6 +228,12 @@ std::vector<float> case_rows(const NormCase& c, uint32_t seed) {
     case RowKind::large_mean:
       for (float& v : x) v = 1e6f + v * 1e-1f;
       break;
+    case RowKind::one_outlier:
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] =
+            i % static_cast<size_t>(c.dim) == static_cast<size_t>(c.dim / 2) ? 1e7f + 1.0f : 1e7f;
+      }
+      break;
     case RowKind::constant:
       for (float& v : x) v = 42.5f;
       break;
@@ -258,6 +283,8 @@ std::string row_kind_name(RowKind kind) {
       return "ordinary";
     case RowKind::large_mean:
       return "large_mean";
+    case RowKind::one_outlier:
+      return "one_outlier";
     case RowKind::constant:
       return "constant";
     case RowKind::tiny:

@@ -30,10 +30,15 @@ enum class Fusion { none, pre_norm, post_norm };
 enum class RowKind {
   ordinary,    // U(-2, 3)
   large_mean,  // 1e6 + U(-0.2, 0.3): the mean is 1e7 times the spread
-  constant,    // every element 42.5: variance 0, eps alone
-  tiny,        // U(-2, 3) * 1e-40: float32 denormals
-  huge,        // U(-2, 3) * 1e38: squares overflow float32
-  nan_row,     // ordinary, one NaN in the second row
+  // 1e7 everywhere but the middle element of each run of `dim` (a row; GroupNorm's and
+  // BatchNorm's (sample, channel) positions), one ulp above: the mean is 1e7 + k/n for k outliers
+  // among n elements, so centred values of 1/n are 2^-30 of the mean at n = 1023, finer than a
+  // float64 mean holds (its rounding alone would be n/64 float32 ulp of them).
+  one_outlier,
+  constant,  // every element 42.5: variance 0, eps alone
+  tiny,      // U(-2, 3) * 1e-40: float32 denormals
+  huge,      // U(-2, 3) * 1e38: squares overflow float32
+  nan_row,   // ordinary, one NaN in the second row
 };
 
 struct NormCase {

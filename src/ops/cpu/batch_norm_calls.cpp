@@ -26,12 +26,14 @@ void batch_norm_forward(const BatchNormForward& args) {
   const int64_t channels = args.shape.channels;
   Scratch scratch;
   double* mean = scratch.take<double>(channels);
+  double* mean_lo = nullptr;  // the running mean, a float, is exact as it is
   double* rstd = scratch.take<double>(channels);
   // The spread that decides whether a channel fits float32 lanes: the batch's variance in
   // training, the running variance (the spread x is assumed to have) in inference.
   double* variance = scratch.take<double>(channels);
   if (args.training) {
-    batch_statistics(args.x, args.storage, args.shape, mean, variance);
+    mean_lo = scratch.take<double>(channels);
+    batch_statistics(args.x, args.storage, args.shape, mean, mean_lo, variance);
     for (int64_t c = 0; c < channels; ++c) {
       rstd[c] = rstd_of(variance[c], double(args.eps));
       if (args.running_mean) {
@@ -48,8 +50,8 @@ void batch_norm_forward(const BatchNormForward& args) {
     running_constants(args.running_mean, args.running_var, args.eps, channels, mean, rstd);
     for (int64_t c = 0; c < channels; ++c) variance[c] = args.running_var[c];
   }
-  batch_normalise(args.x, args.storage, mean, rstd, variance, args.gamma, args.beta, args.y,
-                  args.shape);
+  batch_normalise(args.x, args.storage, mean, mean_lo, rstd, variance, args.gamma, args.beta,
+                  args.y, args.shape);
 }
 
 void batch_norm_backward(const BatchNormBackward& args) {

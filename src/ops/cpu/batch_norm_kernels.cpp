@@ -61,6 +61,7 @@ struct NormaliseTables {
   const float* gamma;
   const float* beta;
   const double* centre;
+  const double* centre_low;  // the mean's low part (RowMoments, norm_numerics.hpp)
   const double* scale;
   const uint8_t* wide;
   bool any_wide;
@@ -70,6 +71,7 @@ struct NormaliseTables {
 //   dx = scale * ((dy - mean_dy) - x_hat * mean_dy_xhat),  x_hat = (x - mean) * rstd.
 struct BackwardTables {
   const double* mean;
+  const double* mean_lo;  // the mean's low part (RowMoments, norm_numerics.hpp)
   const double* rstd;
   const double* scale;  // gamma * rstd
   const double* mean_dy;
@@ -328,7 +330,8 @@ HWY_INLINE float normalise_scalar(float x, const NormaliseTables& t, int64_t c) 
 
 // The float64-lanes form, for channels with rstd >= 2^64: x_hat = float((x - centre) * scale).
 HWY_INLINE float normalise_wide_scalar(float x, const NormaliseTables& t, int64_t c) {
-  const auto x_hat = static_cast<float>((static_cast<double>(x) - t.centre[c]) * t.scale[c]);
+  const auto x_hat =
+      static_cast<float>(((static_cast<double>(x) - t.centre[c]) - t.centre_low[c]) * t.scale[c]);
   return mul_add(x_hat, t.gamma[c], t.beta[c]);
 }
 
@@ -420,7 +423,8 @@ void normalise_across_channels_wide(const Stored<S>* x, Stored<S>* y, int64_t ch
   int64_t c = 0;
   for (; c + n <= channels; c += n) {
     const auto centred =
-        hn::Sub(hn::PromoteTo(dd, load<S>(df, x + c)), hn::LoadU(dd, t.centre + c));
+        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + c)), hn::LoadU(dd, t.centre + c)),
+                hn::LoadU(dd, t.centre_low + c));
     const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, hn::LoadU(dd, t.scale + c)));
     store<S>(df, hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)), y + c);
   }
@@ -453,10 +457,12 @@ void normalise_along_length_wide(const Stored<S>* x, Stored<S>* y, int64_t lengt
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto centre = hn::Set(dd, t.centre[c]), scale = hn::Set(dd, t.scale[c]);
+  const auto centre_low = hn::Set(dd, t.centre_low[c]);
   const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
-    const auto centred = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), centre);
+    const auto centred =
+        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), centre), centre_low);
     const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
     store<S>(df, hn::MulAdd(x_hat, gamma, beta), y + i);
   }
@@ -622,13 +628,13 @@ void backward_training_sums_as(const Stored<S>* dy, const Stored<S>* x, const Ba
 
 // Pass 2's formula, the same operations in float64 lanes or scalars.
 template <class V>
-V training_dx(V dy, V x, V mean, V rstd, V scale, V mean_dy, V mean_dy_xhat) {
-  const V x_hat = hn::Mul(hn::Sub(x, mean), rstd);
+V training_dx(V dy, V x, V mean, V mean_lo, V rstd, V scale, V mean_dy, V mean_dy_xhat) {
+  const V x_hat = hn::Mul(hn::Sub(hn::Sub(x, mean), mean_lo), rstd);
   return hn::Mul(scale, hn::Sub(hn::Sub(dy, mean_dy), hn::Mul(x_hat, mean_dy_xhat)));
 }
 
 HWY_INLINE float training_dx_scalar(float dy, float x, const BackwardTables& t, int64_t c) {
-  const double x_hat = (static_cast<double>(x) - t.mean[c]) * t.rstd[c];
+  const double x_hat = ((static_cast<double>(x) - t.mean[c]) - t.mean_lo[c]) * t.rstd[c];
   return static_cast<float>(t.scale[c] *
                             ((static_cast<double>(dy) - t.mean_dy[c]) - x_hat * t.mean_dy_xhat[c]));
 }
@@ -648,6 +654,7 @@ void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored
   int64_t c = 0;
   for (; c + n <= channels; c += n) {
     const auto mean = hn::LoadU(dd, t.mean + c), rstd = hn::LoadU(dd, t.rstd + c);
+    const auto mean_lo = hn::LoadU(dd, t.mean_lo + c);
     const auto scale = hn::LoadU(dd, t.scale + c), mean_dy = hn::LoadU(dd, t.mean_dy + c);
     const auto mean_dy_xhat = hn::LoadU(dd, t.mean_dy_xhat + c);
     for (int r = 0; r < kRows; ++r) {
@@ -656,7 +663,7 @@ void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored
       hwy::Prefetch(dy + at + kPrefetchFloats);
       const auto grad =
           training_dx(hn::PromoteTo(dd, widened<S>(dy + at)), hn::PromoteTo(dd, widened<S>(x + at)),
-                      mean, rstd, scale, mean_dy, mean_dy_xhat);
+                      mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat);
       store_output<S>(hn::DemoteTo(df, grad), df, dx + at, stream);
     }
   }
@@ -676,13 +683,14 @@ void training_dx_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>
   const HalfFloatTag df;
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto mean = hn::Set(dd, t.mean[c]), rstd = hn::Set(dd, t.rstd[c]);
+  const auto mean_lo = hn::Set(dd, t.mean_lo[c]);
   const auto scale = hn::Set(dd, t.scale[c]), mean_dy = hn::Set(dd, t.mean_dy[c]);
   const auto mean_dy_xhat = hn::Set(dd, t.mean_dy_xhat[c]);
   int64_t i = 0;
   for (; i + n <= length; i += n) {
     const auto grad =
         training_dx(hn::PromoteTo(dd, load<S>(df, dy + i)), hn::PromoteTo(dd, load<S>(df, x + i)),
-                    mean, rstd, scale, mean_dy, mean_dy_xhat);
+                    mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat);
     store<S>(df, hn::DemoteTo(df, grad), dx + i);
   }
   for (; i < length; ++i) {
@@ -1003,9 +1011,9 @@ void for_each_chunk_group(const BatchShape& shape, int64_t chunks, ChannelPartia
 // a non-finite mean or a NaN rstd gets a NaN centre (its outputs become NaN), and an infinite
 // rstd from a zero-variance channel with eps = 0 becomes 0 (its centred values are all exactly
 // 0, and so is x_hat).
-NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const double* rstd,
-                                    const double* variance, const float* gamma, const float* beta,
-                                    int64_t channels) {
+NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const double* mean_lo,
+                                    const double* rstd, const double* variance, const float* gamma,
+                                    const float* beta, int64_t channels) {
   const int64_t extended = channels + kTablePadding;
   float* centre_hi = scratch.take<float>(extended);
   float* centre_lo = scratch.take<float>(extended);
@@ -1014,6 +1022,7 @@ NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const 
   float* gammas = scratch.take<float>(extended);
   float* betas = scratch.take<float>(extended);
   double* centres = scratch.take<double>(channels);
+  double* centres_low = scratch.take<double>(channels);
   double* scales = scratch.take<double>(channels);
   uint8_t* wide = scratch.take<uint8_t>(channels);
   bool any_wide = false;
@@ -1022,11 +1031,12 @@ NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const 
     const double centre = finite ? mean[c] : std::numeric_limits<double>::quiet_NaN();
     const double scale = xhat_scale(rstd[c]);
     centres[c] = centre;
+    centres_low[c] = finite && mean_lo ? mean_lo[c] : 0.0;
     scales[c] = scale;
     wide[c] = finite && !forward_fits_float32(centre, variance[c], rstd[c]) ? 1 : 0;
     // The split of a wide channel is unused (and rstd might not fit in a float32).
     const bool split = finite && !wide[c];
-    const HiLo centre_split = cpu::split(centre), scale_split = cpu::split(scale);
+    const HiLo centre_split = cpu::split(centre, centres_low[c]), scale_split = cpu::split(scale);
     centre_hi[c] = split ? centre_split.hi : std::numeric_limits<float>::quiet_NaN();
     centre_lo[c] = split ? centre_split.lo : 0.0f;
     rstd_hi[c] = split ? scale_split.hi : 0.0f;
@@ -1040,13 +1050,14 @@ NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const 
       table[c] = table[c % channels];
     }
   }
-  return {centre_hi, centre_lo, rstd_hi, rstd_lo, gammas, betas, centres, scales, wide, any_wide};
+  return {centre_hi, centre_lo,   rstd_hi, rstd_lo, gammas,  betas,
+          centres,   centres_low, scales,  wide,    any_wide};
 }
 
 }  // namespace
 
 void batch_statistics(const void* x, DType storage, const BatchShape& shape, double* mean,
-                      double* variance) {
+                      double* mean_lo, double* variance) {
   Scratch scratch;
   const int64_t chunks = reduction_chunks(shape.batch);
   const double* shifts = channel_shifts(scratch, x, storage, shape);
@@ -1063,16 +1074,17 @@ void batch_statistics(const void* x, DType storage, const BatchShape& shape, dou
     const double mean_shifted = sums[c] / count;
     const double spread = squares[c] / count - mean_shifted * mean_shifted;
     mean[c] = shifts[c] + mean_shifted;
+    mean_lo[c] = two_sum_low(shifts[c], mean_shifted, mean[c]);
     variance[c] = spread < 0 ? 0.0 : spread;  // NaN stays NaN
   }
 }
 
-void batch_normalise(const void* x, DType storage, const double* mean, const double* rstd,
-                     const double* variance, const float* gamma, const float* beta, void* y,
-                     const BatchShape& shape) {
+void batch_normalise(const void* x, DType storage, const double* mean, const double* mean_lo,
+                     const double* rstd, const double* variance, const float* gamma,
+                     const float* beta, void* y, const BatchShape& shape) {
   Scratch scratch;
   const NormaliseTables tables =
-      normalise_constants(scratch, mean, rstd, variance, gamma, beta, shape.channels);
+      normalise_constants(scratch, mean, mean_lo, rstd, variance, gamma, beta, shape.channels);
   const int64_t sample_size = shape.channels * shape.length;
   const bool stream = storage == DType::float32 && streams_output(tensor_bytes(shape, storage));
   parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
@@ -1095,6 +1107,7 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
   const int64_t channels = shape.channels;
   const double count = static_cast<double>(shape.batch * shape.length);
   double* mean = scratch.take<double>(channels);
+  double* mean_lo = scratch.take<double>(channels);
   double* rstd = scratch.take<double>(channels);
   double* scale = scratch.take<double>(channels);
   double* mean_dy = scratch.take<double>(channels);
@@ -1115,6 +1128,7 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
     const double channel_rstd = rstd_of(variance < 0 ? 0.0 : variance, eps);
     const double total_dy_xhat = channel_rstd * (sum_dy_d[c] - mean_shifted * total_dy);
     mean[c] = shifts[c] + mean_shifted;
+    mean_lo[c] = two_sum_low(shifts[c], mean_shifted, mean[c]);
     rstd[c] = channel_rstd;
     scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * channel_rstd;
     mean_dy[c] = total_dy / count;
@@ -1123,7 +1137,7 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
     if (dbeta) dbeta[c] = static_cast<float>(total_dy);
   }
   // Pass 2: dx. Each element is read before it is written, so dx may be dy or x.
-  const BackwardTables tables{mean, rstd, scale, mean_dy, mean_dy_xhat};
+  const BackwardTables tables{mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat};
   const int64_t sample_size = shape.channels * shape.length;
   const bool stream = storage == DType::float32 && shape.length == 1 && channels % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(dx) % 64 == 0 &&

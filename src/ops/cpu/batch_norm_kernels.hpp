@@ -26,17 +26,17 @@ struct BatchShape {
 // the passes over (N, C) do not form.
 
 // Per-channel float64 statistics of a training batch (population variance), written to
-// mean[C] and variance[C].
+// mean[C], mean_lo[C] (the mean's low part: RowMoments, norm_numerics.hpp) and variance[C].
 void batch_statistics(const void* x, DType storage, const BatchShape& shape, double* mean,
-                      double* variance);
+                      double* mean_lo, double* variance);
 
-// y = float((x - mean_c) * rstd_c) * gamma_c + beta_c (gamma, beta nullable); a channel whose
-// mean or rstd is not finite becomes NaN. y may be x. variance_c is the channel's spread (the
-// batch's variance, or the running variance in inference): a channel below
+// y = float((x - (mean_c + mean_lo_c)) * rstd_c) * gamma_c + beta_c (mean_lo, gamma, beta
+// nullable); a channel whose mean or rstd is not finite becomes NaN. y may be x. variance_c is the
+// channel's spread (the batch's variance, or the running variance in inference): a channel below
 // kFloat32LanesMinVariance (norm_numerics.hpp) is normalised in float64 lanes.
-void batch_normalise(const void* x, DType storage, const double* mean, const double* rstd,
-                     const double* variance, const float* gamma, const float* beta, void* y,
-                     const BatchShape& shape);
+void batch_normalise(const void* x, DType storage, const double* mean, const double* mean_lo,
+                     const double* rstd, const double* variance, const float* gamma,
+                     const float* beta, void* y, const BatchShape& shape);
 
 // Training-mode backward (statistics recomputed from x) and inference-mode backward (running
 // statistics as constants). dx may be dy or x; dgamma, dbeta nullable (the inference backward

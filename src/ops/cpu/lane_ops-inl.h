@@ -176,22 +176,30 @@ constexpr int64_t kOneBlockMaxDim =
     2 * kFloat32BlockAdditions * static_cast<int64_t>(hn::MaxLanes(FloatTag()));
 
 // moments_from and 1 / sqrt(variance + eps) (norm_numerics.hpp) for a group of rows, one per
-// lane: the same operations, each rounded as the scalar ones.
+// lane: the same operations, each rounded as the scalar ones (the mean's low part too).
 struct MomentLanes {
   hn::Vec<DoubleTag> mean;
   hn::Vec<DoubleTag> variance;
+  hn::Vec<DoubleTag> mean_lo;
 };
+// two_sum_low (norm_numerics.hpp) a lane each.
+inline hn::Vec<DoubleTag> two_sum_low_lanes(hn::Vec<DoubleTag> a, hn::Vec<DoubleTag> b,
+                                            hn::Vec<DoubleTag> s) {
+  const auto b_part = hn::Sub(s, a);
+  return hn::Add(hn::Sub(a, hn::Sub(s, b_part)), hn::Sub(b, b_part));
+}
 inline MomentLanes moments_lanes(hn::Vec<DoubleTag> sum, hn::Vec<DoubleTag> squares,
                                  hn::Vec<DoubleTag> shift, int64_t dim, bool centre) {
   const DoubleTag dd;
   const auto count = hn::Set(dd, static_cast<double>(dim));
   const auto zero = hn::Zero(dd);
   const auto mean_square = hn::Div(squares, count);
-  if (!centre) return {zero, mean_square};
+  if (!centre) return {zero, mean_square, zero};
   const auto mean_shifted = hn::Div(sum, count);
   const auto variance = hn::Sub(mean_square, hn::Mul(mean_shifted, mean_shifted));
-  return {hn::Add(shift, mean_shifted),
-          hn::IfThenElse(hn::Lt(variance, zero), zero, variance)};  // a NaN stays
+  const auto mean = hn::Add(shift, mean_shifted);
+  return {mean, hn::IfThenElse(hn::Lt(variance, zero), zero, variance),  // a NaN stays
+          two_sum_low_lanes(shift, mean_shifted, mean)};
 }
 // rstd_of (norm_numerics.hpp) a lane each: the root's +inf at a sum of 0 stays only for a
 // zero-spread row (Sqrt gives NaN below 0 by itself).

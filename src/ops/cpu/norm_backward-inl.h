@@ -160,6 +160,7 @@ struct BackwardRow {
   double mean_g;       // mean(g), 0 for RMSNorm
   double mean_g_xhat;  // mean(g * x_hat)
   double max_g;        // max |g|
+  double mean_lo;      // the mean's low part (RowMoments: the centre is mean + mean_lo)
 };
 
 // Pass 2 in float64 lanes, each dx rounded once from float64: for rows that do not fit the
@@ -178,6 +179,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   // A zero-variance row with eps = 0 has x_hat = 0 (not 0 * inf); its dx stays undefined.
   const double scale = xhat_scale(r.rstd);
   const auto mean_v = hn::Set(dd, r.mean);
+  const auto mean_lo_v = hn::Set(dd, r.mean_lo);
   const auto xhat_scale_v = hn::Set(dd, scale);
   const auto mean_g_v = hn::Set(dd, r.mean_g);
   const auto mean_g_xhat_v = hn::Set(dd, r.mean_g_xhat);
@@ -192,8 +194,8 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   int64_t i = 0;
   for (; i + n <= a.dim; i += n) {
     const auto dy_v = hn::PromoteTo(dd, load<B>(df, dy + i));
-    const auto x_hat =
-        hn::Mul(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), mean_v), xhat_scale_v);
+    const auto x_hat = hn::Mul(
+        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), mean_v), mean_lo_v), xhat_scale_v);
     const auto g = scaled(dy_v, i);
     auto grad = hn::Mul(rstd_v, hn::Sub(hn::Sub(g, mean_g_v), hn::Mul(x_hat, mean_g_xhat_v)));
     if (dh_next) grad = hn::Add(grad, hn::PromoteTo(dd, load<S>(df, dh_next + i)));
@@ -208,7 +210,7 @@ void backward_dx_float64(const NormBackward& a, const typename S::Elem* x,
   }
   for (; i < a.dim; ++i) {
     const double dy_i = static_cast<double>(load_one<B>(dy, i));
-    const double x_hat = (static_cast<double>(load_one<S>(x, i)) - r.mean) * scale;
+    const double x_hat = ((static_cast<double>(load_one<S>(x, i)) - r.mean) - r.mean_lo) * scale;
     double g = dy_i;
     if (gamma) g *= kScale == Affine::one_plus_gamma ? 1.0 + gamma[i] : gamma[i];
     double grad = r.rstd * (g - r.mean_g - x_hat * r.mean_g_xhat);
@@ -237,7 +239,7 @@ struct Float32Row {
 };
 inline Float32Row float32_row(const BackwardRow& r) {
   Float32Row c;
-  c.mean = split(r.mean);
+  c.mean = split(r.mean, r.mean_lo);
   c.rstd = split(r.rstd);
   c.mean_g = static_cast<float>(r.mean_g);
   c.neg_mean_g_xhat = static_cast<float>(-r.mean_g_xhat);
@@ -541,13 +543,16 @@ BackwardRowData<S, B> backward_row_stats(const NormBackward& a, int64_t row) {
   const RowMoments moments = moments_from(sums.x.sum, sums.x.squares, shift, dim, centre);
   BackwardRow& r = data.stats;
   r.mean = moments.mean;
+  r.mean_lo = moments.mean_lo;
   r.variance = moments.variance;
   r.rstd = a.saved_rstd ? static_cast<double>(a.saved_rstd[row]) : rstd_of(moments.variance, a.eps);
   // Multiplied by 1 / D, which does not wait on the sums, rather than divided by D on the
   // row's critical path (it changes results by at most a float64 ulp).
   const double inverse_count = 1.0 / count;
   r.mean_g = centre ? sums.g * inverse_count : 0.0;
-  r.mean_g_xhat = xhat_scale(r.rstd) * (sums.gd - (moments.mean - shift) * sums.g) * inverse_count;
+  // mean - shift, the mean of d = x - shift, with the mean's low part (RowMoments).
+  const double offset = (moments.mean - shift) + moments.mean_lo;
+  r.mean_g_xhat = xhat_scale(r.rstd) * (sums.gd - offset * sums.g) * inverse_count;
   r.max_g = sums.max_g;
   return data;
 }
@@ -591,19 +596,21 @@ MomentLanes set_group_stats(const NormBackward& a, int64_t first, int64_t count,
   // As backward_row_stats: multiplied by 1 / D; x_hat's scale 0 where rstd is infinite.
   const auto inverse_count = hn::Set(dd, 1.0 / static_cast<double>(a.dim));
   const auto scale = hn::IfThenElse(hn::IsInf(rstd), zero, rstd);
+  const auto offset = hn::Add(hn::Sub(m.mean, sums.shift), m.mean_lo);
   const auto mean_g_xhat =
-      hn::Mul(hn::Mul(scale, hn::Sub(sums.gd, hn::Mul(hn::Sub(m.mean, sums.shift), g_total))),
-              inverse_count);
+      hn::Mul(hn::Mul(scale, hn::Sub(sums.gd, hn::Mul(offset, g_total))), inverse_count);
   HWY_ALIGN double means[kRows], variances[kRows], rstds[kRows], mean_gs[kRows],
-      mean_g_xhats[kRows], max_gs[kRows];
+      mean_g_xhats[kRows], max_gs[kRows], mean_los[kRows];
   hn::Store(m.mean, dd, means);
+  hn::Store(m.mean_lo, dd, mean_los);
   hn::Store(m.variance, dd, variances);
   hn::Store(rstd, dd, rstds);
   hn::Store(hn::Mul(g_total, inverse_count), dd, mean_gs);
   hn::Store(mean_g_xhat, dd, mean_g_xhats);
   hn::Store(sums.max_g, dd, max_gs);
   for (int64_t k = 0; k < count; ++k) {
-    rows[k].stats = {means[k], variances[k], rstds[k], mean_gs[k], mean_g_xhats[k], max_gs[k]};
+    rows[k].stats = {means[k],        variances[k], rstds[k],   mean_gs[k],
+                     mean_g_xhats[k], max_gs[k],    mean_los[k]};
   }
   return m;
 }

@@ -144,17 +144,20 @@ using NextRowSums = std::conditional_t<SS::kHalf, NoNextRow, ShiftedSumsRun<SB, 
 // 16-bit row on the scalar target (one lane has no block sums).
 template <class SS, class SB, bool kResidual>
 RowMoments scalar_float64_moments(const RowPointers<SS, SB>& p, int64_t dim, bool centre) {
-  double mean = 0;
+  const double count = static_cast<double>(dim);
+  double mean = 0, mean_lo = 0;
   if (centre) {
-    for (int64_t i = 0; i < dim; ++i) mean += input_one<SS, SB, kResidual>(p, i);
-    mean /= static_cast<double>(dim);
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += input_one<SS, SB, kResidual>(p, i);
+    mean = sum / count;
+    mean_lo = std::fma(-mean, count, sum) / count;  // the quotient's remainder (RowMoments)
   }
   double mean_square = 0;
   for (int64_t i = 0; i < dim; ++i) {
-    const double c = static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean;
+    const double c = (static_cast<double>(input_one<SS, SB, kResidual>(p, i)) - mean) - mean_lo;
     mean_square += c * c;
   }
-  return {mean, mean_square / static_cast<double>(dim)};
+  return {mean, mean_square / count, mean_lo};
 }
 
 // ---- statistics of a 16-bit stream (and branch): float32 block sums ---------------------------
@@ -488,25 +491,27 @@ inline void pair_parameters(Parameters& w, int64_t dim, Scratch& scratch) {
 // The same in float64 lanes, for rows whose spread is so small (below 2^-100: denormal-range
 // inputs, kFloat32LanesMinVariance; rstd >= 2^64 with eps = 0) that the centred values, rstd or
 // the centre's low part would not survive float32, or whose mean is so large that x - mean
-// could overflow float32. v is x, or h already stored.
+// could overflow float32. v is x, or h already stored; the centre is mean + mean_lo (RowMoments).
 template <class SS, class SB, Affine kAffine>
-void normalise_row_float64(const typename SS::Elem* v, double centre, double scale,
+void normalise_row_float64(const typename SS::Elem* v, const RowMoments& centre, double scale,
                            const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta,
                            typename SB::Elem* y, const int64_t dim) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(dd));
-  const auto centre_v = hn::Set(dd, centre);
+  const auto centre_v = hn::Set(dd, centre.mean);
+  const auto centre_lo_v = hn::Set(dd, centre.mean_lo);
   const auto scale_v = hn::Set(dd, scale);
   int64_t i = 0;
   for (; i + n <= dim; i += n) {
-    const auto x_hat = hn::DemoteTo(
-        df, hn::Mul(hn::Sub(hn::PromoteTo(dd, load<SS>(df, v + i)), centre_v), scale_v));
+    const auto centred =
+        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<SS>(df, v + i)), centre_v), centre_lo_v);
+    const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale_v));
     store<SB>(df, affine<kAffine>(df, x_hat, gamma, beta, i), y + i);
   }
   for (; i < dim; ++i) {
-    const float x_hat =
-        static_cast<float>((static_cast<double>(load_one<SS>(v, i)) - centre) * scale);
+    const double centred = (static_cast<double>(load_one<SS>(v, i)) - centre.mean) - centre.mean_lo;
+    const float x_hat = static_cast<float>(centred * scale);
     store_one<SB>(y, i, affine_one<kAffine>(x_hat, gamma, beta, i));
   }
 }
@@ -575,15 +580,15 @@ void output_row(const NormForward& a, const RowPointers<SS, SB>& p, int64_t row,
   if (a.mean) a.mean[row] = finite ? static_cast<float>(mean) : nan;
   if (a.rstd) a.rstd[row] = finite ? static_cast<float>(rstd) : nan;
   if (finite && forward_fits_float32(mean, moments.variance, rstd)) {
-    normalise(p, split(mean), split(xhat_scale(rstd)), w, dim, next);
+    normalise(p, split(mean, moments.mean_lo), split(xhat_scale(rstd)), w, dim, next);
     return;
   }
   // In float64 lanes from v, the row's input (x, or h as stored), or NaN.
   auto from = [&](const typename SS::Elem* v) {
     if (finite) {
       with_affine(form, [&](auto affine_c) {
-        normalise_row_float64<SS, SB, affine_c()>(v, mean, xhat_scale(rstd), w.gamma, w.beta, p.y,
-                                                  dim);
+        normalise_row_float64<SS, SB, affine_c()>(v, moments, xhat_scale(rstd), w.gamma, w.beta,
+                                                  p.y, dim);
       });
     } else {
       for (int64_t i = 0; i < dim; ++i) store_one<SB>(p.y, i, nan);
@@ -635,19 +640,22 @@ struct GroupMoments {
   HWY_ALIGN double mean[kGroupRows];
   HWY_ALIGN double variance[kGroupRows];
   HWY_ALIGN double rstd[kGroupRows];
+  HWY_ALIGN double mean_lo[kGroupRows];
 
-  RowMoments row(int64_t k) const { return {mean[k], variance[k]}; }
+  RowMoments row(int64_t k) const { return {mean[k], variance[k], mean_lo[k]}; }
   // Row k's moments (and rstd from them) as the row-at-a-time path found them.
   void set_row(int64_t k, const RowMoments& m, float eps) {
     mean[k] = m.mean;
     variance[k] = m.variance;
     rstd[k] = rstd_of(m.variance, static_cast<double>(eps));
+    mean_lo[k] = m.mean_lo;
   }
   void set_lanes(const MomentLanes& m, float eps) {
     const DoubleTag dd;
     hn::Store(m.mean, dd, mean);
     hn::Store(m.variance, dd, variance);
     hn::Store(rstd_lanes(m.variance, static_cast<double>(eps)), dd, rstd);
+    hn::Store(m.mean_lo, dd, mean_lo);
   }
 };
 
@@ -791,13 +799,16 @@ inline void group_outputs(const NormForward& a, int64_t first, int64_t count,
   save(a.rstd, rstd);
   hn::StoreMaskBits(dd, hn::And(finite, forward_fits_float32_lanes(mean, variance, rstd)),
                     out.float32_rows);
-  auto split_to = [&](hn::Vec<DoubleTag> value, float* hi, float* lo) HWY_ATTR {
+  // split (norm_numerics.hpp) a lane each.
+  auto split_to = [&](hn::Vec<DoubleTag> value, hn::Vec<DoubleTag> low, float* hi,
+                      float* lo) HWY_ATTR {
     const auto high = hn::DemoteTo(df, value);
     hn::Store(high, df, hi);
-    hn::Store(hn::DemoteTo(df, hn::Sub(value, hn::PromoteTo(dd, high))), df, lo);
+    hn::Store(hn::DemoteTo(df, hn::Add(hn::Sub(value, hn::PromoteTo(dd, high)), low)), df, lo);
   };
-  split_to(mean, out.centre_hi, out.centre_lo);
-  split_to(hn::IfThenZeroElse(hn::IsInf(rstd), rstd), out.scale_hi, out.scale_lo);  // xhat_scale
+  split_to(mean, hn::Load(dd, group.mean_lo), out.centre_hi, out.centre_lo);
+  split_to(hn::IfThenZeroElse(hn::IsInf(rstd), rstd), hn::Zero(dd), out.scale_hi,
+           out.scale_lo);  // xhat_scale
 }
 
 // Rows up to kMomentsAheadMaxDim take the next group's moments before this group's

@@ -21,25 +21,43 @@ namespace addnorm::cpu {
 // the float64 lanes instead; ordinary rows never come near it.
 inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
 
-// A float64 value as two floats, hi + lo (about 48 bits): the float32 lanes subtract a centre as
-// (v - hi) - lo, exact whenever v is within a factor 2 of the centre (the large-mean rows where
-// cancellation matters), and scale by rstd as fma(c, rstd_hi, c * rstd_lo), rounded once.
+// A float64 value (plus, for a mean, its low part: RowMoments) as two floats, hi + lo: the
+// float32 lanes subtract a centre as (v - hi) - lo, exact whenever v is within a factor 2 of the
+// centre (the large-mean rows where cancellation matters), and scale by rstd as
+// fma(c, rstd_hi, c * rstd_lo), rounded once. value - hi is exact, so lo carries the low part
+// rounded once to float32: an error of 2^-24 of lo, which is at most half a float32 ulp of hi and
+// so at most 2^-24 of any nonzero v - hi; a centred value is within that of exact.
 struct HiLo {
   float hi;
   float lo;
   double value() const { return static_cast<double>(hi) + static_cast<double>(lo); }
 };
-inline HiLo split(double value) {
+inline HiLo split(double value, double low = 0.0) {
   const float hi = static_cast<float>(value);
-  return {hi, static_cast<float>(value - static_cast<double>(hi))};
+  return {hi, static_cast<float>((value - static_cast<double>(hi)) + low)};
+}
+
+// The rounding error of s = a + b (Knuth's TwoSum, no condition on the operands' sizes): a + b
+// is exactly s + two_sum_low(a, b, s). Needs the additions as written (no -ffast-math, no
+// reassociation), as the library is built.
+inline double two_sum_low(double a, double b, double s) {
+  const double b_part = s - a;
+  return (a - (s - b_part)) + (b - b_part);
 }
 
 // Mean and population variance (mean square for RMSNorm, `centre` false) of `dim` values from
 // their sums shifted by `shift`: sum = sum(x - shift), squares = sum((x - shift)^2). The
 // variance is clamped at 0 against rounding; a NaN stays NaN.
+// The mean is shift + sum / dim held as mean + mean_lo, its float64 rounding kept in mean_lo:
+// a float64 mean alone is off by up to 2^-53 of itself, and a value next to a large mean can lie
+// much closer to it than that (1e7 everywhere but one element 1e7 + 1 in a row of 1023: centred
+// values of 1/1023, 2^-30 of the mean, whose rounding alone put outputs 15 float32 ulp out).
+// Centring subtracts both parts: (x - hi) - lo in float32 lanes (split(mean, mean_lo)),
+// (x - mean) - mean_lo in float64 lanes.
 struct RowMoments {
   double mean;
   double variance;
+  double mean_lo = 0.0;
 };
 // The same before the shift is added back: offset = mean(x - shift), variance not yet clamped.
 struct ShiftedMoments {
@@ -52,7 +70,8 @@ inline ShiftedMoments shifted_moments(double sum, double squares, int64_t dim) {
   return {offset, squares / count - offset * offset};
 }
 inline RowMoments moments_about(double shift, ShiftedMoments m) {
-  return {shift + m.offset, m.variance < 0 ? 0.0 : m.variance};
+  const double mean = shift + m.offset;
+  return {mean, m.variance < 0 ? 0.0 : m.variance, two_sum_low(shift, m.offset, mean)};
 }
 inline RowMoments moments_from(double sum, double squares, double shift, int64_t dim, bool centre) {
   if (!centre) return {0.0, squares / static_cast<double>(dim)};  // RMSNorm: shift 0, mean(x^2)
