@@ -2,6 +2,7 @@
 in either memory format."""
 import torch
 
+from . import _torch_functions as F
 from . import _torch_modules
 
 
@@ -19,8 +20,8 @@ class BatchNorm2d(_torch_modules._TorchNnLeaf, _torch_modules._BatchNorm,
 
     def forward(self, input):
         self._check_input_dim(input)
+        if F.batch_norm_channels_last(input):  # every pixel a row, as _torch_modules._BatchNorm
+            y = self._normalise(F.channels_as_columns(input), input.size())
+            return F.columns_as_channels(y, input.size())
         n, c, h, w = input.size(0), input.size(1), input.size(2), input.size(3)
-        if not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last):
-            pixels = input.permute(0, 2, 3, 1).reshape(n * h * w, c)
-            return self._normalise(pixels, input.size()).view(n, h, w, c).permute(0, 3, 1, 2)
         return self._normalise(input.reshape(n, c, h * w), input.size()).view(n, c, h, w)

@@ -4,10 +4,12 @@ bfloat16, float16 and float64 tensors that run addnorm's library on the tensors'
 autograd, CPU autocast, TorchScript and ONNX export. Strided tensors are made contiguous (a
 copy) first, as PyTorch's own ops do.
 
-The functions only adapt Python arguments (an int normalized_shape, seed=None); scripted code
-calls torch.ops.addnorm.* directly with the same arguments.
+The functions only adapt Python arguments (an int normalized_shape, seed=None). Each is typed
+as its torch.nn.functional counterpart is, so code that calls them compiles with
+torch.jit.script as code calling torch.nn.functional does (a scripted normalized_shape is a list,
+as in F.layer_norm).
 """
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -20,13 +22,17 @@ def fresh_seed() -> int:
     return int(torch.randint(0, 4611686018427387904, [1]).item())
 
 
-def _shape(normalized_shape):
-    if isinstance(normalized_shape, int):
-        return [normalized_shape]
+def _shape(normalized_shape: List[int]) -> List[int]:
+    """normalized_shape as a list: an int (eager calls, as PyTorch's take one) or a sequence."""
+    if not torch.jit.is_scripting():
+        if isinstance(normalized_shape, int):
+            return [normalized_shape]
     return [int(d) for d in normalized_shape]
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input: torch.Tensor, normalized_shape: List[int],
+               weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+               eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.layer_norm, computed by addnorm (differentiable)."""
     return torch.ops.addnorm.layer_norm(input, _shape(normalized_shape), weight, bias,
                                         float(eps))
@@ -46,17 +52,54 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
                           + list(input.shape[2:]))
     y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
     # As PyTorch's group_norm: the output takes the input's suggested memory format (the
-    # operator, like instance_norm's, returns the contiguous layout). Written out for
-    # TorchScript. Not in an ONNX export: ONNX has no layouts, and PyTorch 1.13's exporter
-    # refuses channels_last_3d.
+    # operator, like instance_norm's, returns the contiguous layout).
+    if channels_last_layout(input):
+        layout = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+        return torch.empty_like(y, memory_format=layout).copy_(y)
+    return y
+
+
+def channels_last_layout(input: torch.Tensor) -> bool:
+    """Whether PyTorch returns GroupNorm's results for input channels-last (4-D) or
+    channels_last_3d (5-D): c10's suggested memory format. Not in an ONNX export: ONNX has no
+    layouts, and PyTorch 1.13's exporter refuses channels_last_3d. Written out for
+    TorchScript."""
     if not torch.jit.is_scripting():
         if torch.onnx.is_in_onnx_export():
-            return y
-    if input.dim() == 4 and _strides_like_channels_last(input.size(), input.stride()):
-        return torch.empty_like(y, memory_format=torch.channels_last).copy_(y)
-    if input.dim() == 5 and _strides_like_channels_last(input.size(), input.stride()):
-        return torch.empty_like(y, memory_format=torch.channels_last_3d).copy_(y)
-    return y
+            return False
+    return (input.dim() == 4 or input.dim() == 5) and \
+        _strides_like_channels_last(input.size(), input.stride())
+
+
+def batch_norm_channels_last(input: torch.Tensor) -> bool:
+    """Whether PyTorch 1.13's CPU batch_norm returns input's result channels-last: a 4-D input
+    stored exactly channels-last and not also contiguous, a 5-D one as c10 suggests
+    (channels_last_3d). The two rules differ only for inputs with dimensions of size 1; each is
+    the one PyTorch was found to follow (test_torch_patch_batch_norm2d.py sweeps such layouts).
+    Not in an ONNX export, as channels_last_layout."""
+    if not torch.jit.is_scripting():
+        if torch.onnx.is_in_onnx_export():
+            return False
+    if input.dim() == 4:
+        return not input.is_contiguous() and \
+            input.is_contiguous(memory_format=torch.channels_last)
+    return channels_last_layout(input)
+
+
+def channels_as_columns(input: torch.Tensor) -> torch.Tensor:
+    """(N, C, *) input stored channels-last as the (N * positions, C) matrix it is stored as:
+    every position a row, every channel a column (a view, no copy, when the storage is exactly
+    channels-last). BatchNorm over it is BatchNorm over input."""
+    order = [0] + [d for d in range(2, input.dim())] + [1]
+    return input.permute(order).reshape(-1, input.size(1))
+
+
+def columns_as_channels(y: torch.Tensor, size: List[int]) -> torch.Tensor:
+    """channels_as_columns undone: y of (N * positions, C) as the (N, C, *) tensor of `size`,
+    stored channels-last."""
+    stored = [size[0]] + [size[d] for d in range(2, len(size))] + [size[1]]
+    order = [0, len(size) - 1] + [d for d in range(1, len(size) - 1)]
+    return y.view(stored).permute(order)
 
 
 def _strides_like_channels_last(sizes: List[int], strides: List[int]) -> bool:
@@ -129,11 +172,13 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     return y.view(input.shape)
 
 
-def _eps(eps):
+def _eps(eps: Optional[float]) -> Optional[float]:
     return None if eps is None else float(eps)
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=None, zero_centered_weight=False):
+def rms_norm(input: torch.Tensor, normalized_shape: List[int],
+             weight: Optional[torch.Tensor] = None, eps: Optional[float] = None,
+             zero_centered_weight: bool = False) -> torch.Tensor:
     """torch.nn.functional.rms_norm (PyTorch >= 2.4), computed by addnorm. eps=None means the
     machine epsilon of the input's compute type (float32's for 16-bit input), as in PyTorch."""
     return torch.ops.addnorm.rms_norm(input, _shape(normalized_shape), weight,
@@ -156,8 +201,10 @@ def verify_batch_size(size: List[int]) -> None:
                          "{}".format(size))
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5):
+def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
+               running_var: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.batch_norm, computed by addnorm; running statistics are updated in
     place in training, as PyTorch does. 16-bit input is read and written in its own dtype,
     computed in float32 with float64 statistics; running statistics are kept in float32."""
@@ -166,11 +213,17 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if input.dim() < 2 and input.numel() == 0:
         # PyTorch returns an empty 1-D input as it is, before it looks for channels.
         return input.clone()
+    if batch_norm_channels_last(input):
+        # As PyTorch: the output stored as the input is, here with no copy of either.
+        y = torch.ops.addnorm.batch_norm(channels_as_columns(input), weight, bias, running_mean,
+                                         running_var, bool(training), float(momentum), float(eps))
+        return columns_as_channels(y, input.size())
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
                                         bool(training), float(momentum), float(eps))
 
 
-def dropout(input, p=0.5, training=True, seed=None, offset=0):
+def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
+            seed: Optional[int] = None, offset: int = 0) -> torch.Tensor:
     """Dropout with addnorm's counter-based mask. seed=None draws one from torch's generator."""
     if not training or p == 0:
         return input
@@ -178,16 +231,21 @@ def dropout(input, p=0.5, training=True, seed=None, offset=0):
                                      offset)
 
 
-def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
-                 zero_centered_weight=False):
+def add_norm_pre(x: torch.Tensor, r: torch.Tensor, normalized_shape: List[int],
+                 weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                 eps: Optional[float] = None, norm: str = "layer_norm",
+                 zero_centered_weight: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """Pre-norm Add & Norm: returns (h, y) with h = x + r and y = Norm(h). eps=None is the
     plain function's default for the norm (layer_norm's 1e-5, rms_norm's machine epsilon of the compute type)."""
     return torch.ops.addnorm.add_norm_pre(x, r, _shape(normalized_shape), weight, bias,
                                           _eps(eps), norm, bool(zero_centered_weight))
 
 
-def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm="layer_norm",
-                  zero_centered_weight=False, p=0.0, seed=None, offset=0):
+def add_norm_post(x: torch.Tensor, s: torch.Tensor, normalized_shape: List[int],
+                  weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                  eps: Optional[float] = None, norm: str = "layer_norm",
+                  zero_centered_weight: bool = False, p: float = 0.0, seed: Optional[int] = None,
+                  offset: int = 0) -> torch.Tensor:
     """Post-norm Add & Norm: Norm(x + Dropout(s)). seed=None draws one from torch's generator
     when p > 0; the backward regenerates the same mask from it. 16-bit tensors run in the
     library's 16-bit post-norm: float32 inside, each output rounded once."""

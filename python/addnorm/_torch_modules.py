@@ -70,16 +70,12 @@ class _BatchNorm:
 
     def forward(self, input):
         self._check_input_dim(input)
-        if (input.dim() == 5 and not input.is_contiguous()
-                and input.is_contiguous(memory_format=torch.channels_last_3d)):
-            # channels_last_3d, (N, C, D, H, W) stored as (N, D, H, W, C): every voxel a row
-            # and every channel a column, no copy, and the result stored the same way, as
-            # torch.nn.BatchNorm3d returns it (BatchNorm2d does the same for channels_last).
-            n, c = input.size(0), input.size(1)
-            d, h, w = input.size(2), input.size(3), input.size(4)
-            voxels = input.permute(0, 2, 3, 4, 1).reshape(n * d * h * w, c)
-            y = self._normalise(voxels, input.size())
-            return y.view(n, d, h, w, c).permute(0, 4, 1, 2, 3)
+        if F.batch_norm_channels_last(input):
+            # channels_last(_3d), (N, C, *) stored as (N, *, C): every position a row and every
+            # channel a column, no copy, and the result stored the same way, as torch.nn's
+            # modules return it.
+            y = self._normalise(F.channels_as_columns(input), input.size())
+            return F.columns_as_channels(y, input.size())
         return self._normalise(input, input.size())
 
     def _normalise(self, input, size: List[int]):

@@ -10,7 +10,9 @@ exported model runs in any ONNX runtime without addnorm.
 - RMSNorm (no standard op before opset 23): Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(weight)
   (Mul(1 + weight) when zero-centred).
 - Fused Add & Norm: Add, then the norm (pre-norm returns both).
-- BatchNorm (inference): BatchNormalization.
+- BatchNorm: BatchNormalization, as PyTorch exports its own (constant weight and bias for
+  affine=False; batch statistics computed in the graph in training mode or without running
+  statistics).
 
 Dropout is exported only as the identity, i.e. from a model in eval mode (or p = 0); a graph
 with active dropout raises, since addnorm's counter-based mask has no ONNX equivalent.
@@ -121,16 +123,18 @@ def _symbolics(opset):
 
     @symbolic_helper.parse_args("v", "v", "v", "v", "v", "b", "f", "f")
     def batch_norm(g, input, weight, bias, running_mean, running_var, training, momentum, eps):
-        if training or not _given(running_mean):
-            raise RuntimeError("addnorm batch_norm in training mode cannot be exported to ONNX, "
-                               "expected inference mode with running statistics: export the "
-                               "model in eval mode (model.eval())")
-        if not (_given(weight) and _given(bias)):
-            raise RuntimeError("addnorm batch_norm without weight and bias (affine=False) "
-                               "cannot be exported to ONNX, expected affine=True")
+        # As PyTorch exports its own batch_norm: an absent weight or bias (affine=False) becomes
+        # a constant of ones or zeros, and batch statistics (training mode, or no running
+        # statistics: track_running_stats=False) are computed in the graph, then
+        # BatchNormalization in its inference form. What training mode writes to the running
+        # statistics is not part of an ONNX graph's output (PyTorch leaves those outputs dead).
+        symbolic_helper.check_training_mode(training, "batch_norm")
+        statistics = (running_mean, running_var) if not training else (None, None)
+        weight, bias, mean, var = symbolic_helper._batchnorm_helper(g, input, weight, bias,
+                                                                    *statistics)
         # ONNX's momentum weights the old value (PyTorch's the new batch); unused in inference.
-        return g.op("BatchNormalization", input, weight, bias, running_mean, running_var,
-                    epsilon_f=eps, momentum_f=1.0 - momentum)
+        return g.op("BatchNormalization", input, weight, bias, mean, var, epsilon_f=eps,
+                    momentum_f=1.0 - momentum)
 
     @symbolic_helper.parse_args("v", "i", "v", "v", "f")
     def group_norm(g, input, num_groups, weight, bias, eps):

@@ -166,12 +166,13 @@ def randomised(model):
         for parameter in model.parameters():
             parameter.normal_(0, 0.3)
         for module in model.modules():
-            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and \
+                    module.track_running_stats:
                 module.running_mean.normal_()
                 module.running_var.uniform_(0.5, 1.5)
-            if isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm,
-                                   torch.nn.modules.batchnorm._BatchNorm)) or \
-                    type(module).__name__.endswith("RMSNorm"):
+            if (isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm,
+                                    torch.nn.modules.batchnorm._BatchNorm)) or
+                    type(module).__name__.endswith("RMSNorm")) and module.weight is not None:
                 module.weight.normal_(1, 0.2)
     return model.eval()
 
@@ -270,11 +271,12 @@ def gpt_cases():
 
 
 class CNN(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, second_norm=None, **batch_norm_options):
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.GroupNorm(4, 8), torch.nn.ReLU())
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8, **batch_norm_options),
+            torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
+            second_norm or torch.nn.GroupNorm(4, 8), torch.nn.ReLU())
         self.head = torch.nn.Linear(8, 5)
 
     def forward(self, images):
@@ -310,6 +312,11 @@ def all_cases():
     cases.update(gpt_cases())
     cases["cnn_batch_norm_group_norm"] = patched_case(randomised(CNN()), (activations(2, 3, 6, 6),),
                                                       batch_norm=True)
+    # BatchNorm without parameters, and without running statistics (batch statistics in eval
+    # mode too), as PyTorch exports them.
+    cnn = CNN(torch.nn.BatchNorm2d(8, track_running_stats=False), affine=False)
+    cases["cnn_batch_norm_without_affine_or_running_stats"] = patched_case(
+        randomised(cnn), (activations(2, 3, 6, 6),), batch_norm=True)
     return cases
 
 

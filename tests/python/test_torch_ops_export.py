@@ -115,6 +115,40 @@ def test_script_gpt_with_add_norm_modules():
     assert "addnorm::add_norm_pre" in graph and "addnorm::layer_norm" in graph
 
 
+class Functional(torch.nn.Module):
+    """Every functional form of addnorm.torch called where torch.nn.functional's would be, as a
+    model written for PyTorch calls F.layer_norm and the like, with their positional and keyword
+    arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.width = WIDTH
+        self.weight = torch.nn.Parameter(torch.randn(WIDTH))
+        self.bias = torch.nn.Parameter(torch.randn(WIDTH))
+
+    def forward(self, x):
+        y = an.layer_norm(x, [self.width], self.weight, self.bias, 1e-5)
+        y = an.rms_norm(y, [self.width], self.weight, eps=1e-6)
+        h, y = an.add_norm_pre(x, y, [self.width], self.weight, self.bias)
+        y = an.add_norm_post(h, y, [self.width], norm="rms_norm", p=0.25, seed=3)
+        y = an.batch_norm(y, None, None, self.weight, self.bias, training=True)
+        y = an.group_norm(y.unsqueeze(-1), 4, self.weight, self.bias).squeeze(-1)
+        return an.dropout(y, 0.5, self.training, seed=5)
+
+
+def test_the_functions_script_as_torch_nn_functional_does():
+    model = Functional().train()
+    scripted = torch.jit.script(model)
+    x = torch.randn(6, WIDTH)
+    torch.testing.assert_close(scripted(x), model(x), rtol=0, atol=0)
+    graph = str(scripted.inlined_graph)
+    for op in ("layer_norm", "rms_norm", "add_norm_pre", "add_norm_post", "batch_norm",
+               "group_norm", "dropout"):
+        assert f"addnorm::{op}" in graph
+    scripted.eval()
+    torch.testing.assert_close(scripted(x), model.eval()(x), rtol=0, atol=0)
+
+
 def test_scripted_model_trains():
     model = torch.jit.script(randomise(Norms()).train())
     x = torch.randn(6, WIDTH, requires_grad=True)

@@ -142,3 +142,44 @@ def test_patch_swaps_batch_norm2d_in_a_conv_net():
     model.eval()
     twin.eval()
     torch.testing.assert_close(model(x), twin(x), rtol=1e-5, atol=1e-5)
+
+
+def layouts(count, seed):
+    """Random (N, C, H, W) and (N, C, D, H, W) tensors of sizes 1 to 3 in every order of their
+    strides, some sliced with a step: the layouts whose memory format PyTorch decides with
+    dimensions of size 1 among them."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(count):
+        rank = 4 + int(torch.randint(0, 2, (1,), generator=g))
+        sizes = [1 + int(s) for s in torch.randint(0, 3, (rank,), generator=g)]
+        order = torch.randperm(rank, generator=g).tolist()
+        x = torch.randn([sizes[d] for d in order], generator=g).permute(
+            [order.index(d) for d in range(rank)])
+        if torch.rand(1, generator=g).item() < 0.3:
+            d = int(torch.randint(0, rank, (1,), generator=g))
+            x = torch.cat([x, x], d).narrow(d, 0, 2 * sizes[d])[
+                tuple(slice(None, None, 2) if i == d else slice(None) for i in range(rank))]
+        yield x
+
+
+def memory_formats(y):
+    layout = torch.channels_last if y.dim() == 4 else torch.channels_last_3d
+    return y.is_contiguous(), y.is_contiguous(memory_format=layout)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_outputs_take_the_memory_format_pytorchs_take(training):
+    # The modules and the function, on every layout: the output is contiguous or channels-last
+    # exactly where PyTorch's is (4-D and 5-D follow different rules in PyTorch 1.13).
+    for x in layouts(150, 12):
+        channels = x.size(1)
+        ours = (an.BatchNorm2d if x.dim() == 4 else an.BatchNorm3d)(channels).train(training)
+        theirs = (torch.nn.BatchNorm2d if x.dim() == 4 else torch.nn.BatchNorm3d)(channels)
+        theirs.train(training)
+        if training and x.numel() == channels:
+            continue  # one value a channel: refused by both (another test)
+        expected = theirs(x)
+        for got in (ours(x), an.batch_norm(x, None, None, training=True) if training else
+                    an.batch_norm(x, torch.zeros(channels), torch.ones(channels))):
+            assert memory_formats(got) == memory_formats(expected), (x.shape, x.stride())
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
