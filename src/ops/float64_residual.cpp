@@ -31,7 +31,7 @@ void drop_elements(const double* input, double* output, int64_t count,
   for (int64_t i = 0; i < count; ++i) {
     const bool kept = reference::dropout_keeps(
         options.seed, options.offset + static_cast<uint64_t>(i), threshold);
-    output[i] = kept ? input[i] / keep : 0.0;
+    output[i] = kept ? input[i] / keep : input[i] * 0.0;  // NaN and Inf stay NaN (dropped_one)
   }
 }
 

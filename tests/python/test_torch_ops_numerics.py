@@ -97,6 +97,34 @@ def test_float64_gradcheck(name):
     assert torch.autograd.gradcheck(ours, small_float64_inputs())
 
 
+def test_a_dropped_value_is_multiplied_by_zero_as_in_pytorch():
+    # PyTorch's dropout is s * mask / (1 - p): a dropped NaN or infinity stays NaN, a dropped
+    # negative value is -0. The same in the plain op, the post-norm's h (a NaN in a dropped
+    # element of s poisons its row, as in F.layer_norm(x + F.dropout(s))) and its ds.
+    s = torch.tensor([[float("nan"), float("inf"), -float("inf"), -2.0, 3.0] * 8] * 3)
+    keep = torch.from_numpy(addnorm.dropout_mask(tuple(s.shape), 0.5, 7, 0))
+    assert (~keep).any() and keep.any()
+    expected = s * keep / 0.5
+    got = ops.dropout(s, 0.5, 7, 0)
+    assert torch.equal(got.isnan(), expected.isnan())
+    finite = ~expected.isnan()
+    assert torch.equal(got[finite], expected[finite])
+    assert torch.equal(got.signbit()[finite], expected.signbit()[finite])
+    x = torch.randn(3, 40)
+    y = ops.add_norm_post(x, s, [40], None, None, 1e-5, "layer_norm", False, 0.5, 7, 0)
+    assert y.isnan().all()  # every row holds a non-finite s, kept or dropped
+    dy = torch.randn(3, 40)
+    finite_s = torch.where(s.isfinite(), s, torch.zeros_like(s))
+    dx, ds, _, _ = ops.add_norm_post_backward(dy.nan_to_num(), x, finite_s, [40], None, None,
+                                              1e-5, "layer_norm", False, 0.5, 7, 0)
+    assert torch.equal(ds, dx * keep / 0.5)
+    nan_dy = dy.clone()
+    nan_dy[0, 0] = float("nan")
+    dx, ds, _, _ = ops.add_norm_post_backward(nan_dy, x, finite_s, [40], None, None, 1e-5,
+                                              "layer_norm", False, 0.5, 7, 0)
+    assert ds[0].isnan().all() and not ds[1:].isnan().any()
+
+
 def test_dropout_differentiates_to_any_order():
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(lambda x: ops.dropout(x, 0.4, 3, 0), (x,))

@@ -74,7 +74,8 @@ void dropout_range(const void* input, void* output, DType storage, int64_t count
   });
 }
 
-// dropped[i] = keep[i] ? input[i] * scale (float64, rounded once) : 0 (a plain copy without
+// dropped[i] = keep[i] ? input[i] * scale (float64, rounded once) : input[i] * 0 (dropped_one's
+// rule; a plain copy without
 // keep) and copy[i] = input[i], each rounded once to its storage type; both written with
 // streaming stores when `stream` (where their alignment allows).
 template <class SD, class SC>
@@ -87,7 +88,10 @@ void apply_keep_as(const float* HWY_RESTRICT input, const uint8_t* HWY_RESTRICT 
     const float v = input[i];
     store_one<SC>(copy, i, v);
     float d = v;
-    if (keep) d = keep[i] ? static_cast<float>(static_cast<double>(v) * scale) : 0.0f;
+    if (keep) {
+      d = keep[i] ? static_cast<float>(static_cast<double>(v) * scale)
+                  : reference::dropout_dropped_value(v);
+    }
     store_one<SD>(dropped, i, d);
   };
   int64_t i = 0;

@@ -36,9 +36,11 @@ inline DropoutConstants constants_of(uint64_t seed, float p) {
   return c;
 }
 
-// One element's dropout from its random bits: s * scale (float64, rounded once) or 0.
+// One element's dropout from its random bits: s * scale (float64, rounded once) or
+// reference::dropout_dropped_value (s * 0: NaN and infinities stay NaN, as in PyTorch).
 inline float dropped_one(const DropoutConstants& c, uint32_t bits, float s) {
-  return bits >= c.threshold ? static_cast<float>(static_cast<double>(s) * c.scale) : 0.0f;
+  return bits >= c.threshold ? static_cast<float>(static_cast<double>(s) * c.scale)
+                             : reference::dropout_dropped_value(s);
 }
 
 // The random bits of elements one at a time, one scalar Philox per block of four: for the
@@ -169,7 +171,8 @@ HWY_INLINE void store_keep_bytes(M kept, uint8_t* HWY_RESTRICT keep) {
   hn::StoreU(hn::DemoteTo(du8, hn::BitCast(hn::RebindToSigned<PhiloxU32Tag>(), ones)), du8, keep);
 }
 
-// The lanes of s dropped out: s * scale (float64, rounded once) where kept, 0 elsewhere.
+// The lanes of s dropped out: s * scale (float64, rounded once) where kept, s * 0 elsewhere
+// (dropped_one, reference::dropout_dropped_value).
 template <class DF, class M>
 HWY_INLINE hn::Vec<DF> dropped_lanes(DF df, hn::Vec<DF> s, M kept, double scale) {
   const hn::Half<DF> dfh;
@@ -177,7 +180,8 @@ HWY_INLINE hn::Vec<DF> dropped_lanes(DF df, hn::Vec<DF> s, M kept, double scale)
   const auto scale_v = hn::Set(dd, scale);
   const auto lower = hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dfh, s)), scale_v));
   const auto upper = hn::DemoteTo(dfh, hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dfh, s)), scale_v));
-  return hn::IfThenElseZero(hn::RebindMask(df, kept), hn::Combine(df, upper, lower));
+  return hn::IfThenElse(hn::RebindMask(df, kept), hn::Combine(df, upper, lower),
+                        hn::Mul(s, hn::Zero(df)));
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

@@ -52,4 +52,10 @@ inline float dropout_kept_value(float x, float p) {
   return static_cast<float>(static_cast<double>(x) * (1.0 / (1.0 - static_cast<double>(p))));
 }
 
+// The value of a dropped element: x * 0, as PyTorch's x * mask, not 0 in its place: a NaN or an
+// infinity stays NaN (a non-finite value still poisons what it reaches), a negative x gives -0.
+inline float dropout_dropped_value(float x) {
+  return x * 0.0f;
+}
+
 }  // namespace addnorm::reference

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
 #include "ops/cpu/dropout.hpp"
 #include "ops/cpu/kernels.hpp"
@@ -36,8 +40,9 @@ Dropped dropped_by_definition(const std::vector<float>& s, const DropoutOptions&
     const bool kept =
         options.p == 0.0f || reference::dropout_keeps(options.seed, first + i, threshold);
     out.keep[i] = kept ? 1 : 0;
-    out.values[i] =
-        options.p == 0.0f ? s[i] : (kept ? reference::dropout_kept_value(s[i], options.p) : 0.0f);
+    out.values[i] = options.p == 0.0f ? s[i]
+                                      : (kept ? reference::dropout_kept_value(s[i], options.p)
+                                              : reference::dropout_dropped_value(s[i]));
   }
   return out;
 }
@@ -88,8 +93,10 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
             cpu::apply_keep(x.data(), keep.data() + shift, dropped, kF32, copy, kF32, count, p,
                             stream);
             for (size_t i = 0; i < n; ++i) {
-              const float expected =
-                  p == 0.0f ? x[i] : (want.keep[i] ? reference::dropout_kept_value(x[i], p) : 0.0f);
+              const float expected = p == 0.0f
+                                         ? x[i]
+                                         : (want.keep[i] ? reference::dropout_kept_value(x[i], p)
+                                                         : reference::dropout_dropped_value(x[i]));
               ASSERT_EQ(dropped[i], expected) << "apply " << i;
               ASSERT_EQ(copy[i], x[i]) << "copy " << i;
             }
@@ -108,6 +115,53 @@ TEST_P(PostNormDropoutOnEveryTarget, KernelsEqualTheDefinition) {
       }
     }
   }
+}
+
+uint32_t bits_of(float value) {
+  return std::bit_cast<uint32_t>(value);
+}
+
+// A dropped element is x * 0 (reference::dropout_dropped_value), as PyTorch's x * mask: NaN and
+// infinities stay NaN, a negative value gives -0; kept ones are scaled. The dropout op, its
+// backward (the same mask on dy) and the float64 op, bit for bit, on every target's lanes and
+// tails.
+TEST_P(PostNormDropoutOnEveryTarget, DroppedValuesAreMultipliedByZero) {
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -2.5f,
+                            3.0f,
+                            -0.0f};
+  const int64_t count = 103;
+  std::vector<float> x(count), y(count), dx(count);
+  std::vector<double> x64(count), y64(count);
+  for (int64_t i = 0; i < count; ++i) x[i] = specials[i % 6], x64[i] = x[i];
+  const DropoutOptions options{0.5f, 31, 2};
+  dropout({x.data(), {count}}, {y.data(), {count}}, options);
+  dropout_backward({x.data(), {count}}, {dx.data(), {count}}, options);
+  float64::dropout({x64.data(), {count}}, {y64.data(), {count}}, {0.5, 31, 2});
+  std::vector<uint8_t> mask(count);
+  dropout_mask({mask.data(), {count}}, options);
+  int64_t dropped_non_finite = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const float want = mask[i] ? reference::dropout_kept_value(x[i], 0.5f)
+                               : reference::dropout_dropped_value(x[i]);
+    SCOPED_TRACE(i);
+    EXPECT_EQ(std::isnan(y[i]), std::isnan(want));
+    if (!std::isnan(want)) {
+      EXPECT_EQ(bits_of(y[i]), bits_of(want));
+    }
+    EXPECT_EQ(std::isnan(dx[i]), std::isnan(y[i]));
+    if (!std::isnan(y[i])) {
+      EXPECT_EQ(bits_of(dx[i]), bits_of(y[i]));
+    }
+    EXPECT_EQ(std::isnan(y64[i]), std::isnan(want));
+    if (!std::isnan(want)) {
+      EXPECT_EQ(std::signbit(y64[i]), std::signbit(want));
+    }
+    dropped_non_finite += !mask[i] && !std::isfinite(x[i]);
+  }
+  EXPECT_GT(dropped_non_finite, 5);
 }
 
 // The same kernels with 16-bit tensors: x (bfloat16) and s (float16) widen exactly before the
@@ -147,8 +201,9 @@ TEST_P(PostNormDropoutOnEveryTarget, SixteenBitKernelsEqualTheDefinition) {
         cpu::apply_keep(out.data(), keep.data(), dropped_at, DType::bfloat16, copy.data(),
                         DType::float16, count, p, stream);
         for (size_t i = 0; i < n; ++i) {
-          const float value =
-              p == 0.0f ? out[i] : (want.keep[i] ? reference::dropout_kept_value(out[i], p) : 0.0f);
+          const float value = p == 0.0f ? out[i]
+                                        : (want.keep[i] ? reference::dropout_kept_value(out[i], p)
+                                                        : reference::dropout_dropped_value(out[i]));
           ASSERT_EQ(dropped_at[i].bits, to_bfloat16(value).bits) << "dropped " << i;
           ASSERT_EQ(copy[i].bits, to_float16(out[i]).bits) << "copy " << i;
         }
@@ -202,7 +257,8 @@ void check_post_norm(const PostCase& c, bool layer) {
   }
   for (size_t i = 0; i < n; ++i) {
     want_ds[i] = c.p == 0.0f ? want_dx[i]
-                             : (d.keep[i] ? reference::dropout_kept_value(want_dx[i], c.p) : 0.0f);
+                             : (d.keep[i] ? reference::dropout_kept_value(want_dx[i], c.p)
+                                          : reference::dropout_dropped_value(want_dx[i]));
   }
 
   // The fused forward, into a fresh y and in place over x and over s.
