@@ -47,40 +47,59 @@ void scale_shift_row(const float* source, float* target, const float* gamma, con
   }
 }
 
-// One row's channels in the backward: sum dy * x_hat and sum dy over each channel's run, in
-// float64 (a product of two floats is exact there), into dy_x_hat[k] and dy_sum[k].
-void channel_sums_row(const float* dy, const float* x_hat, double* dy_x_hat, double* dy_sum,
-                      int64_t per_group, int64_t spatial) {
+// One row's channels in the backward, with d = x - shift (exact in float64): sum dy * d and
+// sum dy over each channel's run into dy_d[k] and dy_sum[k], and the row's sum d and sum d^2
+// (its moments, as the forward takes them) into row_sums[0] and row_sums[1], all in float64.
+// dx's means are then exact to float64 rounding (sum dy * x_hat = rstd * (sum dy * d - (mean -
+// shift) * sum dy)); summed over the forward's float32 x_hat instead, a row of a wide dynamic
+// range put dx 8 ulp out (an audit's find).
+void channel_sums_row(const float* dy, const float* x, double shift, double* dy_d, double* dy_sum,
+                      double* row_sums, int64_t per_group, int64_t spatial) {
+  double row_d = 0, row_d2 = 0;
   for (int64_t k = 0; k < per_group; ++k) {
     const int64_t at = k * spatial;
-    double a = 0, b = 0;
+    double a = 0, b = 0, c = 0, e = 0;
     int64_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
     const FloatTag df;
     const auto n = static_cast<int64_t>(hn::Lanes(df));
     const DoubleTag dd;
     const hn::Half<FloatTag> dfh;
-    auto a_low = hn::Zero(dd), a_high = hn::Zero(dd), b_low = hn::Zero(dd), b_high = hn::Zero(dd);
+    const auto shift_v = hn::Set(dd, shift);
+    auto a_v = hn::Zero(dd), b_v = hn::Zero(dd), c_v = hn::Zero(dd), e_v = hn::Zero(dd);
+    auto add_half = [&](auto dy_half, auto x_half) HWY_ATTR {
+      const auto g = hn::PromoteTo(dd, dy_half);
+      const auto d = hn::Sub(hn::PromoteTo(dd, x_half), shift_v);
+      a_v = hn::MulAdd(g, d, a_v);
+      b_v = hn::Add(b_v, g);
+      c_v = hn::Add(c_v, d);
+      e_v = hn::MulAdd(d, d, e_v);
+    };
     for (; i + n <= spatial; i += n) {
-      const auto d = hn::LoadU(df, dy + at + i);
-      const auto xh = hn::LoadU(df, x_hat + at + i);
-      const auto d_low = hn::PromoteTo(dd, hn::LowerHalf(dfh, d));
-      const auto d_high = hn::PromoteTo(dd, hn::UpperHalf(dfh, d));
-      a_low = hn::MulAdd(d_low, hn::PromoteTo(dd, hn::LowerHalf(dfh, xh)), a_low);
-      a_high = hn::MulAdd(d_high, hn::PromoteTo(dd, hn::UpperHalf(dfh, xh)), a_high);
-      b_low = hn::Add(b_low, d_low);
-      b_high = hn::Add(b_high, d_high);
+      const auto dy_v = hn::LoadU(df, dy + at + i);
+      const auto x_v = hn::LoadU(df, x + at + i);
+      add_half(hn::LowerHalf(dfh, dy_v), hn::LowerHalf(dfh, x_v));
+      add_half(hn::UpperHalf(dfh, dy_v), hn::UpperHalf(dfh, x_v));
     }
-    a = hn::GetLane(hn::SumOfLanes(dd, hn::Add(a_low, a_high)));
-    b = hn::GetLane(hn::SumOfLanes(dd, hn::Add(b_low, b_high)));
+    a = hn::GetLane(hn::SumOfLanes(dd, a_v));
+    b = hn::GetLane(hn::SumOfLanes(dd, b_v));
+    c = hn::GetLane(hn::SumOfLanes(dd, c_v));
+    e = hn::GetLane(hn::SumOfLanes(dd, e_v));
 #endif
     for (; i < spatial; ++i) {
-      a += double(dy[at + i]) * double(x_hat[at + i]);
+      const double d = double(x[at + i]) - shift;
+      a += double(dy[at + i]) * d;
       b += double(dy[at + i]);
+      c += d;
+      e += d * d;
     }
-    dy_x_hat[k] = a;
+    dy_d[k] = a;
     dy_sum[k] = b;
+    row_d += c;
+    row_d2 += e;
   }
+  row_sums[0] = row_d;
+  row_sums[1] = row_d2;
 }
 
 // dx = rstd * (dy * gamma_c - mean_g - x_hat * mean_g_x_hat) over the lanes of d.
@@ -128,6 +147,7 @@ HWY_AFTER_NAMESPACE();
 #include "hwy/cache_control.h"
 #include "ops/cpu/convert.hpp"
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/norm_numerics.hpp"
 #include "ops/cpu/scratch.hpp"
 #include "ops/cpu/threading.hpp"
 #include "ops/cpu/tuning.hpp"
@@ -259,14 +279,16 @@ void group_norm_backward(const GroupNormBackward& args) {
     float* x_hat = block.take<float>(count * dim);
     float* rstd = block.take<float>(count);
     normalise_rows(args.x, args.x_storage, first, count, dim, args.eps, x_hat, nullptr, rstd);
-    // dy as float32: in place when it is float32, else widened into a buffer.
-    const void* dy_stored = row_at(args.dy, args.dy_storage, first * dim);
-    const float* dy = static_cast<const float*>(dy_stored);
-    if (args.dy_storage != DType::float32) {
+    // dy and x as float32: in place when float32, else widened into a buffer.
+    const auto widened = [&](const void* base, DType storage) {
+      const void* stored = row_at(base, storage, first * dim);
+      if (storage == DType::float32) return static_cast<const float*>(stored);
       float* wide = block.take<float>(count * dim);
-      to_float32(dy_stored, args.dy_storage, wide, count * dim);
-      dy = wide;
-    }
+      to_float32(stored, storage, wide, count * dim);
+      return static_cast<const float*>(wide);
+    };
+    const float* dy = widened(args.dy, args.dy_storage);
+    const float* x = widened(args.x, args.x_storage);
     // A float32 dx is written in place; a 16-bit one through a float32 buffer.
     float* dx =
         dx_is_float32 ? static_cast<float*>(args.dx) + first * dim : block.take<float>(count * dim);
@@ -275,8 +297,17 @@ void group_norm_backward(const GroupNormBackward& args) {
       const float* gamma = args.gamma ? args.gamma + (row % layout.groups) * per_group : nullptr;
       double* dy_x_hat = dgamma_rows + row * per_group;
       double* dy_sum = dbeta_rows + row * per_group;
+      // Shifted by the row's first value, as the forward's moments are (RowMoments).
+      const double shift = x[r * dim];
+      double row_sums[2];
       HWY_DYNAMIC_DISPATCH(channel_sums_row)
-      (dy + r * dim, x_hat + r * dim, dy_x_hat, dy_sum, per_group, spatial);
+      (dy + r * dim, x + r * dim, shift, dy_x_hat, dy_sum, row_sums, per_group, spatial);
+      const RowMoments moments = moments_from(row_sums[0], row_sums[1], shift, dim, true);
+      const double x_hat_scale = xhat_scale(rstd_of(moments.variance, args.eps));
+      const double offset = (moments.mean - shift) + moments.mean_lo;
+      for (int64_t k = 0; k < per_group; ++k) {
+        dy_x_hat[k] = x_hat_scale * (dy_x_hat[k] - offset * dy_sum[k]);  // sum dy * x_hat
+      }
       double mean_g = 0, mean_g_x_hat = 0;
       for (int64_t k = 0; k < per_group; ++k) {
         const double scale = gamma ? double(gamma[k]) : 1.0;
