@@ -213,6 +213,12 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
     if input.dim() < 2 and input.numel() == 0:
         # PyTorch returns an empty 1-D input as it is, before it looks for channels.
         return input.clone()
+    if training and (running_mean is None) != (running_var is None):
+        # PyTorch updates the one statistic given; the other is a scratch of its kind here.
+        if running_mean is None and running_var is not None:
+            running_mean = torch.zeros_like(running_var)
+        elif running_var is None and running_mean is not None:
+            running_var = torch.ones_like(running_mean)
     if batch_norm_channels_last(input):
         # As PyTorch: the output stored as the input is, here with no copy of either.
         y = torch.ops.addnorm.batch_norm(channels_as_columns(input), weight, bias, running_mean,
@@ -224,11 +230,23 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
 
 def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
             seed: Optional[int] = None, offset: int = 0) -> torch.Tensor:
-    """Dropout with addnorm's counter-based mask. seed=None draws one from torch's generator."""
+    """Dropout with addnorm's counter-based mask. seed=None draws one from torch's generator.
+    As F.dropout: p outside [0, 1] is a ValueError (in eval mode too), and p = 1 drops every
+    element (input * 0, so a NaN stays NaN)."""
+    _check_dropout_p(p)
     if not training or p == 0:
         return input
+    if p == 1:
+        return input * 0.0
     return torch.ops.addnorm.dropout(input, float(p), fresh_seed() if seed is None else seed,
                                      offset)
+
+
+def _check_dropout_p(p: float) -> None:
+    """F.dropout's rule and error, before the operators' own ([0, 1), RuntimeError): p = 1 is
+    handled by the functions themselves, since a mask drawn at p = 1 would scale by 1 / 0."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError("dropout probability has to be between 0 and 1, but got {}".format(p))
 
 
 def add_norm_pre(x: torch.Tensor, r: torch.Tensor, normalized_shape: List[int],
@@ -249,6 +267,9 @@ def add_norm_post(x: torch.Tensor, s: torch.Tensor, normalized_shape: List[int],
     """Post-norm Add & Norm: Norm(x + Dropout(s)). seed=None draws one from torch's generator
     when p > 0; the backward regenerates the same mask from it. 16-bit tensors run in the
     library's 16-bit post-norm: float32 inside, each output rounded once."""
+    _check_dropout_p(p)
+    if p == 1:  # every element of s dropped, as x + F.dropout(s, 1) (s * 0: NaN stays NaN)
+        s, p = s * 0.0, 0.0
     if seed is None:
         seed = fresh_seed() if p > 0 else 0
     return torch.ops.addnorm.add_norm_post(x, s, _shape(normalized_shape), weight, bias,

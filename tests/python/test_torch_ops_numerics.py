@@ -125,6 +125,45 @@ def test_a_dropped_value_is_multiplied_by_zero_as_in_pytorch():
     assert ds[0].isnan().all() and not ds[1:].isnan().any()
 
 
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("p", [-0.1, 1.5])
+def test_a_dropout_probability_outside_0_1_is_pytorchs_value_error(p, training):
+    x = torch.randn(4, 8)
+    for dropout in (F.dropout, addnorm.torch.dropout):
+        with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+            dropout(x, p, training)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+        addnorm.torch.add_norm_post(x, x, 8, p=p)
+
+
+def test_dropout_at_p_1_drops_everything_as_pytorch_does():
+    x = torch.tensor([[float("nan"), -1.0, 2.0, float("inf")]] * 2, requires_grad=True)
+    ours, theirs = addnorm.torch.dropout(x, 1.0), F.dropout(x, 1.0)
+    torch.testing.assert_close(ours, theirs, equal_nan=True)
+    assert torch.equal(ours.signbit(), theirs.signbit())
+    ours.sum().backward()
+    torch.testing.assert_close(x.grad, torch.zeros_like(x))
+    r = torch.randn(2, 4, requires_grad=True)
+    y = addnorm.torch.add_norm_post(r, torch.randn(2, 4), 4, p=1.0)
+    torch.testing.assert_close(y, F.layer_norm(r, (4,)))
+
+
+@pytest.mark.parametrize("given", ["running_mean", "running_var"])
+def test_batch_norm_updates_the_one_running_statistic_given_as_pytorch_does(given):
+    x = torch.randn(6, 3, 5) * 2 + 1
+    results = []
+    for batch_norm in (F.batch_norm, addnorm.torch.batch_norm):
+        stats = {"running_mean": torch.full((3,), 0.5), "running_var": torch.full((3,), 2.0)}
+        other = "running_var" if given == "running_mean" else "running_mean"
+        stats[other] = None
+        y = batch_norm(x, stats["running_mean"], stats["running_var"], training=True,
+                       momentum=0.3)
+        results.append((y, stats[given]))
+    (y_theirs, stat_theirs), (y_ours, stat_ours) = results
+    torch.testing.assert_close(y_ours, y_theirs)
+    torch.testing.assert_close(stat_ours, stat_theirs)
+
+
 def test_dropout_differentiates_to_any_order():
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(lambda x: ops.dropout(x, 0.4, 3, 0), (x,))
