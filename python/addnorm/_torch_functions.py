@@ -73,16 +73,18 @@ def channels_last_layout(input: torch.Tensor) -> bool:
 
 def batch_norm_channels_last(input: torch.Tensor) -> bool:
     """Whether PyTorch 1.13's CPU batch_norm returns input's result channels-last: a 4-D input
-    stored exactly channels-last and not also contiguous, a 5-D one as c10 suggests
-    (channels_last_3d). The two rules differ only for inputs with dimensions of size 1; each is
-    the one PyTorch was found to follow (test_torch_patch_batch_norm2d.py sweeps such layouts).
-    Not in an ONNX export, as channels_last_layout."""
+    that is not contiguous and is stored channels-last or strided like it (c10's suggestion),
+    a 5-D one as c10 suggests (channels_last_3d). The rules differ only for inputs with
+    dimensions of size 1; each is the one PyTorch was found to follow
+    (test_torch_patch_batch_norm2d.py sweeps such layouts, sliced ones too). Not in an ONNX
+    export, as channels_last_layout."""
     if not torch.jit.is_scripting():
         if torch.onnx.is_in_onnx_export():
             return False
     if input.dim() == 4:
-        return not input.is_contiguous() and \
-            input.is_contiguous(memory_format=torch.channels_last)
+        return not input.is_contiguous() and (
+            input.is_contiguous(memory_format=torch.channels_last) or
+            _strides_like_channels_last(input.size(), input.stride()))
     return channels_last_layout(input)
 
 

@@ -19,6 +19,7 @@ with active dropout raises, since addnorm's counter-based mask has no ONNX equiv
 """
 import torch
 from torch.onnx import symbolic_helper
+from torch.onnx._globals import GLOBALS
 
 _DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
            "BFloat16": torch.bfloat16}
@@ -124,17 +125,27 @@ def _symbolics(opset):
     @symbolic_helper.parse_args("v", "v", "v", "v", "v", "b", "f", "f")
     def batch_norm(g, input, weight, bias, running_mean, running_var, training, momentum, eps):
         # As PyTorch exports its own batch_norm: an absent weight or bias (affine=False) becomes
-        # a constant of ones or zeros, and batch statistics (training mode, or no running
-        # statistics: track_running_stats=False) are computed in the graph, then
-        # BatchNormalization in its inference form. What training mode writes to the running
-        # statistics is not part of an ONNX graph's output (PyTorch leaves those outputs dead).
+        # a constant of ones or zeros, and without running statistics (track_running_stats=
+        # False) the batch's are computed in the graph. In training mode BatchNormalization
+        # takes its training form, whose running-statistic outputs are left dead, as PyTorch
+        # leaves them. ONNX's momentum weights the old value (PyTorch's the new batch).
         symbolic_helper.check_training_mode(training, "batch_norm")
-        statistics = (running_mean, running_var) if not training else (None, None)
         weight, bias, mean, var = symbolic_helper._batchnorm_helper(g, input, weight, bias,
-                                                                    *statistics)
-        # ONNX's momentum weights the old value (PyTorch's the new batch); unused in inference.
-        return g.op("BatchNormalization", input, weight, bias, mean, var, epsilon_f=eps,
-                    momentum_f=1.0 - momentum)
+                                                                    running_mean, running_var)
+        if not training:
+            return g.op("BatchNormalization", input, weight, bias, mean, var, epsilon_f=eps,
+                        momentum_f=1.0 - momentum)
+        if GLOBALS.export_onnx_opset_version >= 14:  # training_mode, three outputs
+            outputs = g.op("BatchNormalization", input, weight, bias, mean, var, epsilon_f=eps,
+                           momentum_f=1.0 - momentum, training_mode_i=1, outputs=3)
+        else:  # opsets 9 to 13: five outputs mean training
+            outputs = g.op("BatchNormalization", input, weight, bias, mean, var, epsilon_f=eps,
+                           momentum_f=1.0 - momentum, outputs=5)
+        for running in outputs[1:3]:
+            running.setType(mean.type())
+        for dead in outputs[3:]:
+            dead.setDebugName("batch_norm_dead_output-" + dead.debugName())
+        return outputs[0]
 
     @symbolic_helper.parse_args("v", "i", "v", "v", "f")
     def group_norm(g, input, num_groups, weight, bias, eps):

@@ -97,10 +97,7 @@ class GraphNode : public torch::autograd::Node {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto defined = [](const at::Tensor& grad) { return grad.defined(); };
     if (std::none_of(grads.begin(), grads.end(), defined)) return variable_list(num_outputs());
-    std::vector<at::Tensor> saved;
-    saved.reserve(saved_.size());
-    for (const auto& tensor : saved_) saved.push_back(tensor.unpack(shared_from_this()));
-    return backward(grads, saved);
+    return backward(grads, Saved{this});
   }
 
   // The tensors the backward reads, in the order it reads them. A tensor this node produced is
@@ -111,10 +108,23 @@ class GraphNode : public torch::autograd::Node {
   }
 
  protected:
+  // The saved tensors as save() listed them, each unpacked (its version checked) where the
+  // backward reads it, as PyTorch's nodes unpack theirs: a path that reads none, such as the
+  // pre-norm's gradient of h alone, does not refuse a tensor changed in place since.
+  class Saved {
+   public:
+    explicit Saved(GraphNode* node) : node_(node) {}
+    at::Tensor operator[](size_t i) const {
+      return node_->saved_[i].unpack(node_->shared_from_this());
+    }
+
+   private:
+    GraphNode* node_;
+  };
+
   explicit GraphNode(std::string node_name) : name_(std::move(node_name)) {}
-  // grads: one per output of the forward, at least one defined; saved: as save() listed them.
-  virtual variable_list backward(const variable_list& grads,
-                                 const std::vector<at::Tensor>& saved) = 0;
+  // grads: one per output of the forward, at least one defined.
+  virtual variable_list backward(const variable_list& grads, const Saved& saved) = 0;
   // Whether the graph needs the gradient of input `edge`.
   bool wanted(size_t edge) const { return task_should_compute_output(edge); }
 
@@ -159,8 +169,7 @@ struct NormBackwardNode final : GraphNode {
                                                        : "addnorm::LayerNormBackward"),
         spec(std::move(norm_spec)) {}
 
-  variable_list backward(const variable_list& grads,
-                         const std::vector<at::Tensor>& saved) override {
+  variable_list backward(const variable_list& grads, const Saved& saved) override {
     const at::Tensor &x = saved[0], &w = saved[1], &b = saved[2], &mean = saved[3],
                      &rstd = saved[4];
     switch (spec.kind) {
@@ -202,12 +211,9 @@ struct AddNormPreBackwardNode final : GraphNode {
   explicit AddNormPreBackwardNode(NormSpec norm_spec)
       : GraphNode("addnorm::AddNormPreBackward"), spec(std::move(norm_spec)) {}
 
-  variable_list backward(const variable_list& grads,
-                         const std::vector<at::Tensor>& saved) override {
+  variable_list backward(const variable_list& grads, const Saved& saved) override {
     static const auto op =
         handle<decltype(ops::add_norm_pre_backward)>("addnorm::add_norm_pre_backward");
-    const at::Tensor &w = saved[0], &b = saved[1], &mean = saved[2], &rstd = saved[3],
-                     &h = saved[4];
     // dx = dr = dh; each gets its own tensor so that accumulating into one never changes the
     // other.
     const auto to_x_and_r = [&](const at::Tensor& dh) {
@@ -215,10 +221,12 @@ struct AddNormPreBackwardNode final : GraphNode {
     };
     if (!grads[1].defined()) {
       // Only h's gradient arrived (y unused): dh is dh_next, and the parameters, reached only
-      // through y, get none, as through PyTorch's x + r.
+      // through y, get none, as through PyTorch's x + r (which saves nothing to check).
       const auto [dx, dr] = to_x_and_r(grads[0]);
       return {dx, dr, at::Tensor(), at::Tensor()};
     }
+    const at::Tensor &w = saved[0], &b = saved[1], &mean = saved[2], &rstd = saved[3],
+                     &h = saved[4];
     auto [dh, dweight, dbias] =
         op.call(grads[1], optional(grads[0]), h, spec.normalized_shape, optional(w), optional(b),
                 spec.eps, norm_name(spec), spec.zero_centered_weight, optional(mean),
@@ -255,8 +263,7 @@ struct AddNormPostBackwardNode final : GraphNode {
         spec(std::move(norm_spec)),
         dropout(dropout_spec) {}
 
-  variable_list backward(const variable_list& grads,
-                         const std::vector<at::Tensor>& saved) override {
+  variable_list backward(const variable_list& grads, const Saved& saved) override {
     static const auto op =
         handle<decltype(ops::add_norm_post_backward)>("addnorm::add_norm_post_backward");
     auto [dx, ds, dweight, dbias] =
@@ -286,8 +293,7 @@ struct BatchNormBackwardNode final : GraphNode {
   explicit BatchNormBackwardNode(const BatchNormSpec& batch_spec)
       : GraphNode("addnorm::BatchNormBackward"), spec(batch_spec) {}
 
-  variable_list backward(const variable_list& grads,
-                         const std::vector<at::Tensor>& saved) override {
+  variable_list backward(const variable_list& grads, const Saved& saved) override {
     static const auto op =
         handle<decltype(ops::batch_norm_backward)>("addnorm::batch_norm_backward");
     // A frozen weight in eval mode: no dweight, and the kernel then does not read x.
@@ -322,8 +328,7 @@ struct GroupNormBackwardNode final : GraphNode {
   explicit GroupNormBackwardNode(const GroupNormSpec& group_spec)
       : GraphNode("addnorm::GroupNormBackward"), spec(group_spec) {}
 
-  variable_list backward(const variable_list& grads,
-                         const std::vector<at::Tensor>& saved) override {
+  variable_list backward(const variable_list& grads, const Saved& saved) override {
     static const auto op =
         handle<decltype(ops::group_norm_backward)>("addnorm::group_norm_backward");
     auto [dx, dweight, dbias] =
@@ -348,7 +353,7 @@ struct DropoutBackwardNode final : GraphNode {
   explicit DropoutBackwardNode(const DropoutSpec& dropout_spec)
       : GraphNode("addnorm::DropoutBackward"), spec(dropout_spec) {}
 
-  variable_list backward(const variable_list& grads, const std::vector<at::Tensor>&) override {
+  variable_list backward(const variable_list& grads, const Saved&) override {
     static const auto op = handle<decltype(ops::dropout)>("addnorm::dropout");
     return {op.call(grads[0], spec.p, spec.seed, spec.offset)};
   }

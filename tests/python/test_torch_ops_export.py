@@ -2,6 +2,7 @@
 saved and loaded in a fresh interpreter (which only imports addnorm.torch to load the
 operators), and torch.onnx.export to standard ONNX ops that pass onnx.checker's full check and
 carry the modules' weights and eps."""
+import io
 import subprocess
 import sys
 import textwrap
@@ -256,3 +257,20 @@ def test_onnx_export_refuses_active_dropout(tmp_path):
     with pytest.raises(RuntimeError, match=r"dropout with p=0.1 cannot be exported to ONNX"):
         torch.onnx.export(model, torch.randint(0, 11, (2, 5)), str(tmp_path / "m.onnx"),
                           opset_version=17, training=torch.onnx.TrainingMode.TRAINING)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_training_mode_batch_norm_exports_as_pytorchs(opset):
+    # TrainingMode.TRAINING with a dynamic batch: BatchNormalization's training form (five
+    # outputs below opset 14, training_mode and three outputs from 14), as torch.nn's exports.
+    forms = []
+    for module in (torch.nn.BatchNorm2d(3), an.BatchNorm2d(3)):
+        buffer = io.BytesIO()
+        torch.onnx.export(module.train(), torch.randn(2, 3, 4, 4), buffer, opset_version=opset,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        model = onnx.load_from_string(buffer.getvalue())
+        onnx.checker.check_model(model, full_check=True)
+        forms.append([(len(node.output), sorted(a.name for a in node.attribute))
+                      for node in model.graph.node if node.op_type == "BatchNormalization"])
+    assert forms[0] == forms[1] and len(forms[1]) == 1

@@ -111,8 +111,10 @@ def test_a_dropped_value_is_multiplied_by_zero_as_in_pytorch():
     assert torch.equal(got[finite], expected[finite])
     assert torch.equal(got.signbit()[finite], expected.signbit()[finite])
     x = torch.randn(3, 40)
-    y = ops.add_norm_post(x, s, [40], None, None, 1e-5, "layer_norm", False, 0.5, 7, 0)
-    assert y.isnan().all()  # every row holds a non-finite s, kept or dropped
+    # A NaN only where s is dropped still poisons its row of h, as in x + F.dropout(s).
+    s_dropped_nan = torch.where(keep, torch.ones_like(s), s)
+    y = ops.add_norm_post(x, s_dropped_nan, [40], None, None, 1e-5, "layer_norm", False, 0.5, 7, 0)
+    assert y.isnan().all()
     dy = torch.randn(3, 40)
     finite_s = torch.where(s.isfinite(), s, torch.zeros_like(s))
     dx, ds, _, _ = ops.add_norm_post_backward(dy.nan_to_num(), x, finite_s, [40], None, None,
@@ -330,6 +332,26 @@ def test_the_pre_norms_node_does_not_keep_its_own_output_alive():
     h_ref = weakref.ref(h)
     del h, y  # no backward, which would release what the node saved
     assert h_ref() is None
+
+
+def test_h_alone_reads_no_saved_tensor_as_x_plus_r_reads_none():
+    # h changed in place after the forward, y unused: PyTorch's x + r needs nothing saved and
+    # backs up through h; so does the fused node, which checks its saved h only where y's
+    # gradient arrives.
+    results = []
+    for fused in (True, False):
+        x, w, b = graph_inputs()
+        r = torch.randn(5, D, requires_grad=True)
+        if fused:
+            h, _ = ops.add_norm_pre(x, r, [D], w, b, 1e-5)
+        else:
+            h = x + r
+            F.layer_norm(h, (D,), w, b, 1e-5)
+        h.add_(1)
+        h.sum().backward()
+        results.append((x.grad, r.grad))
+    for ours, theirs in zip(*results):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
 
 
 def test_the_pre_norm_gives_h_alone_its_gradient_as_pytorch_does():

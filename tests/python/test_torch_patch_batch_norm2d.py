@@ -167,11 +167,12 @@ def memory_formats(y):
     return y.is_contiguous(), y.is_contiguous(memory_format=layout)
 
 
+@pytest.mark.parametrize("seed", range(12, 20))
 @pytest.mark.parametrize("training", [True, False])
-def test_outputs_take_the_memory_format_pytorchs_take(training):
+def test_outputs_take_the_memory_format_pytorchs_take(training, seed):
     # The modules and the function, on every layout: the output is contiguous or channels-last
     # exactly where PyTorch's is (4-D and 5-D follow different rules in PyTorch 1.13).
-    for x in layouts(150, 12):
+    for x in layouts(150, seed):
         channels = x.size(1)
         ours = (an.BatchNorm2d if x.dim() == 4 else an.BatchNorm3d)(channels).train(training)
         theirs = (torch.nn.BatchNorm2d if x.dim() == 4 else torch.nn.BatchNorm3d)(channels)

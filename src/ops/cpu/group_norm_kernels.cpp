@@ -47,7 +47,8 @@ void scale_shift_row(const float* source, float* target, const float* gamma, con
   }
 }
 
-// One row's channels in the backward, with d = x - shift (exact in float64): sum dy * d and
+// One row's channels in the backward, with d = x - shift (exact in float64 unless the two lie
+// more than 2^29 apart, and then within 2^-53 of itself): sum dy * d and
 // sum dy over each channel's run into dy_d[k] and dy_sum[k], and the row's sum d and sum d^2
 // (its moments, as the forward takes them) into row_sums[0] and row_sums[1], all in float64.
 // dx's means are then exact to float64 rounding (sum dy * x_hat = rstd * (sum dy * d - (mean -
@@ -297,7 +298,7 @@ void group_norm_backward(const GroupNormBackward& args) {
       const float* gamma = args.gamma ? args.gamma + (row % layout.groups) * per_group : nullptr;
       double* dy_x_hat = dgamma_rows + row * per_group;
       double* dy_sum = dbeta_rows + row * per_group;
-      // Shifted by the row's first value, as the forward's moments are (RowMoments).
+      // Shifted by the row's first value, as the float32 forward's moments are (RowMoments).
       const double shift = x[r * dim];
       double row_sums[2];
       HWY_DYNAMIC_DISPATCH(channel_sums_row)

@@ -26,7 +26,8 @@ inline constexpr double kFloat32LanesMinVariance = 0x1p-200;
 // centre (the large-mean rows where cancellation matters), and scale by rstd as
 // fma(c, rstd_hi, c * rstd_lo), rounded once. value - hi is exact, so lo carries the low part
 // rounded once to float32: an error of 2^-24 of lo, which is at most half a float32 ulp of hi and
-// so at most 2^-24 of any nonzero v - hi; a centred value is within that of exact.
+// so at most 2^-24 of any nonzero v - hi; with the subtraction's own rounding a centred value is
+// within about 2^-23 of exact.
 struct HiLo {
   float hi;
   float lo;
