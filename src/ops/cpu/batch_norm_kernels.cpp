@@ -1065,17 +1065,17 @@ void batch_statistics(const void* x, DType storage, const BatchShape& shape, dou
   for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
     HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, storage, shape, shifts, group, count);
   });
-  const double count = static_cast<double>(shape.batch * shape.length);
+  const int64_t values = shape.batch * shape.length;
   double* sums = scratch.take<double>(shape.channels);
   double* squares = scratch.take<double>(shape.channels);
   partials.total(0, sums);
   partials.total(1, squares);
   for (int64_t c = 0; c < shape.channels; ++c) {
-    const double mean_shifted = sums[c] / count;
-    const double spread = squares[c] / count - mean_shifted * mean_shifted;
-    mean[c] = shifts[c] + mean_shifted;
-    mean_lo[c] = two_sum_low(shifts[c], mean_shifted, mean[c]);
-    variance[c] = spread < 0 ? 0.0 : spread;  // NaN stays NaN
+    const RowMoments moments =
+        moments_about(shifts[c], shifted_moments(sums[c], squares[c], values));
+    mean[c] = moments.mean;
+    mean_lo[c] = moments.mean_lo;
+    variance[c] = moments.variance;
   }
 }
 
@@ -1122,13 +1122,13 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
   partials.total(2, sum_dy);
   partials.total(3, sum_dy_d);
   for (int64_t c = 0; c < channels; ++c) {
-    const double mean_shifted = sum_d[c] / count;
-    const double variance = sum_d2[c] / count - mean_shifted * mean_shifted;
+    const ShiftedMoments shifted = shifted_moments(sum_d[c], sum_d2[c], shape.batch * shape.length);
+    const RowMoments moments = moments_about(shifts[c], shifted);
     const double total_dy = sum_dy[c];
-    const double channel_rstd = rstd_of(variance < 0 ? 0.0 : variance, eps);
-    const double total_dy_xhat = channel_rstd * (sum_dy_d[c] - mean_shifted * total_dy);
-    mean[c] = shifts[c] + mean_shifted;
-    mean_lo[c] = two_sum_low(shifts[c], mean_shifted, mean[c]);
+    const double channel_rstd = rstd_of(moments.variance, eps);
+    const double total_dy_xhat = channel_rstd * (sum_dy_d[c] - shifted.offset * total_dy);
+    mean[c] = moments.mean;
+    mean_lo[c] = moments.mean_lo;
     rstd[c] = channel_rstd;
     scale[c] = (gamma ? static_cast<double>(gamma[c]) : 1.0) * channel_rstd;
     mean_dy[c] = total_dy / count;
