@@ -50,79 +50,9 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
     if not torch.jit.is_tracing():
         verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
                           + list(input.shape[2:]))
-    y = torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
-    # As PyTorch's group_norm: the output takes the input's suggested memory format (the
-    # operator, like instance_norm's, returns the contiguous layout).
-    if channels_last_layout(input):
-        layout = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
-        return torch.empty_like(y, memory_format=layout).copy_(y)
-    return y
-
-
-def channels_last_layout(input: torch.Tensor) -> bool:
-    """Whether PyTorch returns GroupNorm's results for input channels-last (4-D) or
-    channels_last_3d (5-D): c10's suggested memory format. Not in an ONNX export: ONNX has no
-    layouts, and PyTorch 1.13's exporter refuses channels_last_3d. Written out for
-    TorchScript."""
-    if not torch.jit.is_scripting():
-        if torch.onnx.is_in_onnx_export():
-            return False
-    return (input.dim() == 4 or input.dim() == 5) and \
-        _strides_like_channels_last(input.size(), input.stride())
-
-
-def batch_norm_channels_last(input: torch.Tensor) -> bool:
-    """Whether PyTorch 1.13's CPU batch_norm returns input's result channels-last: a 4-D input
-    that is not contiguous and is stored channels-last or strided like it (c10's suggestion),
-    a 5-D one as c10 suggests (channels_last_3d). The rules differ only for inputs with
-    dimensions of size 1; each is the one PyTorch was found to follow
-    (test_torch_patch_batch_norm2d.py sweeps such layouts, sliced ones too). Not in an ONNX
-    export, as channels_last_layout."""
-    if not torch.jit.is_scripting():
-        if torch.onnx.is_in_onnx_export():
-            return False
-    if input.dim() == 4:
-        return not input.is_contiguous() and (
-            input.is_contiguous(memory_format=torch.channels_last) or
-            _strides_like_channels_last(input.size(), input.stride()))
-    return channels_last_layout(input)
-
-
-def channels_as_columns(input: torch.Tensor) -> torch.Tensor:
-    """(N, C, *) input stored channels-last as the (N * positions, C) matrix it is stored as:
-    every position a row, every channel a column (a view, no copy, when the storage is exactly
-    channels-last). BatchNorm over it is BatchNorm over input."""
-    order = [0] + [d for d in range(2, input.dim())] + [1]
-    return input.permute(order).reshape(-1, input.size(1))
-
-
-def columns_as_channels(y: torch.Tensor, size: List[int]) -> torch.Tensor:
-    """channels_as_columns undone: y of (N * positions, C) as the (N, C, *) tensor of `size`,
-    stored channels-last."""
-    stored = [size[0]] + [size[d] for d in range(2, len(size))] + [size[1]]
-    order = [0, len(size) - 1] + [d for d in range(1, len(size) - 1)]
-    return y.view(stored).permute(order)
-
-
-def _strides_like_channels_last(sizes: List[int], strides: List[int]) -> bool:
-    """Whether PyTorch suggests channels-last (4-D) or channels_last_3d (5-D) for a tensor of
-    these sizes and strides: c10's rule (is_channels_last_strides_2d and _3d), which also
-    settles the layouts that are both contiguous and channels-last (C = 1, or every spatial
-    size 1) by the strides of their size-1 dimensions."""
-    if strides[1] == 0:
-        return False
-    order = [1, 3, 2, 0] if len(sizes) == 4 else [1, 4, 3, 2, 0]
-    smallest = 0
-    for d in order:
-        if sizes[d] == 0 or strides[d] < smallest:
-            return False
-        # N111 with equal strides (contiguous, or N11W sliced along W): contiguous.
-        if d == 0 and smallest == strides[1]:
-            return False
-        smallest = strides[d]
-        if sizes[d] > 1:
-            smallest *= sizes[d]
-    return True
+    # The operator returns the input's suggested memory format (channels-last or
+    # channels_last_3d), as PyTorch's group_norm does, decided when it runs (traced graphs too).
+    return torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
 
 
 def _widened(tensor: torch.Tensor) -> torch.Tensor:
@@ -153,8 +83,10 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
                              f"size {input.shape}")
     if use_input_stats and running_mean is None and running_var is None:
-        # One channel a group; no channels is one group of none.
-        return torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias, eps)
+        # One channel a group; no channels is one group of none. PyTorch's instance_norm
+        # returns the contiguous layout whatever the input's (it normalises a contiguous view).
+        return torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias,
+                                            eps).contiguous()
     n, c = input.size(0), input.size(1)
     shape: List[int] = [1, n * c] + list(input.shape[2:])
     # Each sample's running statistics at least in float32 (the op keeps 16-bit ones so), averaged
@@ -221,11 +153,8 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
             running_mean = torch.zeros_like(running_var)
         elif running_var is None and running_mean is not None:
             running_var = torch.ones_like(running_mean)
-    if batch_norm_channels_last(input):
-        # As PyTorch: the output stored as the input is, here with no copy of either.
-        y = torch.ops.addnorm.batch_norm(channels_as_columns(input), weight, bias, running_mean,
-                                         running_var, bool(training), float(momentum), float(eps))
-        return columns_as_channels(y, input.size())
+    # The operator keeps a channels-last input's layout in its result where PyTorch does,
+    # reading and writing it in place as the (N * positions, C) matrix it is stored as.
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
                                         bool(training), float(momentum), float(eps))
 

@@ -7,7 +7,6 @@ Their forwards call torch.ops.addnorm.* directly, so LayerNorm, RMSNorm and Batc
 drop-ins for torch.nn's modules whole, as it keeps those (_TorchNnLeaf).
 """
 import numbers
-from typing import List
 
 import torch
 
@@ -69,18 +68,10 @@ class _BatchNorm:
     momentum=None (cumulative average) and track_running_stats=False behave as in PyTorch."""
 
     def forward(self, input):
+        """The op on input (N, C, *), with torch.nn's running-statistics bookkeeping. A
+        channels-last input's result is stored channels-last, as torch.nn's modules return
+        it (the operator decides, with no copy of either)."""
         self._check_input_dim(input)
-        if F.batch_norm_channels_last(input):
-            # channels_last(_3d), (N, C, *) stored as (N, *, C): every position a row and every
-            # channel a column, no copy, and the result stored the same way, as torch.nn's
-            # modules return it.
-            y = self._normalise(F.channels_as_columns(input), input.size())
-            return F.columns_as_channels(y, input.size())
-        return self._normalise(input, input.size())
-
-    def _normalise(self, input, size: List[int]):
-        """The op on input (N, C, *), a view of the caller's input of `size`, with the
-        running-statistics bookkeeping; no rank check."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
@@ -90,7 +81,7 @@ class _BatchNorm:
                                             self.running_var is None)
         if use_batch_stats:
             # After the count, before the op, as torch.nn's module and F.batch_norm do it.
-            F.verify_batch_size(size)
+            F.verify_batch_size(input.size())
         keep_running = not self.training or self.track_running_stats
         return torch.ops.addnorm.batch_norm(input, self.weight, self.bias,
                                             self.running_mean if keep_running else None,
@@ -101,6 +92,12 @@ class _BatchNorm:
 class BatchNorm1d(_TorchNnLeaf, _BatchNorm, torch.nn.BatchNorm1d):
     """torch.nn.BatchNorm1d computed by addnorm: same arguments, parameters (weight, bias),
     buffers (running_mean, running_var, num_batches_tracked) and state_dict."""
+
+
+class BatchNorm2d(_TorchNnLeaf, _BatchNorm, torch.nn.BatchNorm2d):
+    """torch.nn.BatchNorm2d computed by addnorm, (N, C, H, W) input in either memory format
+    (channels-last input gives a channels-last result, as torch's module does); as
+    BatchNorm1d."""
 
 
 class BatchNorm3d(_TorchNnLeaf, _BatchNorm, torch.nn.BatchNorm3d):

@@ -11,7 +11,6 @@ from typing import NamedTuple, Optional
 import torch
 
 from . import _torch_modules as modules
-from ._torch_batch_norm2d import BatchNorm2d
 from ._torch_dtypes import SUPPORTED_DTYPES, describe
 
 _EPS_NAMES = ("eps", "variance_epsilon")
@@ -99,7 +98,7 @@ def _rms_norm_like(module):
 
 
 # torch.nn's module -> addnorm's, for the kinds that take the same constructor arguments.
-_BATCH_NORMS = {torch.nn.BatchNorm1d: modules.BatchNorm1d, torch.nn.BatchNorm2d: BatchNorm2d,
+_BATCH_NORMS = {torch.nn.BatchNorm1d: modules.BatchNorm1d, torch.nn.BatchNorm2d: modules.BatchNorm2d,
                 torch.nn.BatchNorm3d: modules.BatchNorm3d}
 _INSTANCE_NORMS = {torch.nn.InstanceNorm1d: modules.InstanceNorm1d,
                    torch.nn.InstanceNorm2d: modules.InstanceNorm2d,

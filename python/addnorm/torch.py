@@ -22,9 +22,8 @@ arguments). diagnose(model, batch): the lab's Add & Norm measurements on any PyT
 """
 from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, group_norm,
                                instance_norm, layer_norm, rms_norm)
-from ._torch_batch_norm2d import BatchNorm2d
-from ._torch_modules import (AddNorm, BatchNorm1d, BatchNorm3d, GroupNorm, InstanceNorm1d,
-                             InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
+from ._torch_modules import (AddNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
+                             InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
 from ._torch_patch import patch, unpatch
 from ._diagnose import diagnose, diagnose_pairs
 from ._diagnose_report import Diagnosis

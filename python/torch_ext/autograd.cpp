@@ -430,6 +430,16 @@ at::Tensor batch_norm_autograd(const at::Tensor& input, const OptionalTensor& we
                                const OptionalTensor& running_var, bool training, double momentum,
                                double eps) {
   const BatchNormSpec spec{training, momentum, eps};
+  // As PyTorch's autograd refuses it for native_batch_norm: the statistics are buffers, with no
+  // gradient defined (in training they are also written in place).
+  for (const auto& [name, stat] :
+       {std::pair{"running_mean", &running_mean}, std::pair{"running_var", &running_var}}) {
+    TORCH_CHECK(!(at::GradMode::is_enabled() && stat->has_value() && (*stat)->defined() &&
+                  (*stat)->requires_grad()),
+                "The function 'addnorm::batch_norm' is not differentiable with respect to "
+                "argument '",
+                name, "'. This input cannot have requires_grad True.");
+  }
   if (composite::needed({input, weight, bias})) {
     // PyTorch's own op, which updates the running statistics as addnorm's kernel does.
     return at::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,

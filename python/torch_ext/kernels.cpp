@@ -316,10 +316,13 @@ at::Tensor like_parameter(const at::Tensor& gradient, const OptionalTensor& para
 // The gradients' tensors, allocated for the library to write (an empty batch included: it
 // writes dweight and dbias as sums of nothing, src/ops/empty_batch.hpp); a parameter gradient
 // not wanted stays undefined, and the library skips its sums.
-NormGrads allocate_grads(const at::Tensor& x, const NormTensors& t, ParameterGrads wanted = {}) {
+// dx as x; dweight and dbias, where wanted, in the compute dtype. `dx` replaces the first when
+// the caller has allocated it (in a layout of its own).
+NormGrads allocate_grads(const at::Tensor& x, const NormTensors& t, ParameterGrads wanted = {},
+                         at::Tensor dx = {}) {
   const auto wide = x.options().dtype(compute_type(x));
   NormGrads grads;
-  grads.dx = at::empty(x.sizes(), x.options());
+  grads.dx = dx.defined() ? std::move(dx) : at::empty(x.sizes(), x.options());
   if (t.weight.defined() && wanted.weight) grads.dweight = at::empty(t.weight.sizes(), wide);
   if (t.bias.defined() && wanted.bias) grads.dbias = at::empty(t.bias.sizes(), wide);
   return grads;
@@ -651,15 +654,63 @@ std::optional<BasicRunningStats<T>> running_views(const RunningBuffers& running)
   return BasicRunningStats<T>{mutable_view<T>(running.mean), mutable_view<T>(running.var)};
 }
 
+// The layout PyTorch 1.13's CPU batch_norm gives a result: channels-last for a 4-D input that
+// is not contiguous and is stored channels-last or strided like it (c10's suggestion), for a 5-D
+// one as c10 suggests (channels_last_3d); contiguous otherwise. The rules differ only for
+// dimensions of size 1; each is the one PyTorch was found to follow
+// (test_torch_patch_batch_norm2d.py sweeps such layouts, sliced ones too).
+at::MemoryFormat batch_norm_layout(const at::Tensor& input) {
+  const at::MemoryFormat suggested = input.suggest_memory_format();
+  if (input.dim() == 4 && !input.is_contiguous() &&
+      (input.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+       suggested == at::MemoryFormat::ChannelsLast)) {
+    return at::MemoryFormat::ChannelsLast;
+  }
+  if (input.dim() == 5 && suggested == at::MemoryFormat::ChannelsLast3d) return suggested;
+  return at::MemoryFormat::Contiguous;
+}
+
+// `t`, shaped (N, C, *) like input, as the kernel reads or writes it in `layout`: contiguous,
+// or, channels-last, the (N * positions, C) matrix it is stored as: every position a row, every
+// channel a column, BatchNorm over it BatchNorm over t (a view, no copy, when t is stored
+// exactly so; a contiguous copy otherwise, as the kernel reads it).
+at::Tensor batch_norm_operand(const at::Tensor& t, at::MemoryFormat layout) {
+  if (layout == at::MemoryFormat::Contiguous) return t.contiguous();
+  std::vector<int64_t> channels_last_order{0};
+  for (int64_t d = 2; d < t.dim(); ++d) channels_last_order.push_back(d);
+  channels_last_order.push_back(1);
+  return t.permute(channels_last_order).reshape({-1, t.size(1)}).contiguous();
+}
+
+// A result of BatchNorm on input: shaped as input, stored in `layout`; channels-last, exactly
+// as the (N * positions, C) matrix, so that batch_norm_operand is a view of it whatever the
+// sizes of 1 (the memory format's own strides differ there).
+at::Tensor batch_norm_result(const at::Tensor& input, at::MemoryFormat layout) {
+  if (layout == at::MemoryFormat::Contiguous) return at::empty(input.sizes(), input.options());
+  std::vector<int64_t> strides(input.dim());
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= input.size(1);
+  for (int64_t d = input.dim() - 1; d >= 2; --d) {
+    strides[d] = stride;
+    stride *= input.size(d);
+  }
+  strides[0] = stride;
+  return at::empty_strided(input.sizes(), strides, input.options());
+}
+
 }  // namespace
 
 at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
                               const OptionalTensor& bias, const OptionalTensor& running_mean,
                               const OptionalTensor& running_var, const BatchNormSpec& spec) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
-  const at::Tensor x = input.contiguous(), w = contiguous(weight), b = contiguous(bias);
+  const at::MemoryFormat layout = batch_norm_layout(input);
+  const at::Tensor x = batch_norm_operand(input, layout);
+  const at::Tensor w = contiguous(weight), b = contiguous(bias);
   const RunningBuffers running = running_for(running_mean, running_var, compute_type(x));
-  const at::Tensor y = at::empty(x.sizes(), x.options());
+  const at::Tensor result = batch_norm_result(input, layout);
+  const at::Tensor y = batch_norm_operand(result, layout);
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
@@ -668,7 +719,7 @@ at::Tensor batch_norm_forward(const at::Tensor& input, const OptionalTensor& wei
     });
   });
   running.write_back();
-  return y;
+  return result;
 }
 
 NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
@@ -677,13 +728,16 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const BatchNormSpec& spec, ParameterGrads wanted) {
   check_batch_norm(input, weight, bias, running_mean, running_var, spec);
   check_like("grad_y", grad_y, input);
-  const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
+  const at::MemoryFormat layout = batch_norm_layout(input);
+  const at::Tensor x = batch_norm_operand(input, layout);
+  const at::Tensor dy = batch_norm_operand(grad_y, layout);
   const at::Tensor w = contiguous(weight), b = contiguous(bias);
   // The backward only reads the running statistics (inference mode), so training=false here
   // never writes them; in training they are not needed.
   const RunningBuffers running =
       spec.training ? RunningBuffers{} : running_for(running_mean, running_var, compute_type(x));
-  NormGrads grads = allocate_grads(x, {w, b, {}, {}}, wanted);
+  const at::Tensor dx = batch_norm_result(input, layout);
+  NormGrads grads = allocate_grads(x, {w, b, {}, {}}, wanted, batch_norm_operand(dx, layout));
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
@@ -693,7 +747,7 @@ NormGrads batch_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                                    batch_options<T>(w, b, spec), running_views<T>(running));
     });
   });
-  return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
+  return {dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -737,6 +791,13 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
                           {channel_norm_options<T>(w, b, spec.eps), spec.num_groups}, stats);
     });
   });
+  // As PyTorch's group_norm, the result takes the input's suggested memory format
+  // (channels-last or channels_last_3d); the kernel writes the contiguous layout, copied so.
+  const at::MemoryFormat layout = input.suggest_memory_format();
+  if (layout != at::MemoryFormat::Contiguous) {
+    // The format's own strides, also where sizes of 1 make y count as channels-last already.
+    out.y = at::empty_like(y, y.options(), layout).copy_(y);
+  }
   return out;
 }
 

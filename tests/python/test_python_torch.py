@@ -233,6 +233,31 @@ def test_channels_last_input_gives_pytorchs_output_layout(make, shape, layout):
     torch.testing.assert_close(x2.grad, x.grad)
 
 
+@pytest.mark.parametrize("make, shape, layout", [
+    (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5), torch.channels_last),
+    (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5, 2), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm2d(4), (2, 4, 3, 5), torch.channels_last),
+    (lambda nn: nn.BatchNorm3d(4), (2, 4, 3, 5, 2), torch.channels_last_3d),
+])
+@pytest.mark.parametrize("traced_on_channels_last", [False, True])
+def test_a_traced_module_gives_each_input_pytorchs_layout(make, shape, layout,
+                                                          traced_on_channels_last):
+    """torch.jit.trace records the operator, not the layout of the input it was traced with:
+    called on the other layout, the traced module returns what torch.nn's returns."""
+    theirs, ours = make(torch.nn).eval(), make(an).eval()
+    ours.load_state_dict(theirs.state_dict())
+    example = torch.randn(shape)
+    if traced_on_channels_last:
+        example = example.to(memory_format=layout)
+    traced = torch.jit.trace(ours, example)
+    x = torch.randn(shape)
+    if not traced_on_channels_last:
+        x = x.to(memory_format=layout)
+    got, expected = traced(x), theirs(x)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)
+
+
 def strided_like(sizes, order, step=1):
     """A float64 tensor of these sizes whose dimensions are laid out in memory in order
     (outermost first), every step-th element of a larger buffer when step > 1."""
@@ -355,3 +380,28 @@ def test_tensor_errors():
         an.LayerNorm(4, eps=float("inf"))(torch.ones(2, 4))
     with pytest.raises(ValueError, match=r"mode is 'middle'"):
         an.AddNorm(4, mode="middle")
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("stat", ["running_mean", "running_var"])
+def test_running_statistics_that_require_grad_are_refused_as_pytorch_refuses_them(training,
+                                                                                   stat):
+    """Buffers have no gradient: with grad mode on, PyTorch's batch_norm refuses a running
+    statistic that requires one (RuntimeError naming it) and changes nothing; under no_grad
+    both compute."""
+    x = torch.randn(4, 3, 5)
+    stats = {"running_mean": torch.zeros(3), "running_var": torch.ones(3)}
+    stats[stat].requires_grad_()
+    before = {name: t.detach().clone() for name, t in stats.items()}
+    pattern = f"not differentiable with respect to argument '{stat}'"
+    for batch_norm in (torch.nn.functional.batch_norm, an.batch_norm):
+        with pytest.raises(RuntimeError, match=pattern):
+            batch_norm(x, stats["running_mean"], stats["running_var"], training=training)
+        for name, t in stats.items():
+            assert torch.equal(t.detach(), before[name])
+    with torch.no_grad():
+        expected = torch.nn.functional.batch_norm(x, before["running_mean"].clone(),
+                                                  before["running_var"].clone(),
+                                                  training=training)
+        got = an.batch_norm(x, stats["running_mean"], stats["running_var"], training=training)
+    torch.testing.assert_close(got, expected)
