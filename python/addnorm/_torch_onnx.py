@@ -9,7 +9,8 @@ exported model runs in any ONNX runtime without addnorm.
   per-group scale and bias, and -21 is beyond torch 1.13's exporter.)
 - RMSNorm (no standard op before opset 23): Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(weight)
   (Mul(1 + weight) when zero-centred).
-- Fused Add & Norm: Add, then the norm (pre-norm returns both).
+- Fused Add & Norm: Add (its operands cast to PyTorch's promoted dtype where they differ;
+  ONNX's Add broadcasts as PyTorch's does), then the norm (pre-norm returns both).
 - BatchNorm: BatchNormalization, as PyTorch exports its own (constant weight and bias for
   affine=False; batch statistics computed in the graph in training mode or without running
   statistics).
@@ -18,7 +19,7 @@ Dropout is exported only as the identity, i.e. from a model in eval mode (or p =
 with active dropout raises, since addnorm's counter-based mask has no ONNX equivalent.
 """
 import torch
-from torch.onnx import symbolic_helper
+from torch.onnx import _type_utils, symbolic_helper
 from torch.onnx._globals import GLOBALS
 
 _DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
@@ -89,6 +90,16 @@ def _eps(eps, norm, x):
     return _MACHINE_EPS[_dtype(x)] if norm == "rms_norm" else _LAYER_NORM_EPS
 
 
+def _sum(g, x, r):
+    """x + r as PyTorch computes it: ONNX's Add broadcasts as PyTorch does, but takes one type,
+    so a mixed pair is cast to PyTorch's promoted dtype first."""
+    promoted = torch.promote_types(_dtype(x), _dtype(r))
+    x, r = (value if _dtype(value) == promoted else
+            g.op("Cast", value, to_i=_type_utils.JitScalarType.from_dtype(promoted).onnx_type())
+            for value in (x, r))
+    return g.op("Add", x, r)
+
+
 def _no_active_dropout(p):
     if p > 0:
         raise RuntimeError(f"addnorm dropout with p={p} cannot be exported to ONNX, expected "
@@ -109,8 +120,8 @@ def _symbolics(opset):
 
     @symbolic_helper.parse_args("v", "v", "is", "v", "v", "v", "s", "b")
     def add_norm_pre(g, x, r, normalized_shape, weight, bias, eps, norm, zero_centered_weight):
-        eps = _eps(eps, norm, x)
-        h = g.op("Add", x, r)
+        h = _sum(g, x, r)
+        eps = _eps(eps, norm, h)
         return h, _norm(g, h, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
                         opset)
 
@@ -118,8 +129,9 @@ def _symbolics(opset):
     def add_norm_post(g, x, s, normalized_shape, weight, bias, eps, norm, zero_centered_weight,
                       p, seed, offset):
         _no_active_dropout(p)
-        eps = _eps(eps, norm, x)
-        return _norm(g, g.op("Add", x, s), normalized_shape, weight, bias, eps, norm,
+        h = _sum(g, x, s)
+        eps = _eps(eps, norm, h)
+        return _norm(g, h, normalized_shape, weight, bias, eps, norm,
                      zero_centered_weight, opset)
 
     @symbolic_helper.parse_args("v", "v", "v", "v", "v", "b", "f", "f")

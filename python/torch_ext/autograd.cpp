@@ -17,10 +17,10 @@
 //
 // AutocastCPU: PyTorch 1.13's CPU autocast leaves its norms alone (layer_norm, group_norm and
 // batch_norm are on none of its cast lists), so a norm runs in its input's dtype: float32 in,
-// float32 out; bfloat16 in, bfloat16 out. addnorm follows that. The single-input operators fall
-// through autocast; the fused ones first add as `x + r` would, in the promoted dtype of their
-// two activations (a float32 residual stream plus a bfloat16 sublayer output stays float32),
-// which their kernels, taking one dtype, would otherwise refuse.
+// float32 out; bfloat16 in, bfloat16 out. addnorm follows that: every operator falls through
+// autocast. The fused ones add as `x + r` does in any mode (as_addends): in the promoted dtype
+// of their two activations, so a float32 residual stream plus a bfloat16 sublayer output stays
+// float32.
 #include <algorithm>
 #include <array>
 #include <mutex>
@@ -389,11 +389,12 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
   return norm_with_graph(input, weight, OptionalTensor(), spec);
 }
 
-ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
+ops::Grads2 add_norm_pre_autograd(const at::Tensor& x_in, const at::Tensor& r_in,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                                   const OptionalTensor& bias, c10::optional<double> eps,
                                   c10::string_view norm, bool zero_centered_weight) {
   const NormKind kind = norm_kind(norm);
+  const auto [x, r] = as_addends(x_in, r_in);
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
   if (composite::needed({x, r, weight, bias})) {
@@ -407,15 +408,20 @@ ops::Grads2 add_norm_pre_autograd(const at::Tensor& x, const at::Tensor& r,
   return {h, y};
 }
 
-at::Tensor add_norm_post_autograd(const at::Tensor& x, const at::Tensor& s,
+at::Tensor add_norm_post_autograd(const at::Tensor& x_in, const at::Tensor& s_in,
                                   at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                                   const OptionalTensor& bias, c10::optional<double> eps,
                                   c10::string_view norm, bool zero_centered_weight, double p,
                                   int64_t seed, int64_t offset) {
   const NormKind kind = norm_kind(norm);
+  DropoutSpec dropout{p, seed, offset};
+  const auto drop = [](const at::Tensor& branch, const DropoutSpec& spec) {
+    static const auto op = handle<decltype(ops::dropout)>("addnorm::dropout");
+    return op.call(branch, spec.p, spec.seed, spec.offset);  // recorded, as the user's would be
+  };
+  const auto [x, s] = as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, drop));
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
-  const DropoutSpec dropout{p, seed, offset};
   if (composite::needed({x, s, weight, bias})) {
     return composite::add_norm_post(x, s, weight, bias, spec, dropout);
   }
@@ -589,39 +595,6 @@ ops::Grads3 group_norm_backward_autograd(const at::Tensor& grad_y, const at::Ten
       "addnorm::group_norm_backward", grad_y, input, num_groups, weight, bias, eps, output_mask);
 }
 
-// ---------------------------------------------------------------------------------------------
-// AutocastCPU kernels of the fused operators: the two activations in their promoted dtype, then
-// the operator again below autocast. The casts are above autograd, so each gradient returns in
-// its own activation's dtype.
-
-std::pair<at::Tensor, at::Tensor> promoted(const at::Tensor& x, const at::Tensor& r) {
-  const auto common = at::promote_types(x.scalar_type(), r.scalar_type());
-  return {x.to(common), r.to(common)};
-}
-
-ops::Grads2 add_norm_pre_autocast(const at::Tensor& x, const at::Tensor& r,
-                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, c10::optional<double> eps,
-                                  c10::string_view norm, bool zero_centered_weight) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  static const auto op = handle<decltype(ops::add_norm_pre)>("addnorm::add_norm_pre");
-  const auto [common_x, common_r] = promoted(x, r);
-  return op.call(common_x, common_r, normalized_shape, weight, bias, eps, norm,
-                 zero_centered_weight);
-}
-
-at::Tensor add_norm_post_autocast(const at::Tensor& x, const at::Tensor& s,
-                                  at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                                  const OptionalTensor& bias, c10::optional<double> eps,
-                                  c10::string_view norm, bool zero_centered_weight, double p,
-                                  int64_t seed, int64_t offset) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  static const auto op = handle<decltype(ops::add_norm_post)>("addnorm::add_norm_post");
-  const auto [common_x, common_s] = promoted(x, s);
-  return op.call(common_x, common_s, normalized_shape, weight, bias, eps, norm,
-                 zero_centered_weight, p, seed, offset);
-}
-
 }  // namespace
 
 }  // namespace addnorm::torch_ops
@@ -657,10 +630,4 @@ TORCH_LIBRARY_IMPL(addnorm, Autograd, m) {
 
 TORCH_LIBRARY_IMPL(addnorm, FuncTorchBatched, m) {
   addnorm::torch_ops::register_differentiable_kernels(m);
-}
-
-TORCH_LIBRARY_IMPL(addnorm, AutocastCPU, m) {
-  namespace torch_ops = addnorm::torch_ops;
-  m.impl("add_norm_pre", torch_ops::add_norm_pre_autocast);
-  m.impl("add_norm_post", torch_ops::add_norm_post_autocast);
 }

@@ -438,6 +438,18 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
+std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r) {
+  const at::ScalarType dtype = at::result_type(x, r);
+  at::Tensor a = x.scalar_type() == dtype ? x : x.to(dtype);
+  at::Tensor b = r.scalar_type() == dtype ? r : r.to(dtype);
+  if (x.sizes() != r.sizes()) {
+    const std::vector<int64_t> shape = at::infer_size(x.sizes(), r.sizes());
+    if (a.sizes() != at::IntArrayRef(shape)) a = a.expand(shape);
+    if (b.sizes() != at::IntArrayRef(shape)) b = b.expand(shape);
+  }
+  return {a, b};
+}
+
 PreNormOutputs add_norm_pre_forward(const at::Tensor& x_in, const at::Tensor& r_in,
                                     const OptionalTensor& weight, const OptionalTensor& bias,
                                     const NormSpec& spec, bool save_stats) {

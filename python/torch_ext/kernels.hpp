@@ -8,6 +8,7 @@
 // autograd kernels (to keep the statistics a backward reuses).
 #pragma once
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
@@ -86,6 +87,27 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
                         const OptionalTensor& bias, const NormSpec& spec,
                         const OptionalTensor& mean, const OptionalTensor& rstd,
                         ParameterGrads wanted = {});
+
+// The fused ops' two addends as `x + r` combines them: broadcast to one shape and promoted to
+// one dtype by PyTorch's rules (with its errors for shapes that do not broadcast), each
+// returned as it is where it already agrees, the fused kernels' own case. Called above
+// autograd, the expansion and the cast are recorded, so each gradient comes back summed and
+// cast to its addend's shape and dtype.
+std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r);
+
+// Post-norm's branch s where the sum broadcasts it and dropout drops: Norm(x + Dropout(s))
+// drops s's own elements, so the mask is drawn over s before the broadcast (`drop(s, spec)`)
+// and the fused op then runs with p = 0. Otherwise s, and the spec unchanged.
+template <class Drop>
+at::Tensor dropped_before_broadcast(const at::Tensor& s, const at::Tensor& x, DropoutSpec& dropout,
+                                    const Drop& drop) {
+  if (dropout.p == 0.0 || s.sizes() == at::IntArrayRef(at::infer_size(x.sizes(), s.sizes()))) {
+    return s;
+  }
+  at::Tensor dropped = drop(s, dropout);
+  dropout.p = 0.0;
+  return dropped;
+}
 
 // Pre-norm: h = x + r and y = Norm(h).
 struct PreNormOutputs {

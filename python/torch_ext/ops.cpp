@@ -54,10 +54,12 @@ Grads2 rms_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
   return {masked(grads.dx, output_mask[0]), grads.dweight};
 }
 
-Grads2 add_norm_pre(const at::Tensor& x, const at::Tensor& r, at::IntArrayRef normalized_shape,
-                    const OptionalTensor& weight, const OptionalTensor& bias,
-                    c10::optional<double> eps, c10::string_view norm, bool zero_centered_weight) {
+Grads2 add_norm_pre(const at::Tensor& x_in, const at::Tensor& r_in,
+                    at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                    const OptionalTensor& bias, c10::optional<double> eps, c10::string_view norm,
+                    bool zero_centered_weight) {
   const NormKind kind = norm_kind(norm);
+  const auto [x, r] = as_addends(x_in, r_in);
   PreNormOutputs out = add_norm_pre_forward(
       x, r, weight, bias,
       spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight), false);
@@ -77,15 +79,19 @@ Grads3 add_norm_pre_backward(const at::Tensor& grad_y, const OptionalTensor& gra
   return {masked(grads.dx, output_mask[0]), grads.dweight, grads.dbias};
 }
 
-at::Tensor add_norm_post(const at::Tensor& x, const at::Tensor& s, at::IntArrayRef normalized_shape,
-                         const OptionalTensor& weight, const OptionalTensor& bias,
-                         c10::optional<double> eps, c10::string_view norm,
-                         bool zero_centered_weight, double p, int64_t seed, int64_t offset) {
+at::Tensor add_norm_post(const at::Tensor& x_in, const at::Tensor& s_in,
+                         at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                         const OptionalTensor& bias, c10::optional<double> eps,
+                         c10::string_view norm, bool zero_centered_weight, double p, int64_t seed,
+                         int64_t offset) {
   const NormKind kind = norm_kind(norm);
+  DropoutSpec dropout{p, seed, offset};
+  const auto [x, s] =
+      as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, dropout_forward));
   return add_norm_post_forward(
              x, s, weight, bias,
              spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight),
-             {p, seed, offset}, false)
+             dropout, false)
       .y;
 }
 

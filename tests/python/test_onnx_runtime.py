@@ -145,8 +145,11 @@ def torch_norm(h, norm, weight, bias, eps):
     return F.layer_norm(h, (WIDTH,), weight, bias, eps)
 
 
-def add_norm_case(mode, norm, opset):
-    weight, bias = parameters(WIDTH, torch.float32)
+def add_norm_case(mode, norm, opset, branch_shape=(4, 3, WIDTH), branch_dtype=torch.float32):
+    """The fused op on x of (4, 3, WIDTH) and a branch of branch_shape and branch_dtype, which
+    the sum broadcasts and promotes as x + r does (the parameters in the sum's dtype)."""
+    dtype = torch.promote_types(torch.float32, branch_dtype)
+    weight, bias = parameters(WIDTH, dtype)
     bias = bias if norm == "layer_norm" else None
     fused = an.add_norm_pre if mode == "pre" else an.add_norm_post
     module = Function(lambda m, x, r: fused(x, r, WIDTH, m.weight, m.bias, 1e-5, norm),
@@ -157,7 +160,8 @@ def add_norm_case(mode, norm, opset):
         y = torch_norm(h, norm, weight, bias, 1e-5)
         return (h, y) if mode == "pre" else (y,)
 
-    return Case(module, (activations(4, 3, WIDTH), activations(4, 3, WIDTH)), opset, pytorch)
+    return Case(module, (activations(4, 3, WIDTH), activations(*branch_shape, dtype=branch_dtype)),
+                opset, pytorch, dtype)
 
 
 def randomised(model):
@@ -307,6 +311,13 @@ def all_cases():
         for norm in ("layer_norm", "rms_norm"):
             cases[f"add_norm_{mode}_{norm}"] = add_norm_case(mode, norm, 17)
         cases[f"add_norm_{mode}_layer_norm_opset14"] = add_norm_case(mode, "layer_norm", 14)
+        # a branch broadcast (a position table's row, or one for every sample) and one promoted
+        cases[f"add_norm_{mode}_broadcast_branch"] = add_norm_case(mode, "layer_norm", 17,
+                                                                   (WIDTH,))
+        cases[f"add_norm_{mode}_broadcast_rms_norm"] = add_norm_case(mode, "rms_norm", 17,
+                                                                     (1, 3, WIDTH))
+        cases[f"add_norm_{mode}_float64_branch"] = add_norm_case(mode, "layer_norm", 17,
+                                                                 branch_dtype=torch.float64)
     cases["transformer_encoder_pre_norm"] = encoder_case(True)
     cases["transformer_encoder_post_norm"] = encoder_case(False)
     cases.update(gpt_cases())

@@ -405,3 +405,77 @@ def test_running_statistics_that_require_grad_are_refused_as_pytorch_refuses_the
                                                   training=training)
         got = an.batch_norm(x, stats["running_mean"], stats["running_var"], training=training)
     torch.testing.assert_close(got, expected)
+
+
+def norm_of_sum(h, norm, weight, bias):
+    """PyTorch's own norm of h (RMSNorm as the formula a PyTorch 1.13 user writes)."""
+    if norm == "rms_norm":
+        eps = torch.finfo(h.dtype).eps
+        return h * torch.rsqrt(h.square().mean(-1, keepdim=True) + eps) * weight
+    return F.layer_norm(h, h.shape[-1:], weight, bias)
+
+
+@pytest.mark.parametrize("x_shape, r_shape", [
+    ((2, 3, 8), (8,)), ((2, 3, 8), (1, 3, 8)), ((1, 3, 8), (2, 1, 8)), ((8,), (2, 3, 8)),
+    ((2, 3, 8), ()),
+])
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_fused_ops_broadcast_their_addends_as_x_plus_r_does(x_shape, r_shape, norm):
+    """add_norm_pre(x, r) is (x + r, Norm(x + r)) and add_norm_post(x, s) is Norm(x + s) with
+    PyTorch's broadcasting: values, and gradients summed back to each addend's shape."""
+    x = torch.randn(x_shape, dtype=torch.float64, requires_grad=True)
+    r = torch.randn(r_shape, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(8, dtype=torch.float64, requires_grad=True) if norm == "layer_norm" \
+        else None
+    leaves = [t for t in (x, r, weight, bias) if t is not None]
+    h_expected = x + r
+    y_expected = norm_of_sum(h_expected, norm, weight, bias)
+    h, y = an.add_norm_pre(x, r, [8], weight, bias, norm=norm)
+    assert h.shape == h_expected.shape
+    torch.testing.assert_close(h, h_expected)
+    torch.testing.assert_close(y, y_expected)
+    torch.testing.assert_close(an.add_norm_post(x, r, [8], weight, bias, norm=norm), y_expected)
+    gy, gh = torch.randn_like(y), torch.randn_like(h)
+    expected = torch.autograd.grad((y_expected * gy).sum() + (h_expected * gh).sum(), leaves)
+    got = torch.autograd.grad((y * gy).sum() + (h * gh).sum(), leaves)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape
+        torch.testing.assert_close(g, e)
+    assert torch.autograd.gradcheck(
+        lambda a, b: an.add_norm_post(a, b, [8], weight, bias, norm=norm), (x, r))
+
+
+@pytest.mark.parametrize("x_dtype, r_dtype", [
+    (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
+    (torch.float32, torch.float64), (torch.float16, torch.bfloat16),
+])
+def test_fused_ops_promote_their_addends_as_x_plus_r_does(x_dtype, r_dtype):
+    """Mixed dtypes take PyTorch's promoted dtype (outputs in it, each gradient in its addend's
+    dtype); a 0-dim float64 branch does not promote a float32 stream, as in x + r."""
+    x = torch.randn(4, 8).to(x_dtype).requires_grad_()
+    r = torch.randn(4, 8).to(r_dtype).requires_grad_()
+    h_expected = x + r
+    h, y = an.add_norm_pre(x, r, [8])
+    assert h.dtype == y.dtype == h_expected.dtype
+    torch.testing.assert_close(h, h_expected)
+    reference = F.layer_norm(h_expected.double(), [8])
+    torch.testing.assert_close(y.double(), reference, rtol=1e-2, atol=1e-2)
+    y.sum().backward()
+    assert x.grad.dtype == x_dtype and r.grad.dtype == r_dtype
+    scalar = torch.tensor(2.0, dtype=torch.float64)
+    assert an.add_norm_pre(x.detach().float(), scalar, [8])[0].dtype == torch.float32
+
+
+def test_post_norm_drops_a_broadcast_branch_before_the_sum():
+    """Norm(x + Dropout(s)) with s broadcast: the mask is drawn over s's own elements (as
+    x + F.dropout(s) does), so every row sees the same dropped elements; the gradient holds
+    against finite differences."""
+    x = torch.randn(6, 16, dtype=torch.float64, requires_grad=True)
+    s = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    y = an.add_norm_post(x, s, [16], p=0.5, seed=7)
+    dropped = an.dropout(s, 0.5, seed=7)
+    assert (dropped == 0).any() and (dropped != 0).any()
+    torch.testing.assert_close(y, F.layer_norm(x + dropped, [16]))
+    assert torch.autograd.gradcheck(lambda a, b: an.add_norm_post(a, b, [16], p=0.5, seed=7),
+                                    (x, s))

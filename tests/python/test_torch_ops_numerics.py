@@ -496,12 +496,14 @@ def test_strided_input_is_made_contiguous():
      r"eps is 1e\+50, beyond float32's range"),
     (lambda: ops.group_norm(torch.ones(2, 4, 3).bfloat16(), 2, None, None, 1e50),
      r"eps is 1e\+50, beyond float32's range"),
+    # The fused ops add as x + r does: shapes that do not broadcast get PyTorch's error.
     (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(3, 4), [4]),
-     r"r has shape \[3, 4\], expected \[2, 4\] like input"),
+     r"The size of tensor a \(2\) must match the size of tensor b \(3\) at non-singleton "
+     r"dimension 0"),
     (lambda: ops.add_norm_pre(torch.ones(2, 4), torch.ones(2, 4), [4], norm="batch"),
      r"norm is 'batch', expected 'layer_norm' or 'rms_norm'"),
-    (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4).bfloat16(), [4]),
-     r"s has dtype torch.bfloat16, expected torch.float32 like input"),
+    (lambda: ops.add_norm_post(torch.ones(2, 4, dtype=torch.int32), torch.ones(2, 4).int(), [4]),
+     r"input has dtype Int, expected torch.float32"),
     (lambda: ops.add_norm_post(torch.ones(2, 4), torch.ones(2, 4), [4], p=1.0),
      r"p is 1, expected a dropout probability in \[0, 1\)"),
     (lambda: ops.batch_norm(torch.ones(2, 3, 4, 5, 1, 2), None, None, None, None, True),
