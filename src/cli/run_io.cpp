@@ -174,12 +174,44 @@ void write_manifest(const std::filesystem::path& path, const nlohmann::json& man
   if (!out) throw Error("cannot write " + path.string());
 }
 
+// The outputs the earlier run in `directory` listed in its manifest and this run does not
+// write (`files`), to be removed so that the folder holds one run's outputs. A manifest is a
+// file anyone can edit, so only plain names of .npy files in the folder count: a name with a
+// directory part, a hidden one, or a manifest over 1 MiB or not addnorm's JSON lists none.
+std::vector<std::string> earlier_outputs(const std::filesystem::path& directory,
+                                         const std::vector<std::string>& files) {
+  constexpr std::uintmax_t kMaxManifestBytes = 1 << 20;
+  const std::filesystem::path path = directory / kRunManifest;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(path, error)) ||
+      std::filesystem::file_size(path, error) > kMaxManifestBytes || error) {
+    return {};
+  }
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  if (!manifest.is_object() || !manifest.contains("outputs") || !manifest["outputs"].is_array()) {
+    return {};
+  }
+  std::vector<std::string> stale;
+  for (const auto& entry : manifest["outputs"]) {
+    if (!entry.is_object() || !entry.contains("file") || !entry["file"].is_string()) continue;
+    const std::string name = entry["file"].get<std::string>();
+    const bool plain = std::filesystem::path(name).filename().string() == name && name.size() > 4 &&
+                       name.front() != '.' && name.compare(name.size() - 4, 4, ".npy") == 0;
+    if (plain && std::find(files.begin(), files.end(), name) == files.end()) {
+      stale.push_back(name);
+    }
+  }
+  return stale;
+}
+
 // All or nothing: every output is written into a staging folder first; only when all of them
 // are complete, and no destination is something a file cannot replace, are they renamed into
 // place. A full disk or a directory in the way leaves the earlier files untouched. The renames
 // are one per file, so a process killed between two of them leaves a mix; the manifest
 // (kRunManifest) says which: it is removed before the first rename and renamed into place after
-// the last.
+// the last. The earlier run's outputs this run does not write are removed in between, so a
+// complete run leaves only its own outputs beside the files that were never a run's.
 template <class T>
 void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostream& summary) const {
   constexpr NpyDtype dtype = npy_dtype_of<T>();
@@ -223,11 +255,28 @@ void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostrea
   } catch (const Error& error) {
     throw Error("--out " + directory.string() + ": " + error.what() + ", so nothing was written");
   }
+  const std::vector<std::string> stale = earlier_outputs(directory, files);
   std::error_code removed;
   std::filesystem::remove(directory / kRunManifest, removed);
   if (removed) {
     throw Error("--out " + directory.string() + ": cannot remove the previous " +
                 std::string(kRunManifest) + " (" + removed.message() + "), so nothing was moved");
+  }
+  // Without a manifest now, the folder says it is not one run's; the earlier run's outputs
+  // that this one does not replace go (regular files only), then this run's move in.
+  for (const std::string& file : stale) {
+    const std::filesystem::path old_output = directory / file;
+    std::error_code status_error;
+    if (!std::filesystem::is_regular_file(
+            std::filesystem::symlink_status(old_output, status_error))) {
+      continue;
+    }
+    std::filesystem::remove(old_output, removed);
+    if (removed) {
+      throw Error("--out " + directory.string() + ": cannot remove the earlier run's " + file +
+                  " (" + removed.message() + "); without " + std::string(kRunManifest) +
+                  " the folder does not hold one run's outputs");
+    }
   }
   for (const std::string& file : files) {
     const std::filesystem::path destination = directory / file;

@@ -281,3 +281,57 @@ def test_outputs_are_bounded_by_the_inputs(addnorm_bin, tmp_path):
     assert "mean would have shape [8589934592, 7]" in result.stderr
     assert "expected at most 1" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_removes_the_earlier_runs_outputs_it_does_not_replace(addnorm_bin, tmp_path):
+    """A folder holds one run's outputs: layer_norm after add_norm_pre leaves y, mean, rstd
+    and no h; files that were never listed by a run (the user's) stay."""
+    out = tmp_path / "out"
+    x = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    first, _ = run_addnorm(addnorm_bin, tmp_path, "add_norm_pre", {"x": x, "r": x},
+                           ["--normalized_shape", "8"], out_dir=out)
+    assert first.returncode == 0, first.stderr
+    first_files = {entry["file"] for entry in json.loads((out / MANIFEST).read_text())["outputs"]}
+    assert "h.npy" in first_files
+    (out / "notes.txt").write_text("mine")
+    (out / "kept.npy").write_bytes(b"mine too")
+    second, _ = run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, ["--p", "0.5"],
+                            out_dir=out)
+    assert second.returncode == 0, second.stderr
+    listed = [entry["file"] for entry in json.loads((out / MANIFEST).read_text())["outputs"]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        listed + [MANIFEST, "notes.txt", "kept.npy"])
+    assert not set(listed) & (first_files - {"y.npy"})
+
+
+def test_a_hostile_manifest_removes_nothing_outside_the_runs_own_npy_files(addnorm_bin,
+                                                                          tmp_path):
+    """The manifest is a file anyone can edit: names with a directory part, hidden names,
+    non-.npy names and directories listed in it are left alone; a malformed one lists nothing."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "victim.npy").write_bytes(b"outside")
+    (out / "sub").mkdir()
+    (out / "sub" / "inner.npy").write_bytes(b"inner")
+    (out / ".hidden.npy").write_bytes(b"hidden")
+    (out / "notes.txt").write_text("mine")
+    (out / "folder.npy").mkdir()
+    (out / "old.npy").write_bytes(b"an earlier output")
+    names = ["../victim.npy", str(tmp_path / "victim.npy"), "sub/inner.npy", ".hidden.npy",
+             "notes.txt", "folder.npy", "old.npy", 7, None]
+    (out / MANIFEST).write_text(json.dumps({"outputs": [{"file": n} for n in names]}))
+    x = np.ones((2, 4), np.float32)
+    result, _ = run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, ["--p", "0.5"],
+                            out_dir=out)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "victim.npy").read_bytes() == b"outside"
+    assert (out / "sub" / "inner.npy").exists() and (out / ".hidden.npy").exists()
+    assert (out / "notes.txt").exists() and (out / "folder.npy").is_dir()
+    assert not (out / "old.npy").exists()  # a plain .npy the earlier manifest listed
+    for malformed in ("not json", "[1, 2]", '{"outputs": {"file": "y.npy"}}'):
+        (out / "again.npy").write_bytes(b"x")
+        (out / MANIFEST).write_text(malformed)
+        result, _ = run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, ["--p", "0.5"],
+                                out_dir=out)
+        assert result.returncode == 0, result.stderr
+        assert (out / "again.npy").exists()
