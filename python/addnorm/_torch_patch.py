@@ -4,6 +4,7 @@ the very same parameter objects.
 patch plans every swap before it makes one: each candidate's device and dtype are checked and
 each RMSNorm-like module is probed, and the model is changed only when every check passes.
 """
+import copy
 import math
 import warnings
 from typing import NamedTuple, Optional
@@ -141,10 +142,10 @@ def _kind(module, rms_norm, batch_norm):
 def _placement_problem(module):
     """Why addnorm's module could not run with module's tensors (device, dtype), or None."""
     tensors = list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
-    devices = sorted({str(t.device) for t in tensors if t.device.type != "cpu"})
+    devices = sorted({str(t.device) for t in tensors if t.device.type not in ("cpu", "meta")})
     if devices:
-        return (f"is on device {', '.join(devices)}, expected cpu (addnorm's kernels run on the "
-                "CPU)")
+        return (f"is on device {', '.join(devices)}, expected cpu or meta (addnorm's kernels run "
+                "on the CPU; a meta model is swapped before it is materialised)")
     dtypes = sorted({str(t.dtype) for t in tensors
                      if (t.is_floating_point() or t.is_complex())
                      and t.dtype not in SUPPORTED_DTYPES})
@@ -167,6 +168,15 @@ def _probed_rms_norm(old, weight, eps):
     epsilon (relative to the largest output).
     """
     dtype = weight.dtype
+    module_weight = weight
+    if weight.is_meta:
+        # A meta module has no values to run: its twin on the CPU, with a random weight,
+        # computes what it would (an RMSNorm-like module holds no other state to fill).
+        old = copy.deepcopy(old).to_empty(device="cpu")
+        with torch.no_grad():
+            old.weight.copy_(torch.randn(weight.shape, generator=torch.Generator().manual_seed(1),
+                                         dtype=torch.float64) * 0.2 + 1)
+        weight = old.weight
     tolerance = max(1e-4, 4 * torch.finfo(dtype).eps)
     rows = torch.randn(4, weight.shape[0], generator=torch.Generator().manual_seed(0),
                        dtype=torch.float64)
@@ -186,6 +196,7 @@ def _probed_rms_norm(old, weight, eps):
                            for (scale, probe), wanted in zip(probes, expected)]
             failed = [(scale, d) for scale, d in differences if not d <= tolerance]
             if not failed:
+                new.weight = module_weight
                 return new.train(old.training), None
             disagreements.append(failed[0])
     scale, difference = disagreements[0]
@@ -299,7 +310,9 @@ def patch(model, rms_norm=True, batch_norm=False):
     replacement, when model itself is such a layer). unpatch(model) undoes it.
 
     All or nothing: every candidate is checked before anything changes. A candidate on another
-    device than the CPU, or with a dtype addnorm.torch does not compute in (see
+    device than the CPU or meta (a model built on meta is patched before it is materialised:
+    its RMSNorm-like modules are probed through a CPU copy with a random weight), or with a
+    dtype addnorm.torch does not compute in (see
     addnorm._torch_dtypes.SUPPORTED_DTYPES), raises TypeError naming every such module, and the
     model is left as it was.
 

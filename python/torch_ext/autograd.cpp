@@ -631,3 +631,9 @@ TORCH_LIBRARY_IMPL(addnorm, Autograd, m) {
 TORCH_LIBRARY_IMPL(addnorm, FuncTorchBatched, m) {
   addnorm::torch_ops::register_differentiable_kernels(m);
 }
+
+// Meta tensors below autograd (inference mode, or a tracer's fake tensors): the same kernels,
+// which send them to the composite forms.
+TORCH_LIBRARY_IMPL(addnorm, Meta, m) {
+  addnorm::torch_ops::register_differentiable_kernels(m);
+}

@@ -13,7 +13,8 @@ bool needs_composite(const at::Tensor& tensor) {
   if (!tensor.defined()) return false;
   const c10::DispatchKeySet keys = tensor.key_set();
   return keys.has(c10::DispatchKey::FuncTorchGradWrapper) ||
-         keys.has(c10::DispatchKey::FuncTorchBatched) || tensor._fw_grad(/*level=*/0).defined();
+         keys.has(c10::DispatchKey::FuncTorchBatched) || tensor.is_meta() ||
+         tensor._fw_grad(/*level=*/0).defined();
 }
 
 // The dimensions a norm reduces over: the last normalized_shape.size() ones.
@@ -115,6 +116,8 @@ at::Tensor norm(const at::Tensor& input, const OptionalTensor& weight, const Opt
 
 at::Tensor dropout(const at::Tensor& input, const DropoutSpec& spec) {
   if (spec.p == 0.0) return input;
+  // A meta tensor has no values to draw a mask for, only the shape the product takes.
+  if (input.is_meta()) return input * at::ones_like(input);
   // The mask addnorm draws (Philox, seed and offset), computed on a plain tensor of ones, then
   // applied by a multiplication, which every transform understands.
   // functorch's modes are excluded too: its transforms would otherwise wrap the new tensor of

@@ -1,9 +1,10 @@
 // The operators written as differentiable ATen ops, for what addnorm's own kernels cannot do
 // inside PyTorch's autograd: forward-mode AD (dual tensors: torch.autograd.forward_ad,
 // torch.func.jvp), functorch's transforms (grad, vmap, jacrev, jacfwd: their tensors are
-// wrappers with no storage), and differentiating a backward again (double backward,
-// gradgradcheck, Hessians). There PyTorch's ops compute, so the results are PyTorch's to its
-// own accuracy; everywhere else addnorm's kernels run (autograd.cpp decides per call).
+// wrappers with no storage), meta tensors (no storage either), and differentiating a backward again
+// (double backward, gradgradcheck, Hessians). There PyTorch's ops compute, so the results are
+// PyTorch's to its own accuracy; everywhere else addnorm's kernels run (autograd.cpp decides per
+// call).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,8 +16,9 @@
 
 namespace addnorm::torch_ops::composite {
 
-// Whether a call needs the composite forms: an input carries a forward-mode tangent or is one
-// of functorch's wrapped tensors.
+// Whether a call needs the composite forms: an input carries a forward-mode tangent, is one
+// of functorch's wrapped tensors, or is a meta tensor (shapes and dtypes only: PyTorch's meta
+// kernels then propagate them, as for its own norms).
 bool needed(const std::vector<OptionalTensor>& tensors);
 
 // Forwards.

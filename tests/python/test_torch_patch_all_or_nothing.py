@@ -1,4 +1,4 @@
-"""addnorm.torch.patch changes all or nothing: a candidate on another device or in a dtype the
+"""addnorm.torch.patch changes all or nothing: a candidate on another device (not cpu or meta) or in a dtype the
 modules cannot compute in makes it raise, naming the module, before anything is swapped. And
 unpatch undoes patch: torch's modules back, the same parameter objects, equal state_dict and
 outputs."""
@@ -9,6 +9,7 @@ import torch
 
 import addnorm.torch as an
 from addnorm._torch_dtypes import SUPPORTED_DTYPES, describe
+from other_device import on_cuda
 from user_norms import LlamaRMSNorm
 
 
@@ -28,12 +29,11 @@ def assert_refused(model, pattern, **options):
 
 
 def test_a_module_on_another_device_refuses_the_whole_patch():
-    # The meta device stands in for any non-CPU device (cuda, mps): tensors without storage.
     model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8),
                                 torch.nn.Sequential(LlamaRMSNorm(8)),
-                                torch.nn.LayerNorm(8, device="meta"))
+                                on_cuda(torch.nn.LayerNorm(8)))
     assert_refused(model, r"patch changed nothing: 1 module\(s\) cannot run on addnorm: '3' "
-                          r"\(LayerNorm\) is on device meta, expected cpu")
+                          r"\(LayerNorm\) is on device cuda, expected cpu or meta")
 
 
 def test_a_module_of_an_unsupported_dtype_refuses_the_whole_patch():
@@ -58,8 +58,8 @@ def test_a_module_of_an_unsupported_dtype_refuses_the_whole_patch():
 
 
 def test_the_model_itself_as_the_refused_module():
-    with pytest.raises(TypeError, match=r"'model' \(LayerNorm\) is on device meta"):
-        an.patch(torch.nn.LayerNorm(4, device="meta"))
+    with pytest.raises(TypeError, match=r"'model' \(LayerNorm\) is on device cuda"):
+        an.patch(on_cuda(torch.nn.LayerNorm(4)))
 
 
 def test_unsupported_dtypes_still_refused_when_nothing_else_is_wrong():

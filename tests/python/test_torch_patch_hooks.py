@@ -13,6 +13,7 @@ import torch.nn.utils.parametrize
 import torch.nn.utils.prune
 
 import addnorm.torch as an
+from other_device import on_cuda
 from user_norms import LlamaRMSNorm
 
 
@@ -271,8 +272,9 @@ def test_a_parametrized_buffer_leaves_the_module_alone():
 def test_a_module_left_alone_anyway_is_not_refused_for_its_device():
     # A parametrized norm on another device stays as it is, as a pruned one would: patch has
     # nothing to run on addnorm there, so it changes nothing and refuses nothing.
-    norm = torch.nn.LayerNorm(4, device="meta")
+    norm = torch.nn.LayerNorm(4)
     torch.nn.utils.parametrize.register_parametrization(norm, "weight", Positive())
+    on_cuda(norm.parametrizations.weight)  # its stored weight, `original`, on cuda
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), norm)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
