@@ -84,9 +84,13 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
                              f"size {input.shape}")
     if use_input_stats and running_mean is None and running_var is None:
         # One channel a group; no channels is one group of none. PyTorch's instance_norm
-        # returns the contiguous layout whatever the input's (it normalises a contiguous view).
-        return torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias,
-                                            eps).contiguous()
+        # returns the standard contiguous strides whatever the input's layout (it normalises a
+        # contiguous view); group_norm's channels-last result is copied out, also where it
+        # counts as contiguous already (one channel) but has other strides.
+        y = torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias, eps)
+        if list(y.stride()) != _contiguous_strides(y.size()):
+            y = y.clone(memory_format=torch.contiguous_format)
+        return y
     n, c = input.size(0), input.size(1)
     shape: List[int] = [1, n * c] + list(input.shape[2:])
     # Each sample's running statistics at least in float32 (the op keeps 16-bit ones so), averaged
@@ -104,6 +108,16 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     if use_input_stats and running_var is not None and var is not None:
         running_var.copy_(var.view(n, c).mean(0))
     return y.view(input.shape)
+
+
+def _contiguous_strides(size: List[int]) -> List[int]:
+    """The strides of a contiguous (row-major) tensor of size, each size-1 dimension's too."""
+    strides: List[int] = []
+    stride = 1
+    for dim in range(len(size) - 1, -1, -1):
+        strides.insert(0, stride)
+        stride *= max(size[dim], 1)
+    return strides
 
 
 def _eps(eps: Optional[float]) -> Optional[float]:

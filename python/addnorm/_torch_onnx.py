@@ -9,7 +9,7 @@ exported model runs in any ONNX runtime without addnorm.
   per-group scale and bias, and -21 is beyond torch 1.13's exporter.)
 - RMSNorm (no standard op before opset 23): Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(weight)
   (Mul(1 + weight) when zero-centred).
-- Fused Add & Norm: Add (its operands cast to PyTorch's promoted dtype where they differ;
+- Fused Add & Norm: Add (its operands cast to torch.result_type's dtype where they differ;
   ONNX's Add broadcasts as PyTorch's does), then the norm (pre-norm returns both).
 - BatchNorm: BatchNormalization, as PyTorch exports its own (constant weight and bias for
   affine=False; batch statistics computed in the graph in training mode or without running
@@ -90,13 +90,29 @@ def _eps(eps, norm, x):
     return _MACHINE_EPS[_dtype(x)] if norm == "rms_norm" else _LAYER_NORM_EPS
 
 
+def _exact_dtype(value):
+    """value's dtype as the exporter knows it (any type ONNX has), or None when unknown."""
+    name = symbolic_helper._try_get_scalar_type(value)
+    return None if name is None else _type_utils.JitScalarType.from_name(name).dtype()
+
+
+def _example(value, dtype):
+    """An empty tensor of dtype with value's rank class (0-dim or not): what torch.result_type
+    needs to promote as `x + r` does. An unknown rank counts as not 0-dim."""
+    return torch.empty((), dtype=dtype) if symbolic_helper._get_tensor_rank(value) == 0 else \
+        torch.empty((1,), dtype=dtype)
+
+
 def _sum(g, x, r):
     """x + r as PyTorch computes it: ONNX's Add broadcasts as PyTorch does, but takes one type,
-    so a mixed pair is cast to PyTorch's promoted dtype first."""
-    promoted = torch.promote_types(_dtype(x), _dtype(r))
-    x, r = (value if _dtype(value) == promoted else
-            g.op("Cast", value, to_i=_type_utils.JitScalarType.from_dtype(promoted).onnx_type())
-            for value in (x, r))
+    so a mixed pair is cast first to torch.result_type's dtype (a 0-dim addend, or an integer
+    or bool one beside a float, does not widen the other)."""
+    types = (_exact_dtype(x), _exact_dtype(r))
+    if None not in types and types[0] != types[1]:
+        promoted = torch.result_type(_example(x, types[0]), _example(r, types[1]))
+        onnx_type = _type_utils.JitScalarType.from_dtype(promoted).onnx_type()
+        x, r = (value if dtype == promoted else g.op("Cast", value, to_i=onnx_type)
+                for value, dtype in zip((x, r), types))
     return g.op("Add", x, r)
 
 

@@ -170,12 +170,18 @@ def _probed_rms_norm(old, weight, eps):
     dtype = weight.dtype
     module_weight = weight
     if weight.is_meta:
-        # A meta module has no values to run: its twin on the CPU, with a random weight,
-        # computes what it would (an RMSNorm-like module holds no other state to fill).
+        # A meta module has no values to run: its twin on the CPU computes what it would, with
+        # every floating-point parameter and buffer drawn (seeded; to_empty's memory is
+        # arbitrary), the weight near 1: state an RMSNorm lacks (a bias, a gain) then shows in
+        # the probe as it would on the CPU.
         old = copy.deepcopy(old).to_empty(device="cpu")
+        generator = torch.Generator().manual_seed(1)
         with torch.no_grad():
-            old.weight.copy_(torch.randn(weight.shape, generator=torch.Generator().manual_seed(1),
-                                         dtype=torch.float64) * 0.2 + 1)
+            for tensor in list(old.parameters()) + list(old.buffers()):
+                if tensor.is_floating_point():
+                    tensor.copy_(torch.randn(tensor.shape, generator=generator,
+                                             dtype=torch.float64))
+            old.weight.mul_(0.2).add_(1)
         weight = old.weight
     tolerance = max(1e-4, 4 * torch.finfo(dtype).eps)
     rows = torch.randn(4, weight.shape[0], generator=torch.Generator().manual_seed(0),

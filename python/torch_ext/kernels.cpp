@@ -668,8 +668,8 @@ std::optional<BasicRunningStats<T>> running_views(const RunningBuffers& running)
 
 // The layout PyTorch 1.13's CPU batch_norm gives a result: channels-last for a 4-D input that
 // is not contiguous and is stored channels-last or strided like it (c10's suggestion), for a 5-D
-// one as c10 suggests (channels_last_3d); contiguous otherwise. The rules differ only for
-// dimensions of size 1; each is the one PyTorch was found to follow
+// one that is not contiguous and c10 suggests channels_last_3d for; contiguous otherwise. The rules
+// differ only for dimensions of size 1; each is the one PyTorch was found to follow
 // (test_torch_patch_batch_norm2d.py sweeps such layouts, sliced ones too).
 at::MemoryFormat batch_norm_layout(const at::Tensor& input) {
   const at::MemoryFormat suggested = input.suggest_memory_format();
@@ -678,7 +678,9 @@ at::MemoryFormat batch_norm_layout(const at::Tensor& input) {
        suggested == at::MemoryFormat::ChannelsLast)) {
     return at::MemoryFormat::ChannelsLast;
   }
-  if (input.dim() == 5 && suggested == at::MemoryFormat::ChannelsLast3d) return suggested;
+  if (input.dim() == 5 && !input.is_contiguous() && suggested == at::MemoryFormat::ChannelsLast3d) {
+    return suggested;
+  }
   return at::MemoryFormat::Contiguous;
 }
 

@@ -50,6 +50,7 @@ constexpr NpyDtype npy_dtype_of() {
 void StoredInputs::read(const std::string& argument, const std::string& path) {
   try {
     arrays_.insert_or_assign(argument, Stored{path, read_npy(path)});
+    paths_.push_back(path);
   } catch (const Error& error) {
     throw Error("--" + argument + ": " + error.what());
   }
@@ -58,6 +59,13 @@ void StoredInputs::read(const std::string& argument, const std::string& path) {
 bool StoredInputs::any_float64() const {
   return std::any_of(arrays_.begin(), arrays_.end(), [](const auto& entry) {
     return entry.second.array.dtype() == NpyDtype::float64;
+  });
+}
+
+bool StoredInputs::is_input(const std::filesystem::path& file) const {
+  return std::any_of(paths_.begin(), paths_.end(), [&](const std::string& path) {
+    std::error_code error;
+    return std::filesystem::equivalent(file, path, error) && !error;
   });
 }
 
@@ -174,10 +182,26 @@ void write_manifest(const std::filesystem::path& path, const nlohmann::json& man
   if (!out) throw Error("cannot write " + path.string());
 }
 
+// Whether `name` is one `addnorm run` could have written: letters, digits and underscores,
+// then ".npy" (every output's name is such; nothing else, not a NUL, a separator or a dot
+// before the extension, can pass).
+bool output_file_name(const std::string& name) {
+  constexpr std::string_view kExtension = ".npy";
+  if (name.size() <= kExtension.size() ||
+      name.compare(name.size() - kExtension.size(), kExtension.size(), kExtension) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end() - static_cast<std::ptrdiff_t>(kExtension.size()),
+                     [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                              (c >= '0' && c <= '9') || c == '_';
+                     });
+}
+
 // The outputs the earlier run in `directory` listed in its manifest and this run does not
 // write (`files`), to be removed so that the folder holds one run's outputs. A manifest is a
-// file anyone can edit, so only plain names of .npy files in the folder count: a name with a
-// directory part, a hidden one, or a manifest over 1 MiB or not addnorm's JSON lists none.
+// file anyone can edit, so only names an output could have (output_file_name) count; a
+// manifest over 1 MiB or not addnorm's JSON lists none.
 std::vector<std::string> earlier_outputs(const std::filesystem::path& directory,
                                          const std::vector<std::string>& files) {
   constexpr std::uintmax_t kMaxManifestBytes = 1 << 20;
@@ -196,9 +220,7 @@ std::vector<std::string> earlier_outputs(const std::filesystem::path& directory,
   for (const auto& entry : manifest["outputs"]) {
     if (!entry.is_object() || !entry.contains("file") || !entry["file"].is_string()) continue;
     const std::string name = entry["file"].get<std::string>();
-    const bool plain = std::filesystem::path(name).filename().string() == name && name.size() > 4 &&
-                       name.front() != '.' && name.compare(name.size() - 4, 4, ".npy") == 0;
-    if (plain && std::find(files.begin(), files.end(), name) == files.end()) {
+    if (output_file_name(name) && std::find(files.begin(), files.end(), name) == files.end()) {
       stale.push_back(name);
     }
   }
@@ -263,12 +285,14 @@ void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostrea
                 std::string(kRunManifest) + " (" + removed.message() + "), so nothing was moved");
   }
   // Without a manifest now, the folder says it is not one run's; the earlier run's outputs
-  // that this one does not replace go (regular files only), then this run's move in.
+  // that this one does not replace go (regular files only, and never one this run read: a run
+  // on an earlier run's output in the same folder keeps it), then this run's move in.
   for (const std::string& file : stale) {
     const std::filesystem::path old_output = directory / file;
     std::error_code status_error;
     if (!std::filesystem::is_regular_file(
-            std::filesystem::symlink_status(old_output, status_error))) {
+            std::filesystem::symlink_status(old_output, status_error)) ||
+        inputs_.stored().is_input(old_output)) {
       continue;
     }
     std::filesystem::remove(old_output, removed);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "addnorm/npy.hpp"
 #include "addnorm/tensor.hpp"
@@ -23,6 +24,9 @@ class StoredInputs {
   void read(const std::string& argument, const std::string& path);
   // Whether any file read so far is stored as float64.
   bool any_float64() const;
+  // Whether `file` is one of the files read (the same file, by device and inode, whatever the
+  // path): a run must not remove its own input.
+  bool is_input(const std::filesystem::path& file) const;
   // The array read for --`argument` from `path`, handed over once (std::logic_error if it was
   // not read: every input an op loads must be declared by its subcommand).
   NpyArray take(const std::string& argument, const std::string& path);
@@ -33,6 +37,7 @@ class StoredInputs {
     NpyArray array;
   };
   std::map<std::string, Stored> arrays_;  // by argument
+  std::vector<std::string> paths_;        // every file read, kept after take()
 };
 
 // Hands an op its inputs as tensors of T, from the files StoredInputs read: T = float when every
@@ -51,6 +56,7 @@ class InputSet {
 
   // The element count of the largest input loaded so far.
   int64_t largest_elements() const { return largest_elements_; }
+  const StoredInputs& stored() const { return stored_; }
 
  private:
   StoredInputs& stored_;

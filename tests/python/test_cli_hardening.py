@@ -317,8 +317,11 @@ def test_a_hostile_manifest_removes_nothing_outside_the_runs_own_npy_files(addno
     (out / "notes.txt").write_text("mine")
     (out / "folder.npy").mkdir()
     (out / "old.npy").write_bytes(b"an earlier output")
+    (out / "config").write_text("mine too")
+    # A NUL ends the name the system calls see: "notes.txt\0.npy" must not reach notes.txt.
     names = ["../victim.npy", str(tmp_path / "victim.npy"), "sub/inner.npy", ".hidden.npy",
-             "notes.txt", "folder.npy", "old.npy", 7, None]
+             "notes.txt", "notes.txt\u0000.npy", "config\u0000x.npy", "a.b.npy", "folder.npy",
+             "old.npy", 7, None]
     (out / MANIFEST).write_text(json.dumps({"outputs": [{"file": n} for n in names]}))
     x = np.ones((2, 4), np.float32)
     result, _ = run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, ["--p", "0.5"],
@@ -327,6 +330,7 @@ def test_a_hostile_manifest_removes_nothing_outside_the_runs_own_npy_files(addno
     assert (tmp_path / "victim.npy").read_bytes() == b"outside"
     assert (out / "sub" / "inner.npy").exists() and (out / ".hidden.npy").exists()
     assert (out / "notes.txt").exists() and (out / "folder.npy").is_dir()
+    assert (out / "config").exists()
     assert not (out / "old.npy").exists()  # a plain .npy the earlier manifest listed
     for malformed in ("not json", "[1, 2]", '{"outputs": {"file": "y.npy"}}'):
         (out / "again.npy").write_bytes(b"x")
@@ -335,3 +339,20 @@ def test_a_hostile_manifest_removes_nothing_outside_the_runs_own_npy_files(addno
                                 out_dir=out)
         assert result.returncode == 0, result.stderr
         assert (out / "again.npy").exists()
+
+
+def test_a_run_keeps_an_earlier_output_it_reads(addnorm_bin, tmp_path):
+    """Runs chained in one folder: a run whose input is an earlier run's output there does not
+    remove it, though its own outputs do not include it."""
+    out = tmp_path / "out"
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    first, _ = run_addnorm(addnorm_bin, tmp_path, "add_norm_pre", {"x": x, "r": x},
+                           ["--normalized_shape", "4"], out_dir=out)
+    assert first.returncode == 0, first.stderr
+    h = np.load(out / "h.npy")
+    second, _ = run_addnorm(addnorm_bin, tmp_path, "layer_norm", {"x": out / "h.npy"},
+                            ["--normalized_shape", "4"], out_dir=out)
+    assert second.returncode == 0, second.stderr
+    assert np.array_equal(np.load(out / "h.npy"), h)
+    listed = {entry["file"] for entry in json.loads((out / MANIFEST).read_text())["outputs"]}
+    assert "h.npy" not in listed and "y.npy" in listed

@@ -83,7 +83,7 @@ def parameters(width, dtype):
 
 
 def activations(*shape, dtype=torch.float32):
-    return (torch.randn(*shape) * 2 + 0.5).to(dtype)
+    return (torch.randn(shape) * 2 + 0.5).to(dtype)
 
 
 def layer_norm_case(opset, dtype=torch.float32, affine=True):
@@ -145,10 +145,14 @@ def torch_norm(h, norm, weight, bias, eps):
     return F.layer_norm(h, (WIDTH,), weight, bias, eps)
 
 
-def add_norm_case(mode, norm, opset, branch_shape=(4, 3, WIDTH), branch_dtype=torch.float32):
-    """The fused op on x of (4, 3, WIDTH) and a branch of branch_shape and branch_dtype, which
-    the sum broadcasts and promotes as x + r does (the parameters in the sum's dtype)."""
-    dtype = torch.promote_types(torch.float32, branch_dtype)
+def add_norm_case(mode, norm, opset, branch_shape=(4, 3, WIDTH), branch_dtype=torch.float32,
+                  stream_dtype=torch.float32):
+    """The fused op on x of (4, 3, WIDTH) and stream_dtype and a branch of branch_shape and
+    branch_dtype, which the sum broadcasts and promotes as x + r does (the parameters in the
+    sum's dtype)."""
+    x, r = activations(4, 3, WIDTH, dtype=stream_dtype), activations(*branch_shape,
+                                                                     dtype=branch_dtype)
+    dtype = (x + r).dtype
     weight, bias = parameters(WIDTH, dtype)
     bias = bias if norm == "layer_norm" else None
     fused = an.add_norm_pre if mode == "pre" else an.add_norm_post
@@ -160,8 +164,7 @@ def add_norm_case(mode, norm, opset, branch_shape=(4, 3, WIDTH), branch_dtype=to
         y = torch_norm(h, norm, weight, bias, 1e-5)
         return (h, y) if mode == "pre" else (y,)
 
-    return Case(module, (activations(4, 3, WIDTH), activations(*branch_shape, dtype=branch_dtype)),
-                opset, pytorch, dtype)
+    return Case(module, (x, r), opset, pytorchs(pytorch, dtype), dtype)
 
 
 def randomised(model):
@@ -318,6 +321,11 @@ def all_cases():
                                                                      (1, 3, WIDTH))
         cases[f"add_norm_{mode}_float64_branch"] = add_norm_case(mode, "layer_norm", 17,
                                                                  branch_dtype=torch.float64)
+        # addends that do not widen the stream: an integer branch, a 0-dim float64 one
+        cases[f"add_norm_{mode}_int64_branch"] = add_norm_case(mode, "layer_norm", 17,
+                                                               branch_dtype=torch.int64)
+        cases[f"add_norm_{mode}_scalar_float64_branch"] = add_norm_case(
+            mode, "rms_norm", 17, (), torch.float64, torch.float16)
     cases["transformer_encoder_pre_norm"] = encoder_case(True)
     cases["transformer_encoder_post_norm"] = encoder_case(False)
     cases.update(gpt_cases())

@@ -216,6 +216,14 @@ def test_patched_model_traces_with_torch_fx_as_the_original_does(dims):
     (lambda nn: nn.InstanceNorm2d(4, affine=True), (2, 4, 3, 5), torch.channels_last),
     (lambda nn: nn.InstanceNorm3d(4), (2, 4, 3, 5, 2), torch.channels_last_3d),
     (lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 5), torch.contiguous_format),
+    # One channel: channels-last storage that also counts as contiguous, whose strides
+    # PyTorch's result does not keep for InstanceNorm, nor for 5-D BatchNorm.
+    (lambda nn: nn.InstanceNorm2d(1), (2, 1, 3, 3), torch.channels_last),
+    (lambda nn: nn.InstanceNorm3d(1), (2, 1, 2, 3, 3), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm3d(1), (2, 1, 2, 3, 3), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm3d(1).eval(), (2, 1, 2, 3, 3), torch.channels_last_3d),
+    (lambda nn: nn.BatchNorm2d(1), (2, 1, 3, 3), torch.channels_last),
+    (lambda nn: nn.GroupNorm(1, 1), (2, 1, 2, 3, 3), torch.channels_last_3d),
 ])
 def test_channels_last_input_gives_pytorchs_output_layout(make, shape, layout):
     """Each module returns the memory layout torch.nn's returns for the same input (GroupNorm and

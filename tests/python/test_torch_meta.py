@@ -84,9 +84,20 @@ def test_gradients_have_pytorchs_shapes(name):
     assert grads[0] == grads[1]
 
 
+class BiasedRMSNorm(LlamaRMSNorm):
+    """Named like an RMSNorm, but shifts by a bias of its own: not addnorm's RMSNorm."""
+
+    def __init__(self, width):
+        super().__init__(width)
+        self.bias = torch.nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return super().forward(x) + self.bias
+
+
 class Block(torch.nn.Module):
     """A model's pieces: a pre-norm encoder layer, a Llama RMSNorm, a GroupNorm and a BatchNorm
-    over a feature map, and a module named like an RMSNorm that is not one."""
+    over a feature map, and two modules named like an RMSNorm that are not one."""
 
     def __init__(self):
         super().__init__()
@@ -94,12 +105,13 @@ class Block(torch.nn.Module):
                                                         norm_first=True, activation=F.silu)
         self.final = LlamaRMSNorm(8)
         self.centred = CentredRMSNorm(8)
+        self.biased = BiasedRMSNorm(8)
         self.conv = torch.nn.Conv2d(8, 4, 1)
         self.group = torch.nn.GroupNorm(2, 4)
         self.batch = torch.nn.BatchNorm2d(4)
 
     def forward(self, x):
-        h = self.centred(self.final(self.encoder(x)))
+        h = self.biased(self.centred(self.final(self.encoder(x))))
         image = self.conv(h.transpose(1, 2).unsqueeze(-1))
         return self.batch(self.group(image))
 
@@ -118,7 +130,9 @@ def test_patch_swaps_a_model_built_on_meta_which_then_runs_as_torchs():
     assert kinds["encoder.norm1"] is an.LayerNorm and kinds["encoder.norm2"] is an.LayerNorm
     assert kinds["final"] is an.RMSNorm and kinds["group"] is an.GroupNorm
     assert kinds["batch"] is an.BatchNorm2d
-    assert kinds["centred"] is CentredRMSNorm  # the probe on its CPU copy tells it apart
+    # The probe on a CPU copy, every tensor of it drawn, tells these apart (the bias too,
+    # whatever memory the copy got).
+    assert kinds["centred"] is CentredRMSNorm and kinds["biased"] is BiasedRMSNorm
     assert all(p.device.type == "meta" for p in patched.parameters())
     y = patched(meta(2, 5, 8))  # shapes propagate through the patched model on meta
     assert y.device.type == "meta" and y.shape == reference(torch.zeros(2, 5, 8)).shape
