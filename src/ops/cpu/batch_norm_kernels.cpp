@@ -179,22 +179,22 @@ int64_t group_prefetch_ahead(int64_t c, int64_t channels, int64_t stride) {
 // Each load prefetches (group_prefetch_ahead) Fold::kPrefetch elements ahead in its sample.
 template <int kRows, int kFolds, class Fold>
 void across_channels(const Fold (&folds)[kFolds], int64_t stride, int64_t channels) {
-  const auto n = static_cast<int64_t>(hn::Lanes(DoubleTag()));
-  int64_t c = 0;
-  for (; c + n <= channels; c += n) {
-    typename Fold::Acc sums[kFolds];
-    for (int f = 0; f < kFolds; ++f) sums[f] = folds[f].load(c);
-    const int64_t ahead = group_prefetch_ahead<kRows, Fold::kPrefetch>(c, channels, stride);
-    for (int r = 0; r < kRows; ++r) {
-      for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c, ahead);
-    }
-    for (int f = 0; f < kFolds; ++f) folds[f].store(sums[f], c);
-  }
-  for (; c < channels; ++c) {
-    for (int f = 0; f < kFolds; ++f) {
-      for (int r = 0; r < kRows; ++r) folds[f].add_one(r * stride + c, c);
-    }
-  }
+  walk_lanes(
+      DoubleTag(), 0, channels,
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        typename Fold::Acc sums[kFolds];
+        for (int f = 0; f < kFolds; ++f) sums[f] = folds[f].load(c);
+        const int64_t ahead = group_prefetch_ahead<kRows, Fold::kPrefetch>(c, channels, stride);
+        for (int r = 0; r < kRows; ++r) {
+          for (int f = 0; f < kFolds; ++f) folds[f].add(sums[f], r * stride + c, ahead);
+        }
+        for (int f = 0; f < kFolds; ++f) folds[f].store(sums[f], c);
+      },
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        for (int f = 0; f < kFolds; ++f) {
+          for (int r = 0; r < kRows; ++r) folds[f].add_one(r * stride + c, c);
+        }
+      });
 }
 
 // How the statistics and the backward's pass 1 walk (N, C) input. A sample shorter than
@@ -400,15 +400,17 @@ void normalise_flat(const Stored<S>* x, Stored<S>* y, int64_t begin, int64_t end
     i += kBatchNormStreams * stretch;
   }
   const int64_t step = n % channels;
-  for (; i + n <= end; i += n) {
-    normalise_windows<S, 1>(x + i, y + i, n, n, channels, c, t, stream);
-    c += step;
-    if (c >= channels) c -= channels;
-  }
-  for (; i < end; ++i) {
-    store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
-    if (++c == channels) c = 0;
-  }
+  walk_lanes(
+      df, i, end,
+      [&](int64_t at) ADDNORM_LANE_BODY {
+        normalise_windows<S, 1>(x + at, y + at, n, n, channels, c, t, stream);
+        c += step;
+        if (c >= channels) c -= channels;
+      },
+      [&](int64_t at) ADDNORM_LANE_BODY {
+        store_one<S>(y, at, normalise_scalar(load_one<S>(x, at), t, c));
+        if (++c == channels) c = 0;
+      });
 }
 
 // One sample of [channels] (length 1) in float64 lanes: the whole tensor goes this way when any
@@ -419,16 +421,18 @@ void normalise_across_channels_wide(const Stored<S>* x, Stored<S>* y, int64_t ch
                                     const NormaliseTables& t) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
-  int64_t c = 0;
-  for (; c + n <= channels; c += n) {
-    const auto centred =
-        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + c)), hn::LoadU(dd, t.centre + c)),
-                hn::LoadU(dd, t.centre_low + c));
-    const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, hn::LoadU(dd, t.scale + c)));
-    store<S>(df, hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)), y + c);
-  }
-  for (; c < channels; ++c) store_one<S>(y, c, normalise_wide_scalar(load_one<S>(x, c), t, c));
+  walk_lanes(
+      dd, 0, channels,
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        const auto centred =
+            hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + c)), hn::LoadU(dd, t.centre + c)),
+                    hn::LoadU(dd, t.centre_low + c));
+        const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, hn::LoadU(dd, t.scale + c)));
+        store<S>(df, hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)),
+                 y + c);
+      },
+      [&](int64_t c)
+          HWY_ATTR { store_one<S>(y, c, normalise_wide_scalar(load_one<S>(x, c), t, c)); });
 }
 
 // One channel's run of `length` floats (length > 1), its constants broadcast.
@@ -436,18 +440,21 @@ template <class S>
 void normalise_along_length(const Stored<S>* x, Stored<S>* y, int64_t length,
                             const NormaliseTables& t, int64_t c, bool stream) {
   const FloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(df));
   const auto hi = hn::Set(df, t.centre_hi[c]), lo = hn::Set(df, t.centre_lo[c]);
   const auto rstd_hi = hn::Set(df, t.rstd_hi[c]), rstd_lo = hn::Set(df, t.rstd_lo[c]);
   const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
+  const auto scalar = [&](int64_t i) ADDNORM_LANE_BODY {
+    store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
+  };
   const int64_t start = aligned_start(df, y, length, stream);
-  for (int64_t i = 0; i < start; ++i) store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
-  int64_t i = start;
-  for (; i + n <= length; i += n) {
-    store_output<S>(normalise_lanes(load<S>(df, x + i), hi, lo, rstd_hi, rstd_lo, gamma, beta), df,
-                    y + i, stream);
-  }
-  for (; i < length; ++i) store_one<S>(y, i, normalise_scalar(load_one<S>(x, i), t, c));
+  for (int64_t i = 0; i < start; ++i) scalar(i);
+  walk_lanes(
+      df, start, length,
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        store_output<S>(normalise_lanes(load<S>(df, x + i), hi, lo, rstd_hi, rstd_lo, gamma, beta),
+                        df, y + i, stream);
+      },
+      scalar);
 }
 
 template <class S>
@@ -455,18 +462,19 @@ void normalise_along_length_wide(const Stored<S>* x, Stored<S>* y, int64_t lengt
                                  const NormaliseTables& t, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto centre = hn::Set(dd, t.centre[c]), scale = hn::Set(dd, t.scale[c]);
   const auto centre_low = hn::Set(dd, t.centre_low[c]);
   const auto gamma = hn::Set(df, t.gamma[c]), beta = hn::Set(df, t.beta[c]);
-  int64_t i = 0;
-  for (; i + n <= length; i += n) {
-    const auto centred =
-        hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), centre), centre_low);
-    const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
-    store<S>(df, hn::MulAdd(x_hat, gamma, beta), y + i);
-  }
-  for (; i < length; ++i) store_one<S>(y, i, normalise_wide_scalar(load_one<S>(x, i), t, c));
+  walk_lanes(
+      dd, 0, length,
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const auto centred =
+            hn::Sub(hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), centre), centre_low);
+        const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
+        store<S>(df, hn::MulAdd(x_hat, gamma, beta), y + i);
+      },
+      [&](int64_t i)
+          HWY_ATTR { store_one<S>(y, i, normalise_wide_scalar(load_one<S>(x, i), t, c)); });
 }
 
 // Samples [begin, end) of (N, C) input.
@@ -570,30 +578,33 @@ void backward_sums_along_length(const Stored<S>* HWY_RESTRICT dy, const Stored<S
                                 int64_t length, double shift, const BackwardSums& s, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto shift_v = hn::Set(dd, shift);
   auto sum_d = hn::Zero(dd), sum_d2 = hn::Zero(dd), sum_dy = hn::Zero(dd), sum_dy_d = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + n <= length; i += n) {
-    const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
-    const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
-    sum_d = hn::Add(sum_d, d);
-    sum_d2 = hn::MulAdd(d, d, sum_d2);
-    sum_dy = hn::Add(sum_dy, g);
-    sum_dy_d = hn::MulAdd(g, d, sum_dy_d);
-  }
-  double total_d = hn::GetLane(hn::SumOfLanes(dd, sum_d));
-  double total_d2 = hn::GetLane(hn::SumOfLanes(dd, sum_d2));
-  double total_dy = hn::GetLane(hn::SumOfLanes(dd, sum_dy));
-  double total_dy_d = hn::GetLane(hn::SumOfLanes(dd, sum_dy_d));
-  for (; i < length; ++i) {
-    const double d = static_cast<double>(load_one<S>(x, i)) - shift;
-    const double g = static_cast<double>(load_one<S>(dy, i));
-    total_d += d;
-    total_d2 += d * d;
-    total_dy += g;
-    total_dy_d += g * d;
-  }
+  double total_d, total_d2, total_dy, total_dy_d;
+  walk_lanes(
+      dd, 0, length,
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const auto d = hn::Sub(hn::PromoteTo(dd, load<S>(df, x + i)), shift_v);
+        const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
+        sum_d = hn::Add(sum_d, d);
+        sum_d2 = hn::MulAdd(d, d, sum_d2);
+        sum_dy = hn::Add(sum_dy, g);
+        sum_dy_d = hn::MulAdd(g, d, sum_dy_d);
+      },
+      [&]() ADDNORM_LANE_BODY {
+        total_d = hn::GetLane(hn::SumOfLanes(dd, sum_d));
+        total_d2 = hn::GetLane(hn::SumOfLanes(dd, sum_d2));
+        total_dy = hn::GetLane(hn::SumOfLanes(dd, sum_dy));
+        total_dy_d = hn::GetLane(hn::SumOfLanes(dd, sum_dy_d));
+      },
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const double d = static_cast<double>(load_one<S>(x, i)) - shift;
+        const double g = static_cast<double>(load_one<S>(dy, i));
+        total_d += d;
+        total_d2 += d * d;
+        total_dy += g;
+        total_dy_d += g * d;
+      });
   s.d[c] += total_d;
   s.d2[c] += total_d2;
   s.dy[c] += total_dy;
@@ -651,28 +662,29 @@ void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored
   const auto n = static_cast<int64_t>(hn::Lanes(dd));
   // Highway streams a vector of under 16 bytes (two floats, on SSE4) as 16: past its end.
   stream = stream && n * int64_t{sizeof(float)} >= 16;
-  int64_t c = 0;
-  for (; c + n <= channels; c += n) {
-    const auto mean = hn::LoadU(dd, t.mean + c), rstd = hn::LoadU(dd, t.rstd + c);
-    const auto mean_lo = hn::LoadU(dd, t.mean_lo + c);
-    const auto scale = hn::LoadU(dd, t.scale + c), mean_dy = hn::LoadU(dd, t.mean_dy + c);
-    const auto mean_dy_xhat = hn::LoadU(dd, t.mean_dy_xhat + c);
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t at = r * stride + c;
-      hwy::Prefetch(x + at + kPrefetchFloats);
-      hwy::Prefetch(dy + at + kPrefetchFloats);
-      const auto grad =
-          training_dx(hn::PromoteTo(dd, widened<S>(dy + at)), hn::PromoteTo(dd, widened<S>(x + at)),
-                      mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat);
-      store_output<S>(hn::DemoteTo(df, grad), df, dx + at, stream);
-    }
-  }
-  for (; c < channels; ++c) {
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t at = r * stride + c;
-      store_one<S>(dx, at, training_dx_scalar(load_one<S>(dy, at), load_one<S>(x, at), t, c));
-    }
-  }
+  walk_lanes(
+      dd, 0, channels,
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        const auto mean = hn::LoadU(dd, t.mean + c), rstd = hn::LoadU(dd, t.rstd + c);
+        const auto mean_lo = hn::LoadU(dd, t.mean_lo + c);
+        const auto scale = hn::LoadU(dd, t.scale + c), mean_dy = hn::LoadU(dd, t.mean_dy + c);
+        const auto mean_dy_xhat = hn::LoadU(dd, t.mean_dy_xhat + c);
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t at = r * stride + c;
+          hwy::Prefetch(x + at + kPrefetchFloats);
+          hwy::Prefetch(dy + at + kPrefetchFloats);
+          const auto grad = training_dx(hn::PromoteTo(dd, widened<S>(dy + at)),
+                                        hn::PromoteTo(dd, widened<S>(x + at)), mean, mean_lo, rstd,
+                                        scale, mean_dy, mean_dy_xhat);
+          store_output<S>(hn::DemoteTo(df, grad), df, dx + at, stream);
+        }
+      },
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t at = r * stride + c;
+          store_one<S>(dx, at, training_dx_scalar(load_one<S>(dy, at), load_one<S>(x, at), t, c));
+        }
+      });
 }
 
 // Pass 2 for one channel's run of `length` floats (length > 1).
@@ -681,21 +693,21 @@ void training_dx_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>
                               int64_t length, const BackwardTables& t, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto mean = hn::Set(dd, t.mean[c]), rstd = hn::Set(dd, t.rstd[c]);
   const auto mean_lo = hn::Set(dd, t.mean_lo[c]);
   const auto scale = hn::Set(dd, t.scale[c]), mean_dy = hn::Set(dd, t.mean_dy[c]);
   const auto mean_dy_xhat = hn::Set(dd, t.mean_dy_xhat[c]);
-  int64_t i = 0;
-  for (; i + n <= length; i += n) {
-    const auto grad =
-        training_dx(hn::PromoteTo(dd, load<S>(df, dy + i)), hn::PromoteTo(dd, load<S>(df, x + i)),
-                    mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat);
-    store<S>(df, hn::DemoteTo(df, grad), dx + i);
-  }
-  for (; i < length; ++i) {
-    store_one<S>(dx, i, training_dx_scalar(load_one<S>(dy, i), load_one<S>(x, i), t, c));
-  }
+  walk_lanes(
+      dd, 0, length,
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const auto grad = training_dx(hn::PromoteTo(dd, load<S>(df, dy + i)),
+                                      hn::PromoteTo(dd, load<S>(df, x + i)), mean, mean_lo, rstd,
+                                      scale, mean_dy, mean_dy_xhat);
+        store<S>(df, hn::DemoteTo(df, grad), dx + i);
+      },
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        store_one<S>(dx, i, training_dx_scalar(load_one<S>(dy, i), load_one<S>(x, i), t, c));
+      });
 }
 
 // Pass 2 over samples [begin, end). With length 1, kBatchNormStreams samples from as many
@@ -758,40 +770,40 @@ void inference_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S
                                double* HWY_RESTRICT sum_dy, double* HWY_RESTRICT sum_dy_xhat) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
-  int64_t c = 0;
-  for (; c + n <= channels; c += n) {
-    const auto mean_v = hn::LoadU(dd, mean + c), rstd_v = hn::LoadU(dd, rstd + c);
-    const auto scale_v = hn::LoadU(dd, scale + c);
-    auto total_dy = hn::LoadU(dd, sum_dy + c), total_dy_xhat = hn::LoadU(dd, sum_dy_xhat + c);
-    const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t at = r * stride + c;
-      hwy::Prefetch(dy + at + ahead);
-      const auto g = hn::PromoteTo(dd, widened<S>(dy + at));
-      if constexpr (kXhat) {
-        hwy::Prefetch(x + at + ahead);
-        const auto x_hat =
-            inference_xhat(dd, hn::PromoteTo(dd, widened<S>(x + at)), mean_v, rstd_v);
-        total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
-      }
-      total_dy = hn::Add(total_dy, g);
-      store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + at);
-    }
-    hn::StoreU(total_dy, dd, sum_dy + c);
-    hn::StoreU(total_dy_xhat, dd, sum_dy_xhat + c);
-  }
-  for (; c < channels; ++c) {
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t at = r * stride + c;
-      const auto g = static_cast<double>(load_one<S>(dy, at));
-      sum_dy[c] += g;
-      if constexpr (kXhat) {
-        sum_dy_xhat[c] += g * inference_xhat_scalar(load_one<S>(x, at), mean[c], rstd[c]);
-      }
-      store_one<S>(dx, at, static_cast<float>(g * scale[c]));
-    }
-  }
+  walk_lanes(
+      dd, 0, channels,
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        const auto mean_v = hn::LoadU(dd, mean + c), rstd_v = hn::LoadU(dd, rstd + c);
+        const auto scale_v = hn::LoadU(dd, scale + c);
+        auto total_dy = hn::LoadU(dd, sum_dy + c), total_dy_xhat = hn::LoadU(dd, sum_dy_xhat + c);
+        const int64_t ahead = group_prefetch_ahead<kRows>(c, channels, stride);
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t at = r * stride + c;
+          hwy::Prefetch(dy + at + ahead);
+          const auto g = hn::PromoteTo(dd, widened<S>(dy + at));
+          if constexpr (kXhat) {
+            hwy::Prefetch(x + at + ahead);
+            const auto x_hat =
+                inference_xhat(dd, hn::PromoteTo(dd, widened<S>(x + at)), mean_v, rstd_v);
+            total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+          }
+          total_dy = hn::Add(total_dy, g);
+          store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + at);
+        }
+        hn::StoreU(total_dy, dd, sum_dy + c);
+        hn::StoreU(total_dy_xhat, dd, sum_dy_xhat + c);
+      },
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t at = r * stride + c;
+          const auto g = static_cast<double>(load_one<S>(dy, at));
+          sum_dy[c] += g;
+          if constexpr (kXhat) {
+            sum_dy_xhat[c] += g * inference_xhat_scalar(load_one<S>(x, at), mean[c], rstd[c]);
+          }
+          store_one<S>(dx, at, static_cast<float>(g * scale[c]));
+        }
+      });
 }
 
 // One channel's run of `length` floats (length > 1).
@@ -801,27 +813,33 @@ void inference_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* 
                             double& sum_dy_xhat) {
   const DoubleTag dd;
   const HalfFloatTag df;
-  const auto n = static_cast<int64_t>(hn::Lanes(dd));
   const auto mean_v = hn::Set(dd, mean), rstd_v = hn::Set(dd, rstd), scale_v = hn::Set(dd, scale);
   auto total_dy = hn::Zero(dd), total_dy_xhat = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + n <= length; i += n) {
-    const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
-    if constexpr (kXhat) {
-      const auto x_hat = inference_xhat(dd, hn::PromoteTo(dd, load<S>(df, x + i)), mean_v, rstd_v);
-      total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
-    }
-    total_dy = hn::Add(total_dy, g);
-    store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + i);
-  }
-  double run_dy = hn::GetLane(hn::SumOfLanes(dd, total_dy));
-  double run_dy_xhat = hn::GetLane(hn::SumOfLanes(dd, total_dy_xhat));
-  for (; i < length; ++i) {
-    const auto g = static_cast<double>(load_one<S>(dy, i));
-    run_dy += g;
-    if constexpr (kXhat) run_dy_xhat += g * inference_xhat_scalar(load_one<S>(x, i), mean, rstd);
-    store_one<S>(dx, i, static_cast<float>(g * scale));
-  }
+  double run_dy, run_dy_xhat;
+  walk_lanes(
+      dd, 0, length,
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const auto g = hn::PromoteTo(dd, load<S>(df, dy + i));
+        if constexpr (kXhat) {
+          const auto x_hat =
+              inference_xhat(dd, hn::PromoteTo(dd, load<S>(df, x + i)), mean_v, rstd_v);
+          total_dy_xhat = hn::MulAdd(g, x_hat, total_dy_xhat);
+        }
+        total_dy = hn::Add(total_dy, g);
+        store<S>(df, hn::DemoteTo(df, hn::Mul(g, scale_v)), dx + i);
+      },
+      [&]() ADDNORM_LANE_BODY {
+        run_dy = hn::GetLane(hn::SumOfLanes(dd, total_dy));
+        run_dy_xhat = hn::GetLane(hn::SumOfLanes(dd, total_dy_xhat));
+      },
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        const auto g = static_cast<double>(load_one<S>(dy, i));
+        run_dy += g;
+        if constexpr (kXhat) {
+          run_dy_xhat += g * inference_xhat_scalar(load_one<S>(x, i), mean, rstd);
+        }
+        store_one<S>(dx, i, static_cast<float>(g * scale));
+      });
   sum_dy += run_dy;
   sum_dy_xhat += run_dy_xhat;
 }

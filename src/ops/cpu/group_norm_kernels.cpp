@@ -29,21 +29,24 @@ void scale_shift_row(const float* source, float* target, const float* gamma, con
     const auto shift_v = hn::Set(df, shift);
     const float* in = source + k * spatial;
     float* out = target + k * spatial;
+    const auto scalar = [&](int64_t i) ADDNORM_LANE_BODY { out[i] = mul_add(in[i], scale, shift); };
     int64_t i = 0;
     if (stream) {
       // One value at a time up to an aligned register, then whole registers streamed.
       const auto bytes = static_cast<uintptr_t>(n) * sizeof(float);
-      for (; i < spatial && reinterpret_cast<uintptr_t>(out + i) % bytes != 0; ++i) {
-        out[i] = mul_add(in[i], scale, shift);
-      }
-      for (; i + n <= spatial; i += n) {
-        hn::Stream(hn::MulAdd(hn::LoadU(df, in + i), scale_v, shift_v), df, out + i);
-      }
+      for (; i < spatial && reinterpret_cast<uintptr_t>(out + i) % bytes != 0; ++i) scalar(i);
     }
-    for (; i + n <= spatial; i += n) {
-      hn::StoreU(hn::MulAdd(hn::LoadU(df, in + i), scale_v, shift_v), df, out + i);
-    }
-    for (; i < spatial; ++i) out[i] = mul_add(in[i], scale, shift);
+    walk_lanes(
+        df, i, spatial,
+        [&](int64_t at) ADDNORM_LANE_BODY {
+          const auto y = hn::MulAdd(hn::LoadU(df, in + at), scale_v, shift_v);
+          if (stream) {
+            hn::Stream(y, df, out + at);
+          } else {
+            hn::StoreU(y, df, out + at);
+          }
+        },
+        scalar);
   }
 }
 
@@ -118,21 +121,18 @@ void dx_row(const float* dy, const float* x_hat, const float* gamma, float* dx, 
             int64_t spatial, float mean_g, float mean_g_x_hat, float rstd) {
   const FloatTag df;
   const hn::CappedTag<float, 1> d1;
-  const auto n = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t k = 0; k < per_group; ++k) {
     const int64_t at = k * spatial;
     const float scale = gamma ? gamma[k] : 1.0f;
-    int64_t i = 0;
-    for (; i + n <= spatial; i += n) {
-      hn::StoreU(dx_lanes(df, hn::LoadU(df, dy + at + i), hn::LoadU(df, x_hat + at + i), scale,
-                          mean_g, mean_g_x_hat, rstd),
-                 df, dx + at + i);
-    }
-    for (; i < spatial; ++i) {
-      hn::StoreU(dx_lanes(d1, hn::LoadU(d1, dy + at + i), hn::LoadU(d1, x_hat + at + i), scale,
-                          mean_g, mean_g_x_hat, rstd),
-                 d1, dx + at + i);
-    }
+    // The vectors, then the same operations one lane at a time: one body for both tags.
+    const auto body = [&](auto d, int64_t i) ADDNORM_LANE_BODY {
+      hn::StoreU(dx_lanes(d, hn::LoadU(d, dy + at + i), hn::LoadU(d, x_hat + at + i), scale, mean_g,
+                          mean_g_x_hat, rstd),
+                 d, dx + at + i);
+    };
+    walk_lanes(
+        df, 0, spatial, [&](int64_t i) ADDNORM_LANE_BODY { body(df, i); },
+        [&](int64_t i) ADDNORM_LANE_BODY { body(d1, i); });
   }
 }
 

@@ -28,6 +28,34 @@ using DoubleTag = hn::ScalableTag<double>;
 using HalfFloatTag = hn::Rebind<float, DoubleTag>;
 using FloatTag = hn::ScalableTag<float>;
 
+// The one loop of the channel kernels (BatchNorm's and GroupNorm's): the elements [begin, end)
+// in steps of d's lanes, vector(i) wherever a whole vector fits, then between() once, then
+// scalar(i) for each element short of a vector. between() is where a sum over the lanes closes
+// before the scalar elements add to it, so every addition keeps the order it had as two loops.
+// The lambdas hold the state; they take ADDNORM_LANE_BODY (HWY_ATTR, as every lambda in a
+// kernel does, and always_inline).
+#ifndef ADDNORM_LANE_BODY
+// A walk_lanes body's attributes: the target's, and inlined into the loop, as the bodies of two
+// written-out loops are (without it, BatchNorm's backward over bfloat16 channels measured 3%
+// slower in one process, AMD EPYC Zen 5).
+#define ADDNORM_LANE_BODY HWY_ATTR __attribute__((always_inline))
+#endif
+template <class D, class Vector, class Between, class Scalar>
+HWY_INLINE void walk_lanes(D d, int64_t begin, int64_t end, const Vector& vector,
+                           const Between& between, const Scalar& scalar) {
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = begin;
+  for (; i + lanes <= end; i += lanes) vector(i);
+  between();
+  for (; i < end; ++i) scalar(i);
+}
+template <class D, class Vector, class Scalar>
+HWY_INLINE void walk_lanes(D d, int64_t begin, int64_t end, const Vector& vector,
+                           const Scalar& scalar) {
+  walk_lanes(
+      d, begin, end, vector, []() ADDNORM_LANE_BODY {}, scalar);
+}
+
 // a * b + c as this target's vector MulAdd computes it: fused where the target has FMA
 // instructions, a product and a sum (two roundings) on SSE4 and older.
 inline float mul_add(float a, float b, float c) {
