@@ -9,11 +9,38 @@ as its torch.nn.functional counterpart is, so code that calls them compiles with
 torch.jit.script as code calling torch.nn.functional does (a scripted normalized_shape is a list,
 as in F.layer_norm).
 """
+import functools
+import operator
+import re
 from typing import List, Optional, Tuple
 
 import torch
 
 from . import _torch_library  # noqa: F401  (loads the operators)
+
+# The dispatcher's message for an argument of the wrong Python type: torch.ops raises it as a
+# RuntimeError where torch.nn.functional's argument parser raises TypeError.
+_WRONG_TYPE = re.compile(r"Expected a value of type '(?P<expected>[^']+)' for argument "
+                         r"'(?P<argument>\w+)' but instead found type '(?P<found>[^']+)'")
+
+
+def _type_errors_as_pytorchs(function):
+    """function, raising TypeError naming the argument where one has the wrong Python type, as
+    torch.nn.functional does (the operators' own checks keep their RuntimeError). TorchScript
+    compiles function itself: inspect, and so torch.jit.script, follows functools.wraps'
+    __wrapped__, so scripted code calls the operators with no wrapper."""
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except RuntimeError as error:
+            wrong = _WRONG_TYPE.search(str(error))
+            if wrong is None:
+                raise
+            raise TypeError(f"{function.__name__}(): argument '{wrong['argument']}' must be "
+                            f"{wrong['expected']}, not {wrong['found']}") from None
+    return checked
+
 
 def fresh_seed() -> int:
     """A dropout seed drawn from torch's default generator, so torch.manual_seed fixes it.
@@ -23,21 +50,35 @@ def fresh_seed() -> int:
 
 
 def _shape(normalized_shape: List[int]) -> List[int]:
-    """normalized_shape as a list: an int (eager calls, as PyTorch's take one) or a sequence."""
+    """normalized_shape as a list: an int (eager calls, as PyTorch's take one) or a sequence of
+    integers (a float or a string among them is a TypeError, as in F.layer_norm)."""
     if not torch.jit.is_scripting():
-        if isinstance(normalized_shape, int):
-            return [normalized_shape]
-    return [int(d) for d in normalized_shape]
+        return _eager_shape(normalized_shape)
+    return normalized_shape
 
 
+@torch.jit.unused
+def _eager_shape(normalized_shape: List[int]) -> List[int]:
+    """_shape outside TorchScript (whose compiler takes no try blocks, even in eager-only
+    branches; scripted, normalized_shape is typed List[int] already)."""
+    if isinstance(normalized_shape, int):
+        return [normalized_shape]
+    try:
+        return [operator.index(d) for d in normalized_shape]
+    except TypeError:
+        raise TypeError(f"normalized_shape is {normalized_shape!r}, expected an int or a "
+                        "sequence of ints") from None
+
+
+@_type_errors_as_pytorchs
 def layer_norm(input: torch.Tensor, normalized_shape: List[int],
                weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.layer_norm, computed by addnorm (differentiable)."""
-    return torch.ops.addnorm.layer_norm(input, _shape(normalized_shape), weight, bias,
-                                        float(eps))
+    return torch.ops.addnorm.layer_norm(input, _shape(normalized_shape), weight, bias, eps)
 
 
+@_type_errors_as_pytorchs
 def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.group_norm computed by addnorm: (N, C, *) input, num_groups groups
@@ -62,6 +103,7 @@ def _widened(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+@_type_errors_as_pytorchs
 def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = None,
                   running_var: Optional[torch.Tensor] = None,
                   weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
@@ -120,17 +162,14 @@ def _contiguous_strides(size: List[int]) -> List[int]:
     return strides
 
 
-def _eps(eps: Optional[float]) -> Optional[float]:
-    return None if eps is None else float(eps)
-
-
+@_type_errors_as_pytorchs
 def rms_norm(input: torch.Tensor, normalized_shape: List[int],
              weight: Optional[torch.Tensor] = None, eps: Optional[float] = None,
              zero_centered_weight: bool = False) -> torch.Tensor:
     """torch.nn.functional.rms_norm (PyTorch >= 2.4), computed by addnorm. eps=None means the
     machine epsilon of the input's compute type (float32's for 16-bit input), as in PyTorch."""
     return torch.ops.addnorm.rms_norm(input, _shape(normalized_shape), weight,
-                                      _eps(eps),
+                                      eps,
                                       bool(zero_centered_weight))
 
 
@@ -149,6 +188,7 @@ def verify_batch_size(size: List[int]) -> None:
                          "{}".format(size))
 
 
+@_type_errors_as_pytorchs
 def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
                running_var: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, training: bool = False,
@@ -170,9 +210,10 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
     # The operator keeps a channels-last input's layout in its result where PyTorch does,
     # reading and writing it in place as the (N * positions, C) matrix it is stored as.
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
-                                        bool(training), float(momentum), float(eps))
+                                        training, momentum, eps)
 
 
+@_type_errors_as_pytorchs
 def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
             seed: Optional[int] = None, offset: int = 0) -> torch.Tensor:
     """Dropout with addnorm's counter-based mask. seed=None draws one from torch's generator.
@@ -183,7 +224,7 @@ def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
         return input
     if p == 1:
         return input * 0.0
-    return torch.ops.addnorm.dropout(input, float(p), fresh_seed() if seed is None else seed,
+    return torch.ops.addnorm.dropout(input, p, fresh_seed() if seed is None else seed,
                                      offset)
 
 
@@ -194,6 +235,7 @@ def _check_dropout_p(p: float) -> None:
         raise ValueError("dropout probability has to be between 0 and 1, but got {}".format(p))
 
 
+@_type_errors_as_pytorchs
 def add_norm_pre(x: torch.Tensor, r: torch.Tensor, normalized_shape: List[int],
                  weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                  eps: Optional[float] = None, norm: str = "layer_norm",
@@ -201,9 +243,10 @@ def add_norm_pre(x: torch.Tensor, r: torch.Tensor, normalized_shape: List[int],
     """Pre-norm Add & Norm: returns (h, y) with h = x + r and y = Norm(h). eps=None is the
     plain function's default for the norm (layer_norm's 1e-5, rms_norm's machine epsilon of the compute type)."""
     return torch.ops.addnorm.add_norm_pre(x, r, _shape(normalized_shape), weight, bias,
-                                          _eps(eps), norm, bool(zero_centered_weight))
+                                          eps, norm, bool(zero_centered_weight))
 
 
+@_type_errors_as_pytorchs
 def add_norm_post(x: torch.Tensor, s: torch.Tensor, normalized_shape: List[int],
                   weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                   eps: Optional[float] = None, norm: str = "layer_norm",
@@ -218,5 +261,5 @@ def add_norm_post(x: torch.Tensor, s: torch.Tensor, normalized_shape: List[int],
     if seed is None:
         seed = fresh_seed() if p > 0 else 0
     return torch.ops.addnorm.add_norm_post(x, s, _shape(normalized_shape), weight, bias,
-                                           _eps(eps), norm, bool(zero_centered_weight),
-                                           float(p), seed, offset)
+                                           eps, norm, bool(zero_centered_weight),
+                                           p, seed, offset)

@@ -583,3 +583,50 @@ def test_a_float64_call_takes_an_eps_beyond_float32():
     x = torch.arange(8, dtype=torch.float64).reshape(2, 4)
     torch.testing.assert_close(ops.layer_norm(x, [4], None, None, 1e50),
                                F.layer_norm(x, (4,), eps=1e50), rtol=1e-12, atol=0)
+
+
+X8 = torch.randn(2, 3, 8)
+X4D = torch.randn(2, 4, 3, 3)
+
+
+@pytest.mark.parametrize("name, ours, theirs", [
+    ("weight", lambda: addnorm.torch.layer_norm(X8, [8], weight=3),
+     lambda: F.layer_norm(X8, [8], weight=3)),
+    ("eps", lambda: addnorm.torch.layer_norm(X8, [8], eps="a"),
+     lambda: F.layer_norm(X8, [8], eps="a")),
+    ("normalized_shape", lambda: addnorm.torch.layer_norm(X8, [8.0]),
+     lambda: F.layer_norm(X8, [8.0])),
+    ("normalized_shape", lambda: addnorm.torch.layer_norm(X8, "8"),
+     lambda: F.layer_norm(X8, "8")),
+    ("input", lambda: addnorm.torch.layer_norm(X8.tolist(), [8]),
+     lambda: F.layer_norm(X8.tolist(), [8])),
+    ("num_groups", lambda: addnorm.torch.group_norm(X4D, 2.0),
+     lambda: F.group_norm(X4D, 2.0)),
+    ("bias", lambda: addnorm.torch.group_norm(X4D, 2, None, "b"),
+     lambda: F.group_norm(X4D, 2, None, "b")),
+    ("momentum", lambda: addnorm.torch.batch_norm(X4D, None, None, training=True, momentum="m"),
+     lambda: F.batch_norm(X4D, None, None, training=True, momentum="m")),
+    ("weight", lambda: addnorm.torch.instance_norm(X4D, weight=[1.0] * 4),
+     lambda: F.instance_norm(X4D, weight=[1.0] * 4)),
+    ("p", lambda: addnorm.torch.dropout(X8, "0.5"), lambda: F.dropout(X8, "0.5")),
+])
+def test_wrongly_typed_arguments_raise_type_error_as_pytorch_does(name, ours, theirs):
+    """An argument of the wrong Python type is a TypeError naming it, as torch.nn.functional's
+    argument parser raises (torch.ops would raise RuntimeError)."""
+    with pytest.raises(TypeError) as their_error:
+        theirs()
+    with pytest.raises(TypeError, match=name) as our_error:
+        ours()
+    assert type(our_error.value) is type(their_error.value)
+
+
+def test_wrongly_typed_arguments_of_the_fused_functions_raise_type_error():
+    for call in (lambda: addnorm.torch.rms_norm(X8, [8], eps="a"),
+                 lambda: addnorm.torch.add_norm_pre(X8, X8, [8], weight=2),
+                 lambda: addnorm.torch.add_norm_post(X8, X8, [8], norm=3),
+                 lambda: addnorm.torch.add_norm_post(X8, X8, [8], p=0.1, seed="s")):
+        with pytest.raises(TypeError):
+            call()
+    # The operators' own checks keep PyTorch's RuntimeError.
+    with pytest.raises(RuntimeError, match="normalized_shape is \\[5\\]"):
+        addnorm.torch.layer_norm(X8, [5])
