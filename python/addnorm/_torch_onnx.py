@@ -98,9 +98,14 @@ def _exact_dtype(value):
 
 def _example(value, dtype):
     """An empty tensor of dtype with value's rank class (0-dim or not): what torch.result_type
-    needs to promote as `x + r` does. An unknown rank counts as not 0-dim."""
-    return torch.empty((), dtype=dtype) if symbolic_helper._get_tensor_rank(value) == 0 else \
-        torch.empty((1,), dtype=dtype)
+    needs to promote as `x + r` does. Raises where the rank is unknown: the promotion would be
+    a guess."""
+    rank = symbolic_helper._get_tensor_rank(value)
+    if rank is None:
+        raise RuntimeError("add_norm: an addend of unknown rank beside one of another dtype "
+                           "cannot be promoted as x + r is; export with example inputs of "
+                           "known shapes, or give the addends one dtype")
+    return torch.empty((1,) * min(rank, 1), dtype=dtype)
 
 
 def _sum(g, x, r):

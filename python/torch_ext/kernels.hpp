@@ -101,6 +101,9 @@ std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tens
 template <class Drop>
 at::Tensor dropped_before_broadcast(const at::Tensor& s, const at::Tensor& x, DropoutSpec& dropout,
                                     const Drop& drop) {
+  // As x + F.dropout(s): dropout draws on floating-point values only, broadcast or not.
+  TORCH_CHECK(dropout.p == 0.0 || at::isFloatingType(s.scalar_type()), "s has dtype ",
+              s.scalar_type(), ", expected a floating-point branch where dropout drops (p > 0)");
   if (dropout.p == 0.0 || s.sizes() == at::IntArrayRef(at::infer_size(x.sizes(), s.sizes()))) {
     return s;
   }

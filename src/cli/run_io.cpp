@@ -1,8 +1,10 @@
 // InputSet and OutputSet: .npy inputs in, .npy outputs out, for `addnorm run`.
 #include "cli/run_io.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,15 +206,28 @@ bool output_file_name(const std::string& name) {
 // manifest over 1 MiB or not addnorm's JSON lists none.
 std::vector<std::string> earlier_outputs(const std::filesystem::path& directory,
                                          const std::vector<std::string>& files) {
-  constexpr std::uintmax_t kMaxManifestBytes = 1 << 20;
-  const std::filesystem::path path = directory / kRunManifest;
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(path, error)) ||
-      std::filesystem::file_size(path, error) > kMaxManifestBytes || error) {
-    return {};
+  constexpr size_t kMaxManifestBytes = size_t{1} << 20;
+  // Opened without following a link and without waiting on a FIFO; its size taken from the
+  // open file and at most one byte past the limit read, so neither a swapped-in link nor a
+  // file grown after a check can make the run block or parse without bound.
+  const std::string path = (directory / kRunManifest).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat status {};
+  std::string text;
+  if (::fstat(fd, &status) == 0 && S_ISREG(status.st_mode)) {
+    text.resize(kMaxManifestBytes + 1);
+    size_t filled = 0;
+    while (filled < text.size()) {
+      const ssize_t got = ::read(fd, text.data() + filled, text.size() - filled);
+      if (got <= 0) break;
+      filled += static_cast<size_t>(got);
+    }
+    text.resize(filled);
   }
-  std::ifstream in(path, std::ios::binary);
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  ::close(fd);
+  if (text.empty() || text.size() > kMaxManifestBytes) return {};
+  const nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);
   if (!manifest.is_object() || !manifest.contains("outputs") || !manifest["outputs"].is_array()) {
     return {};
   }
@@ -295,7 +310,9 @@ void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostrea
         inputs_.stored().is_input(old_output)) {
       continue;
     }
-    std::filesystem::remove(old_output, removed);
+    // unlink, not remove: a directory swapped in meanwhile is refused, never removed.
+    if (::unlink(old_output.c_str()) != 0)
+      removed = std::error_code(errno, std::generic_category());
     if (removed) {
       throw Error("--out " + directory.string() + ": cannot remove the earlier run's " + file +
                   " (" + removed.message() + "); without " + std::string(kRunManifest) +

@@ -356,3 +356,28 @@ def test_a_run_keeps_an_earlier_output_it_reads(addnorm_bin, tmp_path):
     assert np.array_equal(np.load(out / "h.npy"), h)
     listed = {entry["file"] for entry in json.loads((out / MANIFEST).read_text())["outputs"]}
     assert "h.npy" not in listed and "y.npy" in listed
+
+
+def test_a_manifest_that_is_a_link_a_fifo_or_too_large_lists_nothing(addnorm_bin, tmp_path):
+    """A manifest that is a link is refused before anything is written (and read, should one
+    be swapped in later, without following it or waiting on a FIFO); one over 1 MiB lists
+    nothing. No run hangs, and none removes the file the bad manifest names."""
+    out = tmp_path / "out"
+    out.mkdir()
+    listing = json.dumps({"outputs": [{"file": "old.npy"}]})
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(listing)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    x = np.ones((2, 4), np.float32)
+    for make in (lambda m: m.symlink_to(elsewhere), lambda m: m.symlink_to(fifo),
+                 lambda m: m.write_text(listing[:-1] + " " * (1 << 20) + "}")):
+        (out / "old.npy").write_bytes(b"an earlier output")
+        manifest = out / MANIFEST
+        if manifest.exists() or manifest.is_symlink():
+            manifest.unlink()
+        make(manifest)
+        result, _ = run_addnorm(addnorm_bin, tmp_path, "dropout", {"x": x}, ["--p", "0.5"],
+                                out_dir=out)
+        assert result.returncode == 0 or "is not a regular file" in result.stderr, result.stderr
+        assert (out / "old.npy").exists()

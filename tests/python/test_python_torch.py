@@ -487,3 +487,15 @@ def test_post_norm_drops_a_broadcast_branch_before_the_sum():
     torch.testing.assert_close(y, F.layer_norm(x + dropped, [16]))
     assert torch.autograd.gradcheck(lambda a, b: an.add_norm_post(a, b, [16], p=0.5, seed=7),
                                     (x, s))
+
+
+def test_post_norm_refuses_an_integer_branch_to_drop_as_pytorch_does():
+    """x + F.dropout(s) raises for an integer s; so does add_norm_post with p > 0, whether s is
+    broadcast or not (at p = 0 it is promoted, as x + s)."""
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(RuntimeError):
+        x + F.dropout(torch.ones(2, 3, 8, dtype=torch.int64), 0.1)
+    for s in (torch.ones(2, 3, 8, dtype=torch.int64), torch.ones(8, dtype=torch.int64)):
+        with pytest.raises(RuntimeError, match="s has dtype Long, expected a floating-point"):
+            an.add_norm_post(x, s, [8], p=0.1)
+        torch.testing.assert_close(an.add_norm_post(x, s, [8]), F.layer_norm(x + s, [8]))

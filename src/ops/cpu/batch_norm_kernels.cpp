@@ -431,8 +431,9 @@ void normalise_across_channels_wide(const Stored<S>* x, Stored<S>* y, int64_t ch
         store<S>(df, hn::MulAdd(x_hat, hn::LoadU(df, t.gamma + c), hn::LoadU(df, t.beta + c)),
                  y + c);
       },
-      [&](int64_t c)
-          HWY_ATTR { store_one<S>(y, c, normalise_wide_scalar(load_one<S>(x, c), t, c)); });
+      [&](int64_t c) ADDNORM_LANE_BODY {
+        store_one<S>(y, c, normalise_wide_scalar(load_one<S>(x, c), t, c));
+      });
 }
 
 // One channel's run of `length` floats (length > 1), its constants broadcast.
@@ -473,8 +474,9 @@ void normalise_along_length_wide(const Stored<S>* x, Stored<S>* y, int64_t lengt
         const auto x_hat = hn::DemoteTo(df, hn::Mul(centred, scale));
         store<S>(df, hn::MulAdd(x_hat, gamma, beta), y + i);
       },
-      [&](int64_t i)
-          HWY_ATTR { store_one<S>(y, i, normalise_wide_scalar(load_one<S>(x, i), t, c)); });
+      [&](int64_t i) ADDNORM_LANE_BODY {
+        store_one<S>(y, i, normalise_wide_scalar(load_one<S>(x, i), t, c));
+      });
 }
 
 // Samples [begin, end) of (N, C) input.
