@@ -127,9 +127,12 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     if use_input_stats and running_mean is None and running_var is None:
         # One channel a group; no channels is one group of none. PyTorch's instance_norm
         # returns the standard contiguous strides whatever the input's layout (it normalises a
-        # contiguous view); group_norm's channels-last result is copied out, also where it
-        # counts as contiguous already (one channel) but has other strides.
-        y = torch.ops.addnorm.group_norm(input, max(input.size(1), 1), weight, bias, eps)
+        # contiguous view). So does the operator given the input contiguous (one copy of a
+        # channels-last input, instead of the operator's copy of its result into channels-last
+        # and another back); one channel stored channels-last counts as contiguous already but
+        # keeps other strides, and its result is copied out.
+        y = torch.ops.addnorm.group_norm(input.contiguous(), max(input.size(1), 1), weight, bias,
+                                         eps)
         if list(y.stride()) != _contiguous_strides(y.size()):
             y = y.clone(memory_format=torch.contiguous_format)
         return y

@@ -311,11 +311,10 @@ void OutputSet<T>::write_all(const std::filesystem::path& directory, std::ostrea
       continue;
     }
     // unlink, not remove: a directory swapped in meanwhile is refused, never removed.
-    if (::unlink(old_output.c_str()) != 0)
-      removed = std::error_code(errno, std::generic_category());
-    if (removed) {
+    if (::unlink(old_output.c_str()) != 0) {
+      const std::error_code unlinked(errno, std::generic_category());
       throw Error("--out " + directory.string() + ": cannot remove the earlier run's " + file +
-                  " (" + removed.message() + "); without " + std::string(kRunManifest) +
+                  " (" + unlinked.message() + "); without " + std::string(kRunManifest) +
                   " the folder does not hold one run's outputs");
     }
   }
