@@ -61,8 +61,7 @@ void batch_norm_backward(const BatchNormBackward& args) {
     return;
   }
   Scratch scratch;
-  double* mean = scratch.take<double>(args.shape.channels);
-  double* rstd = scratch.take<double>(args.shape.channels);
+  const auto [mean, rstd] = scratch.take_each<double, 2>(args.shape.channels);
   running_constants(args.running_mean, args.running_var, args.eps, args.shape.channels, mean, rstd);
   batch_norm_backward_inference(args.dy, args.x, args.dx, args.storage, args.gamma, mean, rstd,
                                 args.dgamma, args.dbeta, args.shape);

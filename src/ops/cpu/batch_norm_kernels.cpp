@@ -1035,15 +1035,9 @@ NormaliseTables normalise_constants(Scratch& scratch, const double* mean, const 
                                     const double* rstd, const double* variance, const float* gamma,
                                     const float* beta, int64_t channels) {
   const int64_t extended = channels + kTablePadding;
-  float* centre_hi = scratch.take<float>(extended);
-  float* centre_lo = scratch.take<float>(extended);
-  float* rstd_hi = scratch.take<float>(extended);
-  float* rstd_lo = scratch.take<float>(extended);
-  float* gammas = scratch.take<float>(extended);
-  float* betas = scratch.take<float>(extended);
-  double* centres = scratch.take<double>(channels);
-  double* centres_low = scratch.take<double>(channels);
-  double* scales = scratch.take<double>(channels);
+  const auto [centre_hi, centre_lo, rstd_hi, rstd_lo, gammas, betas] =
+      scratch.take_each<float, 6>(extended);
+  const auto [centres, centres_low, scales] = scratch.take_each<double, 3>(channels);
   uint8_t* wide = scratch.take<uint8_t>(channels);
   bool any_wide = false;
   for (int64_t c = 0; c < channels; ++c) {
@@ -1086,8 +1080,7 @@ void batch_statistics(const void* x, DType storage, const BatchShape& shape, dou
     HWY_DYNAMIC_DISPATCH(accumulate_statistics)(x, storage, shape, shifts, group, count);
   });
   const int64_t values = shape.batch * shape.length;
-  double* sums = scratch.take<double>(shape.channels);
-  double* squares = scratch.take<double>(shape.channels);
+  const auto [sums, squares] = scratch.take_each<double, 2>(shape.channels);
   partials.total(0, sums);
   partials.total(1, squares);
   for (int64_t c = 0; c < shape.channels; ++c) {
@@ -1126,12 +1119,8 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
   // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
   const int64_t channels = shape.channels;
   const double count = static_cast<double>(shape.batch * shape.length);
-  double* mean = scratch.take<double>(channels);
-  double* mean_lo = scratch.take<double>(channels);
-  double* rstd = scratch.take<double>(channels);
-  double* scale = scratch.take<double>(channels);
-  double* mean_dy = scratch.take<double>(channels);
-  double* mean_dy_xhat = scratch.take<double>(channels);
+  const auto [mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat] =
+      scratch.take_each<double, 6>(channels);
   // The totals of pass 1, in the tables pass 2 reads (each is read before it is overwritten).
   double* sum_d = mean;
   double* sum_d2 = rstd;
@@ -1184,8 +1173,7 @@ void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DTyp
     (dy, x, dx, storage, shape, mean, rstd, scale, partials.chunk(chunk, 0),
      partials.chunk(chunk, 1), begin, end, dgamma != nullptr);
   });
-  double* sum_dy = scratch.take<double>(shape.channels);
-  double* sum_dy_xhat = scratch.take<double>(shape.channels);
+  const auto [sum_dy, sum_dy_xhat] = scratch.take_each<double, 2>(shape.channels);
   partials.total(0, sum_dy);
   partials.total(1, sum_dy_xhat);
   for (int64_t c = 0; c < shape.channels; ++c) {

@@ -216,18 +216,16 @@ void group_norm_forward(const GroupNormForward& args) {
   if (!args.gamma && !args.beta) {
     // Without parameters GroupNorm is LayerNorm over the rows: the whole engine, streaming
     // stores and all.
-    NormForward plain;
-    plain.x = args.x;
-    plain.storage = args.x_storage;
-    plain.y = args.y;
-    plain.branch_storage = args.y_storage;
-    plain.mean = args.mean;
-    plain.rstd = args.rstd;
-    plain.rows = rows;
-    plain.dim = dim;
-    plain.eps = args.eps;
-    plain.norm = NormKind::layer_norm;
-    norm_forward(plain);
+    norm_forward({.x = args.x,
+                  .y = args.y,
+                  .storage = args.x_storage,
+                  .branch_storage = args.y_storage,
+                  .mean = args.mean,
+                  .rstd = args.rstd,
+                  .rows = rows,
+                  .dim = dim,
+                  .eps = args.eps,
+                  .norm = NormKind::layer_norm});
     return;
   }
   // Outputs larger than the cache are streamed (kernels.hpp's rule; 16-bit ones per CPU family):

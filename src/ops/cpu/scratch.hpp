@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,7 +34,15 @@ class Scratch {
     return static_cast<T*>(
         arena_.take(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)));
   }
-  // The same, set to zero.
+  // N tables of `count` values each, for a call's per-channel tables taken side by side:
+  //   const auto [mean, rstd] = scratch.take_each<double, 2>(channels);
+  template <class T, size_t N>
+  std::array<T*, N> take_each(int64_t count) {
+    std::array<T*, N> tables;
+    for (T*& table : tables) table = take<T>(count);
+    return tables;
+  }
+  // The same as take, set to zero.
   template <class T>
   T* zeroed(int64_t count) {
     T* values = take<T>(count);
