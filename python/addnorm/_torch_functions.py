@@ -22,6 +22,9 @@ from . import _torch_library  # noqa: F401  (loads the operators)
 # RuntimeError where torch.nn.functional's argument parser raises TypeError.
 _WRONG_TYPE = re.compile(r"Expected a value of type '(?P<expected>[^']+)' for argument "
                          r"'(?P<argument>\w+)' but instead found type '(?P<found>[^']+)'")
+# None for a required tensor: the dispatcher passes it on as an undefined tensor, which the
+# operators refuse (kernels.cpp's check_tensor) where torch.nn.functional raises TypeError.
+_NONE_TENSOR = re.compile(r"^(?P<argument>\w+) is an undefined tensor, expected a tensor")
 
 
 def _type_errors_as_pytorchs(function):
@@ -35,10 +38,14 @@ def _type_errors_as_pytorchs(function):
             return function(*args, **kwargs)
         except RuntimeError as error:
             wrong = _WRONG_TYPE.search(str(error))
-            if wrong is None:
-                raise
-            raise TypeError(f"{function.__name__}(): argument '{wrong['argument']}' must be "
-                            f"{wrong['expected']}, not {wrong['found']}") from None
+            if wrong is not None:
+                raise TypeError(f"{function.__name__}(): argument '{wrong['argument']}' must be "
+                                f"{wrong['expected']}, not {wrong['found']}") from None
+            none = _NONE_TENSOR.match(str(error))
+            if none is not None:
+                raise TypeError(f"{function.__name__}(): argument '{none['argument']}' must be "
+                                "Tensor, not NoneType") from None
+            raise
     return checked
 
 

@@ -2,9 +2,11 @@
 parameters, buffers, state_dict keys, repr), RMSNorm mirrors torch.nn.RMSNorm (PyTorch >= 2.4),
 and AddNorm is the fused residual add + norm (pre-norm or post-norm, with dropout).
 
-Their forwards call torch.ops.addnorm.* directly, so LayerNorm, RMSNorm and BatchNorm1d script
-(torch.jit.script) and every module traces, saves and exports to ONNX; torch.fx keeps the
-drop-ins for torch.nn's modules whole, as it keeps those (_TorchNnLeaf).
+Their forwards call addnorm.torch's functions, which TorchScript compiles to the operators
+themselves, so the modules script (torch.jit.script), trace, save and export to ONNX, and an
+input of the wrong Python type is the TypeError naming it that torch.nn's modules raise (the
+functions' _type_errors_as_pytorchs). torch.fx keeps the drop-ins for torch.nn's modules whole,
+as it keeps those (_TorchNnLeaf).
 """
 import numbers
 
@@ -59,8 +61,7 @@ class LayerNorm(_TorchNnLeaf, torch.nn.LayerNorm):
     """torch.nn.LayerNorm computed by addnorm; same arguments, parameters and state_dict."""
 
     def forward(self, input):
-        return torch.ops.addnorm.layer_norm(input, self.normalized_shape, self.weight,
-                                            self.bias, self.eps)
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class _BatchNorm:
@@ -165,8 +166,8 @@ class RMSNorm(_Replacement, torch.nn.Module):
                 self.weight.fill_(0.0 if self.zero_centered_weight else 1.0)
 
     def forward(self, input):
-        return torch.ops.addnorm.rms_norm(input, self.normalized_shape, self.weight, self.eps,
-                                          self.zero_centered_weight)
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps,
+                          self.zero_centered_weight)
 
     def extra_repr(self):
         extra = ", zero_centered_weight=True" if self.zero_centered_weight else ""
@@ -240,10 +241,8 @@ class _PostNormAddNorm(AddNorm):
 
     def forward(self, x, sublayer_output):
         p = self.dropout if self.training else 0.0
-        seed = F.fresh_seed() if p > 0.0 else 0
-        return torch.ops.addnorm.add_norm_post(x, sublayer_output, self.normalized_shape,
-                                               self.weight, self.bias, self.eps, self.norm,
-                                               False, p, seed, self.dropout_offset)
+        return F.add_norm_post(x, sublayer_output, self.normalized_shape, self.weight, self.bias,
+                               self.eps, self.norm, False, p, None, self.dropout_offset)
 
 
 class _PreNormAddNorm(AddNorm):
@@ -251,9 +250,6 @@ class _PreNormAddNorm(AddNorm):
 
     def forward(self, x, sublayer_output):
         p = self.dropout if self.training else 0.0
-        r = sublayer_output
-        if p > 0.0:
-            r = torch.ops.addnorm.dropout(sublayer_output, p, F.fresh_seed(),
-                                          self.dropout_offset)
-        return torch.ops.addnorm.add_norm_pre(x, r, self.normalized_shape, self.weight,
-                                              self.bias, self.eps, self.norm, False)
+        r = F.dropout(sublayer_output, p, p > 0.0, None, self.dropout_offset)
+        return F.add_norm_pre(x, r, self.normalized_shape, self.weight, self.bias, self.eps,
+                              self.norm, False)

@@ -394,7 +394,7 @@ ops::Grads2 add_norm_pre_autograd(const at::Tensor& x_in, const at::Tensor& r_in
                                   const OptionalTensor& bias, c10::optional<double> eps,
                                   c10::string_view norm, bool zero_centered_weight) {
   const NormKind kind = norm_kind(norm);
-  const auto [x, r] = as_addends(x_in, r_in);
+  const auto [x, r] = as_addends(x_in, r_in, "r");
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
   if (composite::needed({x, r, weight, bias})) {
@@ -419,7 +419,7 @@ at::Tensor add_norm_post_autograd(const at::Tensor& x_in, const at::Tensor& s_in
     static const auto op = handle<decltype(ops::dropout)>("addnorm::dropout");
     return op.call(branch, spec.p, spec.seed, spec.offset);  // recorded, as the user's would be
   };
-  const auto [x, s] = as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, drop));
+  const auto [x, s] = as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, drop), "s");
   const NormSpec spec{kind, normalized_shape.vec(), eps_or_default(eps, kind, x),
                       zero_centered_weight};
   if (composite::needed({x, s, weight, bias})) {

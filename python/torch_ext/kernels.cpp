@@ -23,6 +23,10 @@ namespace addnorm::torch_ops {
 
 namespace library = python::library;
 
+void check_defined(const char* name, const at::Tensor& tensor) {
+  TORCH_CHECK(tensor.defined(), name, " is an undefined tensor, expected a tensor");
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -59,7 +63,7 @@ bool is_16_bit(at::ScalarType type) {
 }
 
 void check_tensor(const char* name, const at::Tensor& tensor) {
-  TORCH_CHECK(tensor.defined(), name, " is an undefined tensor, expected a tensor");
+  check_defined(name, tensor);
   TORCH_CHECK(tensor.device().is_cpu(), name, " is on device ", tensor.device().str(),
               ", expected a CPU tensor (addnorm runs on the CPU)");
   const at::ScalarType type = tensor.scalar_type();
@@ -438,7 +442,10 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 
-std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r) {
+std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r,
+                                             const char* branch) {
+  check_defined("x", x);
+  check_defined(branch, r);
   const at::ScalarType dtype = at::result_type(x, r);
   at::Tensor a = x.scalar_type() == dtype ? x : x.to(dtype);
   at::Tensor b = r.scalar_type() == dtype ? r : r.to(dtype);

@@ -88,12 +88,19 @@ NormGrads norm_backward(const at::Tensor& grad_y, const OptionalTensor& grad_h,
                         const OptionalTensor& mean, const OptionalTensor& rstd,
                         ParameterGrads wanted = {});
 
+// Refuses an undefined tensor (None for a tensor argument, from Python) by name; the first of
+// check_tensor's checks, for the places that must run before it.
+void check_defined(const char* name, const at::Tensor& tensor);
+
 // The fused ops' two addends as `x + r` combines them: broadcast to one shape and promoted to
 // one dtype by PyTorch's rules (with its errors for shapes that do not broadcast), each
 // returned as it is where it already agrees, the fused kernels' own case. Called above
 // autograd, the expansion and the cast are recorded, so each gradient comes back summed and
 // cast to its addend's shape and dtype.
-std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r);
+// `branch`: the second addend's name in errors ("r" or "s"); an undefined addend (None from
+// Python) is refused by name first, as check_tensor refuses it.
+std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tensor& r,
+                                             const char* branch);
 
 // Post-norm's branch s where the sum broadcasts it and dropout drops: Norm(x + Dropout(s))
 // drops s's own elements, so the mask is drawn over s before the broadcast (`drop(s, spec)`)
@@ -101,6 +108,8 @@ std::pair<at::Tensor, at::Tensor> as_addends(const at::Tensor& x, const at::Tens
 template <class Drop>
 at::Tensor dropped_before_broadcast(const at::Tensor& s, const at::Tensor& x, DropoutSpec& dropout,
                                     const Drop& drop) {
+  check_defined("x", x);
+  check_defined("s", s);
   // As x + F.dropout(s): dropout draws on floating-point values only, broadcast or not.
   TORCH_CHECK(dropout.p == 0.0 || at::isFloatingType(s.scalar_type()), "s has dtype ",
               s.scalar_type(), ", expected a floating-point branch where dropout drops (p > 0)");

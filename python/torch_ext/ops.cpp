@@ -59,7 +59,7 @@ Grads2 add_norm_pre(const at::Tensor& x_in, const at::Tensor& r_in,
                     const OptionalTensor& bias, c10::optional<double> eps, c10::string_view norm,
                     bool zero_centered_weight) {
   const NormKind kind = norm_kind(norm);
-  const auto [x, r] = as_addends(x_in, r_in);
+  const auto [x, r] = as_addends(x_in, r_in, "r");
   PreNormOutputs out = add_norm_pre_forward(
       x, r, weight, bias,
       spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight), false);
@@ -87,7 +87,7 @@ at::Tensor add_norm_post(const at::Tensor& x_in, const at::Tensor& s_in,
   const NormKind kind = norm_kind(norm);
   DropoutSpec dropout{p, seed, offset};
   const auto [x, s] =
-      as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, dropout_forward));
+      as_addends(x_in, dropped_before_broadcast(s_in, x_in, dropout, dropout_forward), "s");
   return add_norm_post_forward(
              x, s, weight, bias,
              spec_of(kind, normalized_shape, eps_or_default(eps, kind, x), zero_centered_weight),

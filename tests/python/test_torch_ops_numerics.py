@@ -620,6 +620,31 @@ def test_wrongly_typed_arguments_raise_type_error_as_pytorch_does(name, ours, th
     assert type(our_error.value) is type(their_error.value)
 
 
+@pytest.mark.parametrize("make_ours, make_theirs", [
+    (lambda: addnorm.torch.LayerNorm(8), lambda: torch.nn.LayerNorm(8)),
+    (lambda: addnorm.torch.GroupNorm(2, 4), lambda: torch.nn.GroupNorm(2, 4)),
+    (lambda: addnorm.torch.BatchNorm2d(4), lambda: torch.nn.BatchNorm2d(4)),
+    (lambda: addnorm.torch.InstanceNorm2d(4), lambda: torch.nn.InstanceNorm2d(4)),
+])
+@pytest.mark.parametrize("wrong", [X4D.tolist(), "x", None, 3.0])
+def test_a_module_given_a_wrongly_typed_input_raises_as_torch_nn_does(make_ours, make_theirs,
+                                                                      wrong):
+    with pytest.raises(Exception) as their_error:
+        make_theirs()(wrong)
+    with pytest.raises(Exception) as our_error:
+        make_ours()(wrong)
+    assert type(our_error.value) is type(their_error.value), (our_error.value, their_error.value)
+
+
+def test_the_modules_without_a_torch_nn_peer_raise_type_error_naming_the_input():
+    for call in (lambda: addnorm.torch.RMSNorm(8)(X8.tolist()),
+                 lambda: addnorm.torch.AddNorm(8, mode="post")(X8, "s"),
+                 lambda: addnorm.torch.AddNorm(8, mode="pre", dropout=0.0)([1.0], X8),
+                 lambda: addnorm.torch.AddNorm(8, mode="pre", dropout=0.5)(X8, None)):
+        with pytest.raises(TypeError, match="argument '(input|x|s|r)' must be Tensor"):
+            call()
+
+
 def test_wrongly_typed_arguments_of_the_fused_functions_raise_type_error():
     for call in (lambda: addnorm.torch.rms_norm(X8, [8], eps="a"),
                  lambda: addnorm.torch.add_norm_pre(X8, X8, [8], weight=2),
