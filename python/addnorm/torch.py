@@ -18,15 +18,19 @@ state_dict keys), RMSNorm (torch.nn.RMSNorm's interface), AddNorm (fused residua
 pre-norm or post-norm, with dropout). Functions: layer_norm, rms_norm, batch_norm, group_norm,
 instance_norm, dropout, add_norm_pre, add_norm_post (differentiable, torch.nn.functional's
 arguments). diagnose(model, batch): the lab's Add & Norm measurements on any PyTorch model
-(docs/diagnose.md).
+(docs/diagnose.md). Eager quantization fuses and quantizes addnorm's BatchNorm modules as it does
+torch.nn's (registered on import: _torch_quantization).
 """
 from ._torch_functions import (add_norm_post, add_norm_pre, batch_norm, dropout, group_norm,
                                instance_norm, layer_norm, rms_norm)
 from ._torch_modules import (AddNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                              InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
 from ._torch_patch import patch, unpatch
+from ._torch_quantization import register as _register_quantization
 from ._diagnose import diagnose, diagnose_pairs
 from ._diagnose_report import Diagnosis
+
+_register_quantization()
 
 __all__ = [
     "AddNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Diagnosis", "GroupNorm",
