@@ -219,6 +219,13 @@ void norm_backward(AnyConstView dy, AnyConstView x, const Shape& normalized_shap
 template <class T>
 struct BasicGroupNormOptions : BasicNormOptions<T> {
   int64_t num_groups = 1;  // >= 1, dividing C
+  // Channels on x's last axis instead of axis 1, as BatchNormOptions::channels_last: x, y (dy
+  // and dx) shaped (N, *, C), the order a PyTorch channels_last or channels_last_3d tensor is
+  // stored in; a group is then a band of C / num_groups consecutive channels of every position.
+  // mean and rstd are [N, num_groups] either way. The float32-computed forward with y stored as
+  // x reads and writes that order directly; the other calls run the channels-first kernels
+  // between copies.
+  bool channels_last = false;
 };
 using GroupNormOptions = BasicGroupNormOptions<float>;
 // `stats`, when given, receives the mean and rstd of each (sample, group): shape [N, num_groups].

@@ -795,9 +795,18 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
                                const OptionalTensor& bias, const GroupNormSpec& spec,
                                bool save_stats) {
   check_group_norm(input, weight, bias, spec);
-  const at::Tensor x = input.contiguous(), w = contiguous(weight), b = contiguous(bias);
-  const at::Tensor y = at::empty(x.sizes(), x.options());
+  // As PyTorch's group_norm, the result takes the input's suggested memory format; a
+  // channels-last one (channels_last or channels_last_3d) is read and written in that order by
+  // the library (GroupNormOptions::channels_last), with no copy when input is stored so.
+  const at::MemoryFormat layout = input.suggest_memory_format();
+  const bool channels_last = layout != at::MemoryFormat::Contiguous;
+  const at::Tensor x = input.contiguous(layout), w = contiguous(weight), b = contiguous(bias);
+  // The format's own strides, also where sizes of 1 make y count as channels-last already.
+  const at::Tensor y = at::empty(x.sizes(), x.options().memory_format(layout));
   NormOutputs out{y, {}, {}};
+  // What the library reads and writes: (N, C, *), or channels last (N, *, C), a view with
+  // contiguous strides of the same memory.
+  const auto as_stored = [&](const at::Tensor& t) { return channels_last ? t.movedim(1, -1) : t; };
   if (save_stats) {
     const auto options = x.options().dtype(compute_type(x));
     out.mean = at::empty({x.size(0), spec.num_groups}, options);
@@ -808,17 +817,11 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
     std::optional<BasicNormStats<T>> stats;
     if (save_stats) stats = BasicNormStats<T>{mutable_view<T>(out.mean), mutable_view<T>(out.rstd)};
     run_library([&] {
-      library::group_norm(norm_view<T>(x), norm_mutable<T>(y),
-                          {channel_norm_options<T>(w, b, spec.eps), spec.num_groups}, stats);
+      library::group_norm(norm_view<T>(as_stored(x)), norm_mutable<T>(as_stored(y)),
+                          {channel_norm_options<T>(w, b, spec.eps), spec.num_groups, channels_last},
+                          stats);
     });
   });
-  // As PyTorch's group_norm, the result takes the input's suggested memory format
-  // (channels-last or channels_last_3d); the kernel writes the contiguous layout, copied so.
-  const at::MemoryFormat layout = input.suggest_memory_format();
-  if (layout != at::MemoryFormat::Contiguous) {
-    // The format's own strides, also where sizes of 1 make y count as channels-last already.
-    out.y = at::empty_like(y, y.options(), layout).copy_(y);
-  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include "ops/reference/group_norm.hpp"
 #include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/channel_order.hpp"
 #include "ops/cpu/group_norm_kernels.hpp"
 #include "ops/empty_batch.hpp"
 #include "ops/op_checks.hpp"
@@ -26,7 +27,19 @@ void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& option
   args.rstd = stats ? stats->rstd.data : nullptr;
   args.layout = layout;
   args.eps = detail::channel_eps(options);
-  cpu::group_norm_forward(args);
+  // With one position a sample, channels last is channels first.
+  if (!options.channels_last || layout.spatial == 1) {
+    cpu::group_norm_forward(args);
+  } else if (x.dtype == y.dtype) {
+    cpu::group_norm_forward_channels_last(args);
+  } else {
+    const detail::ChannelsFirst x_first(layout, dtype_size(x.dtype), x.data);
+    detail::ChannelsFirst y_first(layout, dtype_size(y.dtype));
+    args.x = x_first.data();
+    args.y = y_first.data();
+    cpu::group_norm_forward(args);
+    y_first.copy_to(y.data);
+  }
 }
 
 void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& grads,
@@ -46,7 +59,18 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
   args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
   args.layout = layout;
   args.eps = detail::channel_eps(options);
+  if (!options.channels_last || layout.spatial == 1) {
+    cpu::group_norm_backward(args);
+    return;
+  }
+  const detail::ChannelsFirst dy_first(layout, dtype_size(dy.dtype), dy.data);
+  const detail::ChannelsFirst x_first(layout, dtype_size(x.dtype), x.data);
+  detail::ChannelsFirst dx_first(layout, dtype_size(x.dtype));
+  args.dy = dy_first.data();
+  args.x = x_first.data();
+  args.dx = dx_first.data();
   cpu::group_norm_backward(args);
+  dx_first.copy_to(grads.dx.data);
 }
 
 namespace float64 {
@@ -55,10 +79,18 @@ void group_norm(ConstView x, MutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
   const reference::GroupLayout layout = detail::check_group_norm<double>(x, y, options, stats);
   if (detail::empty_statistics(layout.elements(), stats, layout.rows())) return;
+  const bool permuted = options.channels_last && layout.spatial > 1;
+  std::optional<detail::ChannelsFirst> x_first, y_first;
+  if (permuted) {
+    x_first.emplace(layout, sizeof(double), x.data);
+    y_first.emplace(layout, sizeof(double));
+  }
   reference::group_norm_forward<double>(
-      x.data, options.gamma ? options.gamma->data : nullptr,
-      options.beta ? options.beta->data : nullptr, y.data, stats ? stats->mean.data : nullptr,
+      permuted ? static_cast<const double*>(x_first->data()) : x.data,
+      options.gamma ? options.gamma->data : nullptr, options.beta ? options.beta->data : nullptr,
+      permuted ? static_cast<double*>(y_first->data()) : y.data, stats ? stats->mean.data : nullptr,
       stats ? stats->rstd.data : nullptr, layout, detail::channel_eps(options));
+  if (permuted) y_first->copy_to(y.data);
 }
 
 void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
@@ -66,10 +98,21 @@ void group_norm_backward(ConstView dy, ConstView x, const GroupNormGrads& grads,
   const reference::GroupLayout layout =
       detail::check_group_norm_backward<double>(dy, x, grads, options, saved);
   if (detail::empty_gradients(layout.elements(), grads, layout.channels)) return;
+  const bool permuted = options.channels_last && layout.spatial > 1;
+  std::optional<detail::ChannelsFirst> dy_first, x_first, dx_first;
+  if (permuted) {
+    dy_first.emplace(layout, sizeof(double), dy.data);
+    x_first.emplace(layout, sizeof(double), x.data);
+    dx_first.emplace(layout, sizeof(double));
+  }
   reference::group_norm_backward<double>(
-      dy.data, x.data, options.gamma ? options.gamma->data : nullptr, grads.dx.data,
+      permuted ? static_cast<const double*>(dy_first->data()) : dy.data,
+      permuted ? static_cast<const double*>(x_first->data()) : x.data,
+      options.gamma ? options.gamma->data : nullptr,
+      permuted ? static_cast<double*>(dx_first->data()) : grads.dx.data,
       grads.dgamma ? grads.dgamma->data : nullptr, grads.dbeta ? grads.dbeta->data : nullptr,
       layout, detail::channel_eps(options));
+  if (permuted) dx_first->copy_to(grads.dx.data);
 }
 
 }  // namespace float64

@@ -227,19 +227,22 @@ template <class View, class T>
 reference::GroupLayout group_layout(const View& x, const BasicGroupNormOptions<T>& options) {
   check_tensor("x", x);
   const int rank = x.shape.rank();
+  const bool last = options.channels_last;
   if (rank < 2) {
-    throw Error(
-        ErrorKind::shape, "x",
-        "has shape " + x.shape.to_string() + ", expected (N, C, *) with channels on axis 1");
+    throw Error(ErrorKind::shape, "x",
+                "has shape " + x.shape.to_string() +
+                    (last ? ", expected (N, *, C) with channels on the last axis (channels_last)"
+                          : ", expected (N, C, *) with channels on axis 1"));
   }
-  const int64_t channels = x.shape[1];
+  const int64_t channels = x.shape[last ? rank - 1 : 1];
   if (options.num_groups < 1 || channels % options.num_groups != 0) {
     throw Error(ErrorKind::value, "num_groups",
                 "is " + std::to_string(options.num_groups) + ", expected a divisor of the " +
-                    std::to_string(channels) + " channels of x (axis 1 of " + x.shape.to_string() +
-                    ")");
+                    std::to_string(channels) + " channels of x (" +
+                    (last ? "the last axis" : "axis 1") + " of " + x.shape.to_string() + ")");
   }
-  return {x.shape[0], channels, options.num_groups, x.shape.product(2, rank)};
+  const int64_t spatial = last ? x.shape.product(1, rank - 1) : x.shape.product(2, rank);
+  return {x.shape[0], channels, options.num_groups, spatial};
 }
 
 template <class T>

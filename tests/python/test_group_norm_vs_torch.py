@@ -361,3 +361,28 @@ def test_cli_group_norm_refuses_hostile_sizes_without_allocating(addnorm_bin, tm
     # The child's peak memory (all children so far, in KiB) stayed far below what sizing the
     # statistics by num_groups would take (gigabytes).
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 512 * 1024
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape, layout, groups", [((3, 32, 9, 7), torch.channels_last, 8),
+                                                   ((2, 12, 4, 5, 3), torch.channels_last_3d, 3),
+                                                   ((2, 6, 5, 5), torch.channels_last, 6)])
+def test_channels_last_group_norm_is_pytorchs_float64_result_rounded_once(dtype, shape, layout,
+                                                                          groups):
+    """A channels-last input, read and written in that order by the library's own kernel (no
+    copy either way): PyTorch's float64 group_norm of the stored values, rounded once to the
+    storage type, and the layout PyTorch gives."""
+    generator = torch.Generator().manual_seed(7)
+    x = (torch.randn(shape, generator=generator) * 3 + 1).to(dtype).to(memory_format=layout)
+    weight = torch.randn(shape[1], generator=generator)
+    bias = torch.randn(shape[1], generator=generator)
+    got = at.group_norm(x, groups, weight.to(dtype), bias.to(dtype))
+    assert got.is_contiguous(memory_format=layout) and got.dtype == dtype
+    assert got.stride() == F.group_norm(x.float(), groups, weight, bias).stride()
+    expected = F.group_norm(x.double(), groups, weight.to(dtype).double(), bias.to(dtype).double())
+    scale = (expected - bias.to(dtype).double().view(1, -1, *[1] * (len(shape) - 2))).abs() + \
+        bias.to(dtype).double().abs().view(1, -1, *[1] * (len(shape) - 2))
+    ulp = {torch.float32: 2.0 ** -23, torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}[dtype]
+    # Half a unit of the storage type from the rounding, plus float32's few ulp of the terms.
+    bound = scale * (0.5 * ulp if dtype != torch.float32 else 0) + scale * 4 * 2.0 ** -23 + 1e-30
+    assert ((got.double() - expected).abs() <= bound).all()

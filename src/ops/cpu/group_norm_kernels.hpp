@@ -26,6 +26,9 @@ struct GroupNormForward {
   double eps = 0;
 };
 void group_norm_forward(const GroupNormForward& args);
+// The same for x and y stored channels last ((N, positions, C) in memory, the layout's shape
+// otherwise as above) and of one storage type (group_norm_channels_last.cpp).
+void group_norm_forward_channels_last(const GroupNormForward& args);
 
 struct GroupNormBackward {
   const void* dy = nullptr;

@@ -112,9 +112,39 @@ Want group_norm_float64(const std::vector<float>& x, const std::vector<float>& d
 struct Got {
   std::vector<float> y, mean, rstd, dx, dgamma, dbeta;
 };
-Got run_group_norm(const std::vector<float>& x, const std::vector<float>& dy,
+
+// values (N, C, *) in channels-first order, rearranged to (N, *, C), or back with to_last false.
+std::vector<float> reordered(const std::vector<float>& values, const Shape& shape, bool to_last) {
+  const int64_t channels = shape[1], spatial = spatial_of(shape);
+  std::vector<float> out(values.size());
+  for (int64_t n = 0; n < shape[0]; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < spatial; ++p) {
+        const int64_t first = (n * channels + c) * spatial + p,
+                      last = (n * spatial + p) * channels + c;
+        out[to_last ? last : first] = values[to_last ? first : last];
+      }
+    }
+  }
+  return out;
+}
+
+// (N, C, *) as (N, *, C): the shape of the same tensor stored channels last.
+Shape channels_last_shape(const Shape& shape) {
+  std::vector<int64_t> dims{shape[0]};
+  for (int d = 2; d < shape.rank(); ++d) dims.push_back(shape[d]);
+  dims.push_back(shape[1]);
+  return Shape(dims);
+}
+
+// GroupNorm forward and backward, the tensors stored as c.shape says or, with channels_last,
+// in (N, *, C) order (the results are put back in channels-first order).
+Got run_group_norm(const std::vector<float>& x_first, const std::vector<float>& dy_first,
                    const std::vector<float>& gamma, const std::vector<float>& beta, const Case& c,
-                   float eps) {
+                   float eps, bool channels_last = false) {
+  const auto x = channels_last ? reordered(x_first, c.shape, true) : x_first;
+  const auto dy = channels_last ? reordered(dy_first, c.shape, true) : dy_first;
+  const Shape shape = channels_last ? channels_last_shape(c.shape) : c.shape;
   const int64_t channels = c.shape[1];
   const Shape stats_shape{c.shape[0], c.groups};
   Got got{std::vector<float>(x.size()),
@@ -128,13 +158,18 @@ Got run_group_norm(const std::vector<float>& x, const std::vector<float>& dy,
   options.gamma = ConstView{gamma.data(), {channels}};
   options.beta = ConstView{beta.data(), {channels}};
   options.eps = eps;
-  group_norm({x.data(), c.shape}, {got.y.data(), c.shape}, options,
+  options.channels_last = channels_last;
+  group_norm({x.data(), shape}, {got.y.data(), shape}, options,
              NormStats{{got.mean.data(), stats_shape}, {got.rstd.data(), stats_shape}});
-  group_norm_backward({dy.data(), c.shape}, {x.data(), c.shape},
-                      {{got.dx.data(), c.shape},
+  group_norm_backward({dy.data(), shape}, {x.data(), shape},
+                      {{got.dx.data(), shape},
                        MutableView{got.dgamma.data(), {channels}},
                        MutableView{got.dbeta.data(), {channels}}},
                       options);
+  if (channels_last) {
+    got.y = reordered(got.y, c.shape, false);
+    got.dx = reordered(got.dx, c.shape, false);
+  }
   return got;
 }
 
@@ -157,7 +192,8 @@ class GroupNormEveryTarget : public ::testing::TestWithParam<int64_t> {
   void TearDown() override { cpu::force_target(0); }
 };
 
-TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
+// Every case of cases() against the float64 definition, stored channels first or last.
+void expect_cases_match_float64(bool channels_last) {
   uint32_t seed = 11;
   for (const Case& c : cases()) {
     const int64_t channels = c.shape[1];
@@ -166,10 +202,11 @@ TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
     const auto gamma = random_floats(static_cast<size_t>(channels), seed++, 0.5f, 2.0f);
     const auto beta = random_floats(static_cast<size_t>(channels), seed++, -1.0f, 1.0f);
     const double eps = c.kind == "constant" ? 0.0 : 1e-5;
-    const Got got = run_group_norm(x, dy, gamma, beta, c, static_cast<float>(eps));
+    const Got got = run_group_norm(x, dy, gamma, beta, c, static_cast<float>(eps), channels_last);
     const Want want = group_norm_float64(x, dy, gamma, beta, c, eps);
     SCOPED_TRACE("shape " + c.shape.to_string() + " groups " + std::to_string(c.groups) + " " +
-                 c.kind + " on " + cpu::current_target_name());
+                 c.kind + (channels_last ? " channels last" : "") + " on " +
+                 cpu::current_target_name());
     if (c.kind == "nan_row") {
       // Row 1 holds the NaN: its outputs are NaN, every other row is exact.
       const int64_t dim = c.shape.numel() / (c.shape[0] * c.groups);
@@ -195,6 +232,16 @@ TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
     EXPECT_TRUE(within_ulps_each(got.dgamma, want.dgamma, 4, want.dgamma_scale));
     EXPECT_TRUE(within_ulps_each(got.dbeta, want.dbeta, 4, want.dbeta_scale));
   }
+}
+
+TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
+  expect_cases_match_float64(false);
+}
+
+// Channels last (PyTorch's channels_last): the forward on BatchNorm's column kernels, the
+// backward between copies; the same bounds.
+TEST_P(GroupNormEveryTarget, ChannelsLastMatchesFloat64ForwardAndBackward) {
+  expect_cases_match_float64(true);
 }
 
 // Rows whose values span many decades (each N(0, 1) times 10^k, k drawn from a random range
@@ -249,17 +296,63 @@ TEST(GroupNorm, ParameterGradientsAreIdenticalForAnyThreadCount) {
   const auto gamma = random_floats(32, 23, 0.5f, 1.5f);
   const auto beta = random_floats(32, 24, -1.0f, 1.0f);
   const int saved = omp_get_max_threads();
-  std::vector<Got> runs;
-  for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f));
+  for (const bool channels_last : {false, true}) {
+    std::vector<Got> runs;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f, channels_last));
+    }
+    for (size_t r = 1; r < runs.size(); ++r) {
+      EXPECT_EQ(runs[r].dgamma, runs[0].dgamma) << channels_last;
+      EXPECT_EQ(runs[r].dbeta, runs[0].dbeta) << channels_last;
+      EXPECT_EQ(runs[r].dx, runs[0].dx) << channels_last;
+      EXPECT_EQ(runs[r].y, runs[0].y) << channels_last;
+      EXPECT_EQ(runs[r].mean, runs[0].mean) << channels_last;
+      EXPECT_EQ(runs[r].rstd, runs[0].rstd) << channels_last;
+    }
   }
   omp_set_num_threads(saved);
-  for (size_t r = 1; r < runs.size(); ++r) {
-    EXPECT_EQ(runs[r].dgamma, runs[0].dgamma);
-    EXPECT_EQ(runs[r].dbeta, runs[0].dbeta);
-    EXPECT_EQ(runs[r].dx, runs[0].dx);
-    EXPECT_EQ(runs[r].y, runs[0].y);
+}
+
+// The channels-last calls without a kernel of their own (y stored in another type than x; the
+// float64 op) run the channels-first kernels between copies: the channels-first results, bit for
+// bit, in the other order.
+TEST(GroupNorm, ChannelsLastByCopiesIsTheChannelsFirstResultReordered) {
+  const Shape shape{2, 6, 3, 5};
+  const auto wide = random_floats(static_cast<size_t>(shape.numel()), 51, -2.0f, 2.0f);
+  std::vector<uint16_t> x_first(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) x_first[i] = to_bfloat16(wide[i]).bits;
+  std::vector<uint16_t> x_last(wide.size());
+  std::vector<float> stored(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) stored[i] = to_float(bfloat16{x_first[i]});
+  const auto stored_last = reordered(stored, shape, true);
+  for (size_t i = 0; i < wide.size(); ++i) x_last[i] = to_bfloat16(stored_last[i]).bits;
+  GroupNormOptions options;
+  options.num_groups = 3;
+  std::vector<float> y_first(wide.size()), y_last(wide.size());
+  group_norm(AnyConstView(x_first.data(), shape, DType::bfloat16), {y_first.data(), shape},
+             options);
+  options.channels_last = true;
+  const Shape last_shape = channels_last_shape(shape);
+  group_norm(AnyConstView(x_last.data(), last_shape, DType::bfloat16), {y_last.data(), last_shape},
+             options);
+  EXPECT_EQ(reordered(y_last, shape, false), y_first);
+
+  const std::vector<double> x64(stored.begin(), stored.end());
+  const auto last = reordered(stored, shape, true);
+  const std::vector<double> x64_last(last.begin(), last.end());
+  std::vector<double> y64_first(x64.size()), y64_last(x64.size());
+  float64::GroupNormOptions options64;
+  options64.num_groups = 3;
+  float64::group_norm({x64.data(), shape}, {y64_first.data(), shape}, options64);
+  options64.channels_last = true;
+  float64::group_norm({x64_last.data(), last_shape}, {y64_last.data(), last_shape}, options64);
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t c = 0; c < 6; ++c) {
+      for (int64_t p = 0; p < 15; ++p) {
+        ASSERT_EQ(y64_last[(n * 15 + p) * 6 + c], y64_first[(n * 6 + c) * 15 + p]);
+      }
+    }
   }
 }
 
