@@ -143,6 +143,8 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         if list(y.stride()) != _contiguous_strides(y.size()):
             y = y.clone(memory_format=torch.contiguous_format)
         return y
+    if use_input_stats:
+        running_mean, running_var = _both_running_statistics(running_mean, running_var)
     n, c = input.size(0), input.size(1)
     shape: List[int] = [1, n * c] + list(input.shape[2:])
     # Each sample's running statistics at least in float32 (the op keeps 16-bit ones so), averaged
@@ -151,7 +153,10 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     var = _widened(running_var).repeat(n) if running_var is not None else None
     # weight and bias repeated at least in float32 too, so that autograd sums each one's
     # per-sample gradients before it rounds them to a 16-bit parameter, once.
-    y = torch.ops.addnorm.batch_norm(input.reshape(shape),
+    # From a contiguous input, as PyTorch's instance_norm: its result has the standard strides
+    # whatever the input's layout (a channels-last input of one sample would reshape to a view
+    # that keeps its own, and the operator would keep them).
+    y = torch.ops.addnorm.batch_norm(input.contiguous().reshape(shape),
                                      _widened(weight).repeat(n) if weight is not None else None,
                                      _widened(bias).repeat(n) if bias is not None else None,
                                      mean, var, use_input_stats, momentum, eps)
@@ -160,6 +165,18 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     if use_input_stats and running_var is not None and var is not None:
         running_var.copy_(var.view(n, c).mean(0))
     return y.view(input.shape)
+
+
+def _both_running_statistics(
+        running_mean: Optional[torch.Tensor], running_var: Optional[torch.Tensor]
+) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """Where only one running statistic is given to a call that updates them, PyTorch updates
+    that one: the other becomes a scratch of its kind (the operators take both or neither)."""
+    if running_mean is None and running_var is not None:
+        return torch.zeros_like(running_var), running_var
+    if running_var is None and running_mean is not None:
+        return running_mean, torch.ones_like(running_mean)
+    return running_mean, running_var
 
 
 def _contiguous_strides(size: List[int]) -> List[int]:
@@ -211,12 +228,8 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
     if input.dim() < 2 and input.numel() == 0:
         # PyTorch returns an empty 1-D input as it is, before it looks for channels.
         return input.clone()
-    if training and (running_mean is None) != (running_var is None):
-        # PyTorch updates the one statistic given; the other is a scratch of its kind here.
-        if running_mean is None and running_var is not None:
-            running_mean = torch.zeros_like(running_var)
-        elif running_var is None and running_mean is not None:
-            running_var = torch.ones_like(running_mean)
+    if training:
+        running_mean, running_var = _both_running_statistics(running_mean, running_var)
     # The operator keeps a channels-last input's layout in its result where PyTorch does,
     # reading and writing it in place as the (N * positions, C) matrix it is stored as.
     return torch.ops.addnorm.batch_norm(input, weight, bias, running_mean, running_var,
@@ -224,18 +237,20 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
 
 
 @_type_errors_as_pytorchs
-def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
+def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,
             seed: Optional[int] = None, offset: int = 0) -> torch.Tensor:
-    """Dropout with addnorm's counter-based mask. seed=None draws one from torch's generator.
-    As F.dropout: p outside [0, 1] is a ValueError (in eval mode too), and p = 1 drops every
-    element (input * 0, so a NaN stays NaN)."""
+    """Dropout with addnorm's counter-based mask, F.dropout's arguments first: seed=None draws
+    one from torch's generator; offset is where element 0 takes its bits in the seed's stream.
+    As F.dropout: p outside [0, 1] is a ValueError (in eval mode too), p = 1 drops every element
+    (input * 0, so a NaN stays NaN), and inplace=True writes the result into input and returns
+    it."""
     _check_dropout_p(p)
     if not training or p == 0:
         return input
     if p == 1:
-        return input * 0.0
-    return torch.ops.addnorm.dropout(input, p, fresh_seed() if seed is None else seed,
-                                     offset)
+        return input.mul_(0.0) if inplace else input * 0.0
+    result = torch.ops.addnorm.dropout(input, p, fresh_seed() if seed is None else seed, offset)
+    return input.copy_(result) if inplace else result
 
 
 def _check_dropout_p(p: float) -> None:

@@ -250,6 +250,6 @@ class _PreNormAddNorm(AddNorm):
 
     def forward(self, x, sublayer_output):
         p = self.dropout if self.training else 0.0
-        r = F.dropout(sublayer_output, p, p > 0.0, None, self.dropout_offset)
+        r = F.dropout(sublayer_output, p, p > 0.0, False, None, self.dropout_offset)
         return F.add_norm_pre(x, r, self.normalized_shape, self.weight, self.bias, self.eps,
                               self.norm, False)

@@ -252,7 +252,10 @@ def _candidates(model, rms_norm, batch_norm):
     found = []
 
     def visit(parent, prefix):
-        for name, child in parent.named_children():
+        # Every name, not named_children's first one per module: a norm registered twice in one
+        # parent (m.norm and m.alias, or a Sequential that reuses a layer) is swapped under each,
+        # for one replacement (patch's memo), so the two names stay one module.
+        for name, child in _children(parent):
             kind = _kind(child, rms_norm, batch_norm)
             if kind is not None:
                 found.append(_Swap(parent, name, prefix + name, child, kind))
@@ -261,6 +264,11 @@ def _candidates(model, rms_norm, batch_norm):
 
     visit(model, "")
     return found
+
+
+def _children(parent):
+    """(name, child) for every registered name of parent, a module under two names twice."""
+    return [(name, child) for name, child in parent._modules.items() if child is not None]
 
 
 def _label(swap):
@@ -377,9 +385,27 @@ def patch(model, rms_norm=True, batch_norm=False):
 
 def _restored(module):
     """The module patch replaced with module, holding module's current parameters and buffers
-    (the same objects) and training mode; None for a module patch did not make."""
+    (the same objects), training mode and settings (eps, momentum, ... as set on module while
+    patched); None for a module patch did not make."""
     original = module.__dict__.get(_REPLACED)
-    return None if original is None else _with_parameters(original, module)
+    if original is None:
+        return None
+    for name in _settings(original):
+        if name in module.__dict__:
+            original.__dict__[name] = module.__dict__[name]
+    # An RMSNorm-like class of the model's own may call its eps by another name.
+    eps_name = next((name for name in _EPS_NAMES if name in original.__dict__), None)
+    if eps_name not in (None, "eps") and "eps" in module.__dict__:
+        original.__dict__[eps_name] = module.eps
+    return _with_parameters(original, module)
+
+
+def _settings(module):
+    """The names of module's plain settings: public attributes of its own that are not
+    parameters, buffers, child modules or its training flag (eps, momentum, affine, ...)."""
+    return [name for name, value in module.__dict__.items()
+            if not name.startswith("_") and name != "training"
+            and not isinstance(value, (torch.Tensor, torch.nn.Module))]
 
 
 def unpatch(model):
@@ -399,7 +425,7 @@ def unpatch(model):
     # module inside another (a second patch reaches into the first's children) is restored
     # where it now lives before its parent moves it.
     for parent in reversed(list(model.modules())):
-        for name, child in list(parent.named_children()):
+        for name, child in _children(parent):
             original = _restored(child)
             if original is not None:
                 setattr(parent, name, original)

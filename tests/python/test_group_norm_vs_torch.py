@@ -386,3 +386,27 @@ def test_channels_last_group_norm_is_pytorchs_float64_result_rounded_once(dtype,
     # Half a unit of the storage type from the rounding, plus float32's few ulp of the terms.
     bound = scale * (0.5 * ulp if dtype != torch.float32 else 0) + scale * 4 * 2.0 ** -23 + 1e-30
     assert ((got.double() - expected).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("given", ["mean", "var"])
+def test_instance_norm_with_one_running_statistic_updates_it_as_pytorch(given):
+    x = torch.randn(4, 3, 5, generator=torch.Generator().manual_seed(5))
+    ours = torch.zeros(3) if given == "mean" else torch.full((3,), 2.0)
+    theirs = ours.clone()
+    args = (ours, None) if given == "mean" else (None, ours)
+    their_args = (theirs, None) if given == "mean" else (None, theirs)
+    torch.testing.assert_close(at.instance_norm(x, *args), F.instance_norm(x, *their_args))
+    torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("layout, shape", [(torch.channels_last, (3, 4, 4)),
+                                           (torch.channels_last_3d, (3, 2, 4, 4))])
+def test_instance_norm_with_running_statistics_returns_pytorchs_strides(n, layout, shape):
+    """Running statistics take the BatchNorm route over a (1, N*C, *) view; one sample stored
+    channels-last reshapes to a view that keeps its strides, yet PyTorch's result is contiguous."""
+    x = torch.randn((n,) + shape).to(memory_format=layout)
+    expected = F.instance_norm(x, torch.zeros(3), torch.ones(3))
+    got = at.instance_norm(x, torch.zeros(3), torch.ones(3))
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected)

@@ -655,3 +655,25 @@ def test_wrongly_typed_arguments_of_the_fused_functions_raise_type_error():
     # The operators' own checks keep PyTorch's RuntimeError.
     with pytest.raises(RuntimeError, match="normalized_shape is \\[5\\]"):
         addnorm.torch.layer_norm(X8, [5])
+
+
+@pytest.mark.parametrize("p", [0.5, 1.0, 0.0])
+def test_dropout_takes_f_dropouts_arguments_inplace_included(p):
+    """dropout(input, p, training, inplace) as F.dropout: in place, input holds the result and is
+    returned (F.dropout's own behaviour is the expectation for what is not random)."""
+    x = torch.randn(64)
+    expected = addnorm.torch.dropout(x, p, True, False, 9)
+    y = x.clone()
+    got = addnorm.torch.dropout(y, p, True, True, 9)
+    assert got is y and torch.equal(y, expected)
+    theirs = x.clone()
+    assert (F.dropout(theirs, p, True, True) is theirs) == (got is y)
+    # Positionally, the fourth argument is inplace, as in F.dropout: the seed stays random.
+    draws = [addnorm.torch.dropout(x, 0.5, True, False) for _ in range(3)]
+    assert not all(torch.equal(draws[0], d) for d in draws[1:])
+    # In place through autograd, on a non-leaf: the gradient is the mask scaled, as F.dropout's.
+    leaf = torch.randn(64, requires_grad=True)
+    inner = leaf * 1.0
+    out = addnorm.torch.dropout(inner, 0.5, True, True, 4)
+    out.sum().backward()
+    torch.testing.assert_close(leaf.grad, (addnorm.torch.dropout(torch.ones(64), 0.5, True, False, 4)))

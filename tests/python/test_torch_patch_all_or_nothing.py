@@ -140,3 +140,48 @@ def test_a_module_shared_by_two_parents_is_swapped_once():
     assert model["a"][0] is model["b"][0] and type(model["a"][0]) is an.LayerNorm
     an.unpatch(model)
     assert model["a"][0] is shared and model["b"][0] is shared
+
+
+def test_a_module_registered_twice_in_one_parent_is_swapped_under_both_names():
+    shared = torch.nn.LayerNorm(4)
+    model = torch.nn.Sequential(shared, torch.nn.Linear(4, 4), shared)
+    model.alias = shared
+    x = torch.randn(3, 4)
+    expected = model(x)
+    an.patch(model)
+    assert type(model[0]) is an.LayerNorm and model[2] is model[0] and model.alias is model[0]
+    torch.testing.assert_close(model(x), expected)
+    an.unpatch(model)
+    assert model[0] is shared and model[2] is shared and model.alias is shared
+
+
+@pytest.mark.parametrize("make, setting, value", [
+    (lambda: torch.nn.LayerNorm(4), "eps", 0.5),
+    (lambda: torch.nn.BatchNorm1d(4), "momentum", 0.5),
+    (lambda: torch.nn.BatchNorm1d(4), "eps", 0.25),
+    (lambda: torch.nn.GroupNorm(2, 4), "eps", 0.5),
+    (lambda: torch.nn.InstanceNorm1d(4, track_running_stats=True), "momentum", 0.5),
+])
+def test_a_setting_changed_while_patched_stays_after_unpatch(make, setting, value):
+    """unpatch hands back the replaced module as the replacement left it: its parameters and
+    buffers, and its settings too, so outputs carry on."""
+    model = torch.nn.Sequential(make())
+    an.patch(model, batch_norm=True)
+    setattr(model[0], setting, value)
+    x = torch.randn(6, 4, 5) if isinstance(model[0], an.InstanceNorm1d) else torch.randn(6, 4)
+    expected = model.eval()(x)
+    restored = an.unpatch(model)
+    assert type(restored[0]).__module__.startswith("torch.nn.")
+    assert getattr(restored[0], setting) == value
+    torch.testing.assert_close(restored(x), expected)
+
+
+def test_an_eps_changed_while_patched_reaches_a_model_classes_own_name_for_it():
+    model = torch.nn.Sequential(LlamaRMSNorm(8))
+    an.patch(model)
+    model[0].eps = 1e-2
+    x = torch.randn(3, 8) * 1e-2
+    expected = model(x)
+    restored = an.unpatch(model)
+    assert type(restored[0]) is LlamaRMSNorm and restored[0].variance_epsilon == 1e-2
+    torch.testing.assert_close(restored(x), expected)
