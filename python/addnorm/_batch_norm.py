@@ -60,7 +60,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     """
     if convention not in CONVENTIONS:
         raise ValueError(f"convention is {convention!r}, expected 'pytorch' or 'onnx'")
-    training = bool(training)
+    training = check.flag("training", training)
     x, running_mean, running_var, weight, bias, eps = _check(x, running_mean, running_var,
                                                              weight, bias, training, eps)
     momentum = check.momentum(momentum)
@@ -98,7 +98,7 @@ def batch_norm_backward(dy, x, running_mean, running_var, weight=None, bias=None
     [[0.]
      [0.]] [-1.] None
     """
-    training = bool(training)
+    training = check.flag("training", training)
     x, running_mean, running_var, weight, bias, eps = _check(x, running_mean, running_var,
                                                              weight, bias, training, eps)
     dy = check.tensor("dy", dy, x)

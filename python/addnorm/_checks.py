@@ -60,25 +60,24 @@ def same_shape(name, value, expected):
                          f"{format_shape(expected)}")
 
 
-def normalized_shape(value):
-    """normalized_shape as a tuple of ints >= 0 (an int means a 1-tuple, as in PyTorch)."""
+def normalized_shape(value, name="normalized_shape"):
+    """normalized_shape (or another shape argument, `name` in errors) as a tuple of ints >= 0
+    (an int means a 1-tuple, as in PyTorch)."""
     if isinstance(value, numbers.Integral):
         dims = (int(value),)
     else:
         try:
             dims = tuple(value)
         except TypeError:
-            raise TypeError(f"normalized_shape is a {type(value).__name__}, expected an int or "
+            raise TypeError(f"{name} is a {type(value).__name__}, expected an int or "
                             "a sequence of ints") from None
         if not all(isinstance(d, numbers.Integral) for d in dims):
-            raise TypeError(f"normalized_shape is {value!r}, expected an int or a sequence of "
-                            "ints")
+            raise TypeError(f"{name} is {value!r}, expected an int or a sequence of ints")
         dims = tuple(int(d) for d in dims)
     if not dims:
-        raise ValueError("normalized_shape is empty, expected at least one dimension")
+        raise ValueError(f"{name} is empty, expected at least one dimension")
     if any(d < 0 for d in dims):
-        raise ValueError(f"normalized_shape is {format_shape(dims)}, expected non-negative "
-                         "dimensions")
+        raise ValueError(f"{name} is {format_shape(dims)}, expected non-negative dimensions")
     return dims
 
 
@@ -115,6 +114,14 @@ def momentum(value):
 
 def probability(value):
     return _real("p", value)
+
+
+def flag(name, value):
+    """A bool argument as a bool: a Python or NumPy bool, not a value that Python would read as
+    one ('no' is true), as the other arguments' types are not coerced either."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} is a {type(value).__name__}, expected a bool")
+    return bool(value)
 
 
 def uint64(name, value):

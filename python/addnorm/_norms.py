@@ -109,7 +109,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None, zero_centered_weight=Fa
     eps = check.eps(eps, "rms_norm")
     y = np.empty_like(x)
     rstd = np.empty(rows, x.dtype) if return_stats else None
-    _addnorm.rms_norm(x, list(dims), weight, bool(zero_centered_weight), y, rstd, eps)
+    _addnorm.rms_norm(x, list(dims), weight, check.flag("zero_centered_weight", zero_centered_weight), y, rstd, eps)
     return (y, rstd) if return_stats else y
 
 
@@ -136,6 +136,6 @@ def rms_norm_backward(dy, x, normalized_shape, weight=None, eps=None,
     eps = check.eps(eps, "rms_norm")
     dx = np.empty_like(x)
     dweight = None if weight is None else np.empty_like(weight)
-    _addnorm.rms_norm_backward(dy, x, list(dims), weight, bool(zero_centered_weight), dx,
+    _addnorm.rms_norm_backward(dy, x, list(dims), weight, check.flag("zero_centered_weight", zero_centered_weight), dx,
                                dweight, eps)
     return dx, dweight

@@ -60,8 +60,9 @@ def dropout_mask(shape, p=0.5, seed=0, offset=0):
     >>> addnorm.dropout_mask((2, 3), p=0.0).all()
     True
     """
-    dims = check.normalized_shape(shape)
+    dims = check.normalized_shape(shape, "shape")
     p, seed, offset = _dropout_args(p, seed, offset)
+    _addnorm.element_count(dims, "shape")  # the library's limits, before anything is allocated
     mask = np.empty(dims, np.uint8)
     _addnorm.dropout_mask(mask, p, seed, offset)
     return mask.view(np.bool_)
@@ -111,7 +112,7 @@ def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm=
                                                     zero_centered_weight)
     h, y = np.empty_like(x), np.empty_like(x)
     mean, rstd = _stats(rows, centres, x.dtype, return_stats)
-    _addnorm.add_norm_pre(x, r, list(dims), h, y, norm, weight, bias, bool(zero_centered_weight),
+    _addnorm.add_norm_pre(x, r, list(dims), h, y, norm, weight, bias, check.flag("zero_centered_weight", zero_centered_weight),
                           eps, mean, rstd)
     return (h, y, mean, rstd) if return_stats else (h, y)
 
@@ -141,7 +142,7 @@ def add_norm_pre_backward(dy, dh_next, h, normalized_shape, weight=None, bias=No
     dweight = None if weight is None else np.empty_like(weight)
     dbias = None if bias is None else np.empty_like(bias)
     _addnorm.add_norm_pre_backward(dy, dh_next, h, list(dims), dh, dweight, dbias, norm, weight,
-                                   bias, bool(zero_centered_weight), eps)
+                                   bias, check.flag("zero_centered_weight", zero_centered_weight), eps)
     return dh, dweight, dbias
 
 
@@ -168,7 +169,7 @@ def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm
     p, seed, offset = _dropout_args(p, seed, offset)
     y = np.empty_like(x)
     mean, rstd = _stats(rows, centres, x.dtype, return_stats)
-    _addnorm.add_norm_post(x, s, list(dims), y, norm, weight, bias, bool(zero_centered_weight),
+    _addnorm.add_norm_post(x, s, list(dims), y, norm, weight, bias, check.flag("zero_centered_weight", zero_centered_weight),
                            eps, p, seed, offset, mean, rstd)
     return (y, mean, rstd) if return_stats else y
 
@@ -199,5 +200,5 @@ def add_norm_post_backward(dy, x, s, normalized_shape, weight=None, bias=None, e
     dweight = None if weight is None else np.empty_like(weight)
     dbias = None if bias is None else np.empty_like(bias)
     _addnorm.add_norm_post_backward(dy, x, s, list(dims), dx, ds, dweight, dbias, norm, weight,
-                                    bias, bool(zero_centered_weight), eps, p, seed, offset)
+                                    bias, check.flag("zero_centered_weight", zero_centered_weight), eps, p, seed, offset)
     return dx, ds, dweight, dbias

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,14 @@ void register_residual(py::module_& module) {
         dropout_mask(mask, {p, seed, offset});
       },
       arg("mask"), arg("p"), arg("seed"), arg("offset"));
+  // The library's limits on a shape (Shape::numel: non-negative dimensions, an element count
+  // that fits), for an array the module is about to allocate from a shape it was given.
+  module.def(
+      "element_count",
+      [](const Dims& shape, const std::string& name) {
+        return addnorm::Shape(std::span<const int64_t>(shape)).numel(name.c_str());
+      },
+      arg("shape"), arg("name"));
   module.def(
       "add_norm_pre",
       [](const py::object& x, const py::object& r, const Dims& normalized_shape,

@@ -68,9 +68,20 @@ int64_t check_dropout_op(const char* input_name, const NormConst<T>& input, cons
 
 // ---- the norm's description ----------------------------------------------------------------
 
+// A NormKind norm_traits names: one cast from an integer out of the enum's range is refused
+// rather than run as whichever kind its traits' defaults resemble.
+inline void check_norm_kind(NormKind kind) {
+  if (*norm_traits(kind).name == '\0') {
+    throw Error(ErrorKind::value, "norm",
+                "is NormKind(" + std::to_string(static_cast<int>(kind)) +
+                    "), expected layer_norm or rms_norm");
+  }
+}
+
 // The kind a plain op runs: its own, which options.norm may repeat but not contradict.
 template <class T>
 NormKind plain_kind(const BasicNormOptions<T>& options, NormKind op_kind) {
+  if (options.norm) check_norm_kind(*options.norm);
   if (options.norm && *options.norm != op_kind) {
     throw Error(ErrorKind::value, "norm",
                 std::string("is ") + norm_traits(*options.norm).name + ", expected " +
@@ -89,6 +100,7 @@ NormKind fused_kind(const BasicNormOptions<T>& options) {
 template <class T>
 void check_norm_options(const BasicNormOptions<T>& options, NormKind kind,
                         const Shape& normalized_shape) {
+  check_norm_kind(kind);
   check_affine(options.gamma, options.beta, normalized_shape);
   const NormTraits traits = norm_traits(kind);
   if (!traits.has_shift && options.beta) {
@@ -108,6 +120,7 @@ void check_norm_options(const BasicNormOptions<T>& options, NormKind kind,
 template <class T>
 void check_channel_norm_options(const BasicNormOptions<T>& options, int64_t channels,
                                 const char* op) {
+  if (options.norm) check_norm_kind(*options.norm);
   if (options.norm && !norm_traits(*options.norm).centres) {
     throw Error(ErrorKind::value, "norm",
                 std::string("is ") + norm_traits(*options.norm).name +
@@ -317,6 +330,15 @@ void check_batch_norm_options(const BasicBatchNormOptions<T>& options,
   const Shape channels{layout.channels};
   check_channel_norm_options(options, layout.channels, "batch_norm");
   check_momentum(options.momentum);
+  switch (options.convention) {
+    case MomentumConvention::pytorch:
+    case MomentumConvention::onnx:
+      break;
+    default:
+      throw Error(ErrorKind::value, "convention",
+                  "is " + std::to_string(static_cast<int>(options.convention)) +
+                      ", expected MomentumConvention::pytorch or onnx");
+  }
   if (running) {
     check_shape("running_mean", running->mean, channels);
     check_shape("running_var", running->var, channels);

@@ -62,10 +62,28 @@ template void check_count(const char*, const TensorView<float>&, int64_t, const 
 template void check_count(const char*, const TensorView<const double>&, int64_t, const char*);
 template void check_count(const char*, const TensorView<double>&, int64_t, const char*);
 
+namespace {
+// A DType the library knows: a value cast from an integer out of the enum's range (a caller's
+// bug, or memory read as a DType) is refused by name rather than read as some other type.
+void check_dtype(const char* name, DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+    case DType::bfloat16:
+    case DType::float16:
+      return;
+  }
+  throw Error(ErrorKind::type, name,
+              "has dtype " + std::to_string(static_cast<int>(dtype)) +
+                  ", expected an addnorm::DType (float32, bfloat16 or float16)");
+}
+}  // namespace
+
 int64_t check_tensor(const char* name, const AnyConstView& view) {
+  check_dtype(name, view.dtype);
   return check_tensor(name, TensorView<const void>{view.data, view.shape});
 }
 void check_shape(const char* name, const AnyConstView& view, const Shape& expected) {
+  check_dtype(name, view.dtype);
   check_shape(name, TensorView<const void>{view.data, view.shape}, expected);
 }
 

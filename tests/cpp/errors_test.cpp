@@ -290,3 +290,56 @@ TEST(ErrorMessages, SmallBadValuesAreNotPrintedAsInRange) {
 
 }  // namespace
 }  // namespace addnorm
+
+namespace addnorm {
+namespace {
+
+// Enum values cast from integers outside their enums (a caller's bug, or memory read as one) are
+// refused by the argument's name, as the C ABI refuses an out-of-range dtype, instead of being
+// read as some other type or kind.
+TEST(EnumErrors, OutOfRangeValuesAreRefusedByName) {
+  std::vector<float> x(8, 1.0f), y(8, 7.0f);
+  const Shape shape{2, 4};
+  expect_error(
+      [&] {
+        layer_norm(AnyConstView(x.data(), shape, DType::float32), Shape{4},
+                   AnyMutableView(y.data(), shape, static_cast<DType>(200)));
+      },
+      {"y has dtype 200, expected an addnorm::DType"});
+  expect_error(
+      [&] {
+        layer_norm(AnyConstView(x.data(), shape, static_cast<DType>(7)), Shape{4},
+                   MutableView{y.data(), shape});
+      },
+      {"x has dtype 7, expected an addnorm::DType"});
+  NormOptions options;
+  options.norm = static_cast<NormKind>(9);
+  expect_error(
+      [&] {
+        norm(ConstView{x.data(), shape}, Shape{4}, {y.data(), shape}, options);
+      },
+      {"norm is NormKind(9), expected layer_norm or rms_norm"});
+  expect_error(
+      [&] {
+        layer_norm(ConstView{x.data(), shape}, Shape{4}, {y.data(), shape}, options);
+      },
+      {"norm is NormKind(9)"});
+  GroupNormOptions groups;
+  groups.norm = static_cast<NormKind>(9);
+  expect_error(
+      [&] {
+        group_norm(ConstView{x.data(), shape}, {y.data(), shape}, groups);
+      },
+      {"norm is NormKind(9)"});
+  BatchNormOptions batch;
+  batch.convention = static_cast<MomentumConvention>(5);
+  expect_error(
+      [&] {
+        batch_norm(ConstView{x.data(), shape}, {y.data(), shape}, batch);
+      },
+      {"convention is 5, expected MomentumConvention::pytorch or onnx"});
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));  // nothing written by any of them
+}
+
+}  // namespace
+}  // namespace addnorm

@@ -308,3 +308,29 @@ def test_numbers_beyond_float32_are_refused_before_conversion():
         addnorm.add_norm_pre(X32, X32, 4, eps=1e50)
     wide = addnorm.layer_norm(X64, 4, eps=1e50)
     assert np.all(np.abs(wide) < 1e-20)  # (x - mean) / sqrt(var + 1e50): all but zero
+
+
+def test_dropout_mask_names_its_shape_and_refuses_a_huge_one_before_allocating():
+    with pytest.raises(ValueError, match=r"^shape is \[-1, 3\], expected non-negative"):
+        addnorm.dropout_mask((-1, 3))
+    with pytest.raises(ValueError, match=r"^shape is empty"):
+        addnorm.dropout_mask(())
+    # The library's element limit (Shape::numel), not NumPy's allocation error.
+    for huge in ((2**61, 8), (2**62,), (2**40, 2**30)):
+        with pytest.raises(ValueError, match=r"expected at most 1152921504606846975 elements"):
+            addnorm.dropout_mask(huge)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: addnorm.rms_norm(X32, 4, np.ones(4, np.float32), zero_centered_weight="no"),
+    lambda: addnorm.rms_norm_backward(X32, X32, 4, np.ones(4, np.float32),
+                                      zero_centered_weight=1),
+    lambda: addnorm.add_norm_pre(X32, X32, 4, norm="rms_norm", zero_centered_weight="False"),
+    lambda: addnorm.batch_norm(X32, None, None, training="no"),
+    lambda: addnorm.batch_norm_backward(X32, X32, None, None, training=None),
+])
+def test_a_flag_that_is_not_a_bool_is_a_type_error(call):
+    """'no' would read as true: a flag takes a Python or NumPy bool, as the other arguments take
+    their own types, uncoerced."""
+    with pytest.raises(TypeError, match=r"(zero_centered_weight|training) is a \w+, expected a bool"):
+        call()
