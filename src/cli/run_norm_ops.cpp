@@ -77,8 +77,15 @@ void run_group_norm(const RunSettings& settings, InputSet<T>& inputs, OutputSet<
   const auto weight = inputs.load_optional("weight", settings.weight);
   const auto bias = inputs.load_optional("bias", settings.bias);
   BasicGroupNormOptions<T> options{norm_options(settings, NormKind::layer_norm, weight, bias)};
-  // Above int64's range it cannot divide C, and the library says so.
-  options.num_groups = static_cast<int64_t>(std::min<uint64_t>(settings.num_groups, INT64_MAX));
+  // Above int64's range it cannot divide C: refused here, quoting the value as typed (the
+  // library, which takes an int64, would quote its clamp).
+  if (settings.num_groups > static_cast<uint64_t>(INT64_MAX)) {
+    throw Error(ErrorKind::value, "num_groups",
+                "is " + std::to_string(settings.num_groups) + ", expected a divisor of the " +
+                    std::to_string(x.shape().rank() >= 2 ? x.shape()[1] : 0) +
+                    " channels of x (axis 1 of " + x.shape().to_string() + ")");
+  }
+  options.num_groups = static_cast<int64_t>(settings.num_groups);
 
   if (!settings.backward) {
     // Per (sample, group), sized only once num_groups is known to divide C, so at most x's

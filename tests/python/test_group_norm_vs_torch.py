@@ -358,6 +358,8 @@ def test_cli_group_norm_refuses_hostile_sizes_without_allocating(addnorm_bin, tm
                         {"x": np.zeros(shape, np.float32)}, ["--num_groups", groups])
     assert "num_groups" in message or "x has shape" in message or "has a zero" in message \
         or "expected" in message
+    if groups == "18446744073709551615":  # quoted as typed, not as int64's clamp
+        assert "num_groups is 18446744073709551615, expected a divisor of the 6 channels" in message
     # The child's peak memory (all children so far, in KiB) stayed far below what sizing the
     # statistics by num_groups would take (gigabytes).
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 512 * 1024
