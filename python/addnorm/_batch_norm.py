@@ -64,6 +64,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     x, running_mean, running_var, weight, bias, eps = _check(x, running_mean, running_var,
                                                              weight, bias, training, eps)
     momentum = check.momentum(momentum)
+    return_stats = check.flag("return_stats", return_stats)
     if return_stats and not training:
         raise ValueError("return_stats was set in inference mode, expected it only with "
                          "training=True (inference uses the running statistics)")

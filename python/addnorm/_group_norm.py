@@ -44,6 +44,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=None, return_stats=Fal
     x, num_groups, weight, bias, eps = _check(x, num_groups, weight, bias, eps)
     y = np.empty_like(x)
     stats = (x.shape[0], num_groups)
+    return_stats = check.flag("return_stats", return_stats)
     mean = np.empty(stats, x.dtype) if return_stats else None
     rstd = np.empty(stats, x.dtype) if return_stats else None
     _addnorm.group_norm(x, num_groups, weight, bias, y, mean, rstd, eps)

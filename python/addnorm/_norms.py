@@ -42,6 +42,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=None, return_sta
     check.same_shape("bias", bias, dims)
     eps = check.eps(eps)
     y = np.empty_like(x)
+    return_stats = check.flag("return_stats", return_stats)
     mean = np.empty(rows, x.dtype) if return_stats else None
     rstd = np.empty(rows, x.dtype) if return_stats else None
     _addnorm.layer_norm(x, list(dims), weight, bias, y, mean, rstd, eps)
@@ -108,6 +109,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None, zero_centered_weight=Fa
     check.same_shape("weight", weight, dims)
     eps = check.eps(eps, "rms_norm")
     y = np.empty_like(x)
+    return_stats = check.flag("return_stats", return_stats)
     rstd = np.empty(rows, x.dtype) if return_stats else None
     _addnorm.rms_norm(x, list(dims), weight, check.flag("zero_centered_weight", zero_centered_weight), y, rstd, eps)
     return (y, rstd) if return_stats else y

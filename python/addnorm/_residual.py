@@ -111,6 +111,7 @@ def add_norm_pre(x, r, normalized_shape, weight=None, bias=None, eps=None, norm=
     dims, rows, centres, weight, bias, eps = _norm_args(x, normalized_shape, weight, bias, eps, norm,
                                                     zero_centered_weight)
     h, y = np.empty_like(x), np.empty_like(x)
+    return_stats = check.flag("return_stats", return_stats)
     mean, rstd = _stats(rows, centres, x.dtype, return_stats)
     _addnorm.add_norm_pre(x, r, list(dims), h, y, norm, weight, bias, check.flag("zero_centered_weight", zero_centered_weight),
                           eps, mean, rstd)
@@ -168,6 +169,7 @@ def add_norm_post(x, s, normalized_shape, weight=None, bias=None, eps=None, norm
                                                     zero_centered_weight)
     p, seed, offset = _dropout_args(p, seed, offset)
     y = np.empty_like(x)
+    return_stats = check.flag("return_stats", return_stats)
     mean, rstd = _stats(rows, centres, x.dtype, return_stats)
     _addnorm.add_norm_post(x, s, list(dims), y, norm, weight, bias, check.flag("zero_centered_weight", zero_centered_weight),
                            eps, p, seed, offset, mean, rstd)

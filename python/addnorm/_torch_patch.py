@@ -390,8 +390,10 @@ def _restored(module):
     original = module.__dict__.get(_REPLACED)
     if original is None:
         return None
+    # A setting of the same name and type only: an RMSNorm-like class of the model's own may keep
+    # normalized_shape as an int where addnorm's keeps a tuple, or mean something else by it.
     for name in _settings(original):
-        if name in module.__dict__:
+        if name in module.__dict__ and type(module.__dict__[name]) is type(original.__dict__[name]):
             original.__dict__[name] = module.__dict__[name]
     # An RMSNorm-like class of the model's own may call its eps by another name.
     eps_name = next((name for name in _EPS_NAMES if name in original.__dict__), None)

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "ops/reference/group_norm.hpp"
 
@@ -19,15 +19,15 @@ class ChannelsFirst {
   // `channels_last`'s elements copied in.
   ChannelsFirst(const reference::GroupLayout& layout, int64_t element_bytes,
                 const void* channels_last);
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
+  void* data() { return bytes_.get(); }
+  const void* data() const { return bytes_.get(); }
   // The elements copied out, into channels-last order.
   void copy_to(void* channels_last) const;
 
  private:
   reference::GroupLayout layout_;
   int64_t element_bytes_;
-  std::vector<std::byte> bytes_;
+  std::unique_ptr<std::byte[]> bytes_;  // uninitialised: every element is written before read
 };
 
 }  // namespace addnorm::detail

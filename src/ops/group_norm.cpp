@@ -30,7 +30,8 @@ void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& option
   // With one position a sample, channels last is channels first.
   if (!options.channels_last || layout.spatial == 1) {
     cpu::group_norm_forward(args);
-  } else if (x.dtype == y.dtype) {
+  } else if (x.dtype == y.dtype &&
+             layout.spatial * layout.channels >= cpu::kChannelsLastMinSampleValues) {
     cpu::group_norm_forward_channels_last(args);
   } else {
     const detail::ChannelsFirst x_first(layout, dtype_size(x.dtype), x.data);

@@ -368,12 +368,15 @@ def test_cli_group_norm_refuses_hostile_sizes_without_allocating(addnorm_bin, tm
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape, layout, groups", [((3, 32, 9, 7), torch.channels_last, 8),
                                                    ((2, 12, 4, 5, 3), torch.channels_last_3d, 3),
-                                                   ((2, 6, 5, 5), torch.channels_last, 6)])
+                                                   ((2, 6, 5, 5), torch.channels_last, 6),
+                                                   ((2, 64, 16, 16), torch.channels_last, 16),
+                                                   ((1, 32, 8, 8, 8), torch.channels_last_3d, 4)])
 def test_channels_last_group_norm_is_pytorchs_float64_result_rounded_once(dtype, shape, layout,
                                                                           groups):
-    """A channels-last input, read and written in that order by the library's own kernel (no
-    copy either way): PyTorch's float64 group_norm of the stored values, rounded once to the
-    storage type, and the layout PyTorch gives."""
+    """A channels-last input, read and written in that order by the library (its own kernel
+    for samples of at least 16384 values, the last two shapes; copies for smaller ones):
+    PyTorch's float64 group_norm of the stored values, rounded once to the storage type, and the
+    layout PyTorch gives."""
     generator = torch.Generator().manual_seed(7)
     x = (torch.randn(shape, generator=generator) * 3 + 1).to(dtype).to(memory_format=layout)
     weight = torch.randn(shape[1], generator=generator)

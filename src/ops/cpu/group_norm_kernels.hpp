@@ -27,7 +27,13 @@ struct GroupNormForward {
 };
 void group_norm_forward(const GroupNormForward& args);
 // The same for x and y stored channels last ((N, positions, C) in memory, the layout's shape
-// otherwise as above) and of one storage type (group_norm_channels_last.cpp).
+// otherwise as above) and of one storage type (group_norm_channels_last.cpp). It walks the
+// samples one at a time, each with BatchNorm's threads and tables, so it pays only for samples
+// of at least kChannelsLastMinSampleValues values (positions x C); smaller ones go through
+// channels-first copies, whose kernels spread all the samples' rows over the threads. Measured
+// through the torch face, float32, 2 threads, AMD EPYC: 4096 values a sample (256, 64, 8, 8)
+// ran 0.84 ms this way against 0.67 by copies, 32768 (64, 128, 16, 16) 1.47 against 3.00.
+constexpr int64_t kChannelsLastMinSampleValues = 16384;
 void group_norm_forward_channels_last(const GroupNormForward& args);
 
 struct GroupNormBackward {

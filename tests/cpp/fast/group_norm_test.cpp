@@ -14,6 +14,7 @@
 
 #include "addnorm/float64.hpp"
 #include "addnorm/ops.hpp"
+#include "ops/cpu/group_norm_kernels.hpp"
 #include "ops/cpu/kernels.hpp"
 #include "test_support.hpp"
 
@@ -137,11 +138,17 @@ Shape channels_last_shape(const Shape& shape) {
   return Shape(dims);
 }
 
-// GroupNorm forward and backward, the tensors stored as c.shape says or, with channels_last,
-// in (N, *, C) order (the results are put back in channels-first order).
+// How run_group_norm stores the tensors: as c.shape says, or in (N, *, C) order through the
+// public ops (which take the channels-last kernel for samples of at least
+// kChannelsLastMinSampleValues values, copies otherwise), or the same with the forward's
+// channels-last kernel called directly, whatever the sample's size.
+enum class Order { channels_first, channels_last, channels_last_kernel };
+
+// GroupNorm forward and backward in `order` (the results are put back in channels-first order).
 Got run_group_norm(const std::vector<float>& x_first, const std::vector<float>& dy_first,
                    const std::vector<float>& gamma, const std::vector<float>& beta, const Case& c,
-                   float eps, bool channels_last = false) {
+                   float eps, Order order = Order::channels_first) {
+  const bool channels_last = order != Order::channels_first;
   const auto x = channels_last ? reordered(x_first, c.shape, true) : x_first;
   const auto dy = channels_last ? reordered(dy_first, c.shape, true) : dy_first;
   const Shape shape = channels_last ? channels_last_shape(c.shape) : c.shape;
@@ -166,6 +173,18 @@ Got run_group_norm(const std::vector<float>& x_first, const std::vector<float>& 
                        MutableView{got.dgamma.data(), {channels}},
                        MutableView{got.dbeta.data(), {channels}}},
                       options);
+  if (order == Order::channels_last_kernel) {
+    cpu::GroupNormForward args;
+    args.x = x.data();
+    args.y = got.y.data();
+    args.gamma = gamma.data();
+    args.beta = beta.data();
+    args.mean = got.mean.data();
+    args.rstd = got.rstd.data();
+    args.layout = {c.shape[0], channels, c.groups, spatial_of(c.shape)};
+    args.eps = eps;
+    cpu::group_norm_forward_channels_last(args);
+  }
   if (channels_last) {
     got.y = reordered(got.y, c.shape, false);
     got.dx = reordered(got.dx, c.shape, false);
@@ -192,8 +211,8 @@ class GroupNormEveryTarget : public ::testing::TestWithParam<int64_t> {
   void TearDown() override { cpu::force_target(0); }
 };
 
-// Every case of cases() against the float64 definition, stored channels first or last.
-void expect_cases_match_float64(bool channels_last) {
+// Every case of cases() against the float64 definition, stored in `order`.
+void expect_cases_match_float64(Order order) {
   uint32_t seed = 11;
   for (const Case& c : cases()) {
     const int64_t channels = c.shape[1];
@@ -202,10 +221,10 @@ void expect_cases_match_float64(bool channels_last) {
     const auto gamma = random_floats(static_cast<size_t>(channels), seed++, 0.5f, 2.0f);
     const auto beta = random_floats(static_cast<size_t>(channels), seed++, -1.0f, 1.0f);
     const double eps = c.kind == "constant" ? 0.0 : 1e-5;
-    const Got got = run_group_norm(x, dy, gamma, beta, c, static_cast<float>(eps), channels_last);
+    const Got got = run_group_norm(x, dy, gamma, beta, c, static_cast<float>(eps), order);
     const Want want = group_norm_float64(x, dy, gamma, beta, c, eps);
     SCOPED_TRACE("shape " + c.shape.to_string() + " groups " + std::to_string(c.groups) + " " +
-                 c.kind + (channels_last ? " channels last" : "") + " on " +
+                 c.kind + " order " + std::to_string(static_cast<int>(order)) + " on " +
                  cpu::current_target_name());
     if (c.kind == "nan_row") {
       // Row 1 holds the NaN: its outputs are NaN, every other row is exact.
@@ -235,13 +254,14 @@ void expect_cases_match_float64(bool channels_last) {
 }
 
 TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
-  expect_cases_match_float64(false);
+  expect_cases_match_float64(Order::channels_first);
 }
 
-// Channels last (PyTorch's channels_last): the forward on BatchNorm's column kernels, the
-// backward between copies; the same bounds.
+// Channels last (PyTorch's channels_last): through the public ops, and with the forward's
+// column-kernel path (BatchNorm's kernels) on every case whatever its size; the same bounds.
 TEST_P(GroupNormEveryTarget, ChannelsLastMatchesFloat64ForwardAndBackward) {
-  expect_cases_match_float64(true);
+  expect_cases_match_float64(Order::channels_last);
+  expect_cases_match_float64(Order::channels_last_kernel);
 }
 
 // Rows whose values span many decades (each N(0, 1) times 10^k, k drawn from a random range
@@ -300,7 +320,8 @@ TEST(GroupNorm, ParameterGradientsAreIdenticalForAnyThreadCount) {
     std::vector<Got> runs;
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
-      runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f, channels_last));
+      runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f,
+                                    channels_last ? Order::channels_last : Order::channels_first));
     }
     for (size_t r = 1; r < runs.size(); ++r) {
       EXPECT_EQ(runs[r].dgamma, runs[0].dgamma) << channels_last;
