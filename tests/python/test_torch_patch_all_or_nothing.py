@@ -185,3 +185,26 @@ def test_an_eps_changed_while_patched_reaches_a_model_classes_own_name_for_it():
     restored = an.unpatch(model)
     assert type(restored[0]) is LlamaRMSNorm and restored[0].variance_epsilon == 1e-2
     torch.testing.assert_close(restored(x), expected)
+
+
+def test_unpatch_leaves_a_setting_whose_type_the_model_class_keeps_otherwise():
+    """A model's own RMSNorm-like class may keep normalized_shape as an int, where addnorm's
+    RMSNorm keeps a tuple: unpatch hands back eps, not the tuple."""
+    class IntShapeRMSNorm(torch.nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.normalized_shape, self.eps = dim, eps
+            self.weight = torch.nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            rows = x.reshape(-1, self.normalized_shape)
+            scale = torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + self.eps)
+            return (rows * scale * self.weight).reshape(x.shape)
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), IntShapeRMSNorm(8))
+    an.patch(model)
+    assert type(model[1]) is an.RMSNorm
+    model[1].eps = 1e-3
+    an.unpatch(model)
+    assert model[1].normalized_shape == 8 and model[1].eps == 1e-3
+    model(torch.randn(2, 8))
