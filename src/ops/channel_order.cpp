@@ -55,3 +55,21 @@ void ChannelsFirst::copy_to(void* channels_last) const {
 }
 
 }  // namespace addnorm::detail
+
+namespace addnorm::detail {
+
+const void* ChannelsFirstCall::input(const void* tensor, int64_t element_bytes) {
+  if (!permutes_) return tensor;
+  return inputs_.emplace_back(layout_, element_bytes, tensor).data();
+}
+
+void* ChannelsFirstCall::output(void* tensor, int64_t element_bytes) {
+  if (!permutes_) return tensor;
+  return outputs_.emplace_back(ChannelsFirst(layout_, element_bytes), tensor).first.data();
+}
+
+void ChannelsFirstCall::finish() const {
+  for (const auto& [buffer, tensor] : outputs_) buffer.copy_to(tensor);
+}
+
+}  // namespace addnorm::detail

@@ -1,12 +1,15 @@
 // Channels-first copies of channels-last tensors, for the GroupNorm calls that have no
 // channels-last kernel of their own (the backward; a forward whose y is stored in another type
-// than x; the float64 reference kernels): they run the channels-first kernels between a copy
-// into (N, C, positions) order and one back into (N, positions, C).
+// than x, or whose samples are small; the float64 reference kernels): they run the
+// channels-first kernels between a copy into (N, C, positions) order and one back into
+// (N, positions, C).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "ops/reference/group_norm.hpp"
 
@@ -28,6 +31,35 @@ class ChannelsFirst {
   reference::GroupLayout layout_;
   int64_t element_bytes_;
   std::unique_ptr<std::byte[]> bytes_;  // uninitialised: every element is written before read
+};
+
+// One call's tensors as a channels-first kernel takes them. A channels-last call with more than
+// one position a sample gets channels-first copies of its inputs, and buffers for its outputs
+// that finish() copies back into channels-last order; any other call gets its tensors as they
+// are (with one position a sample, channels last is channels first).
+class ChannelsFirstCall {
+ public:
+  ChannelsFirstCall(const reference::GroupLayout& layout, bool channels_last)
+      : layout_(layout), permutes_(channels_last && layout.spatial > 1) {}
+
+  const void* input(const void* tensor, int64_t element_bytes);
+  void* output(void* tensor, int64_t element_bytes);
+  template <class T>
+  const T* input(const T* tensor) {
+    return static_cast<const T*>(input(static_cast<const void*>(tensor), sizeof(T)));
+  }
+  template <class T>
+  T* output(T* tensor) {
+    return static_cast<T*>(output(static_cast<void*>(tensor), sizeof(T)));
+  }
+  // Copies each output back into its channels-last tensor, after the kernel has run.
+  void finish() const;
+
+ private:
+  reference::GroupLayout layout_;
+  bool permutes_;
+  std::vector<ChannelsFirst> inputs_;
+  std::vector<std::pair<ChannelsFirst, void*>> outputs_;  // a buffer and where it goes
 };
 
 }  // namespace addnorm::detail
