@@ -68,13 +68,48 @@ def _shape(normalized_shape: List[int]) -> List[int]:
 def _eager_shape(normalized_shape: List[int]) -> List[int]:
     """_shape outside TorchScript (whose compiler takes no try blocks, even in eager-only
     branches; scripted, normalized_shape is typed List[int] already)."""
-    if isinstance(normalized_shape, int):
+    # A bool is an int to Python, not to PyTorch's argument parser, which refuses it.
+    if isinstance(normalized_shape, int) and not isinstance(normalized_shape, bool):
         return [normalized_shape]
     try:
+        if any(isinstance(d, bool) for d in normalized_shape):
+            raise TypeError
         return [operator.index(d) for d in normalized_shape]
     except TypeError:
         raise TypeError(f"normalized_shape is {normalized_shape!r}, expected an int or a "
                         "sequence of ints") from None
+
+
+def _flag(function: str, argument: str, value: bool) -> bool:
+    """value, a bool: PyTorch's argument parser refuses anything else for a bool argument (an
+    int, a float, None, numpy.bool_, a tensor) with TypeError, where Python's truth test would
+    take it. (Scripted, the argument is typed bool already.)"""
+    if not torch.jit.is_scripting():
+        _eager_flag(function, argument, value)
+    return value
+
+
+@torch.jit.unused
+def _eager_flag(function: str, argument: str, value: bool) -> None:
+    """_flag's check outside TorchScript."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{function}(): argument '{argument}' must be bool, not "
+                        f"{type(value).__name__}")
+
+
+def _number_of_groups(num_groups: int) -> int:
+    """num_groups, an integer that is not a bool (PyTorch's argument parser takes an int, a
+    NumPy integer or a one-element integer tensor, and refuses True with TypeError)."""
+    if not torch.jit.is_scripting():
+        _eager_not_bool(num_groups)
+    return num_groups
+
+
+@torch.jit.unused
+def _eager_not_bool(num_groups: int) -> None:
+    """_number_of_groups' check outside TorchScript."""
+    if isinstance(num_groups, bool):
+        raise TypeError("group_norm(): argument 'num_groups' must be int, not bool")
 
 
 @_type_errors_as_pytorchs
@@ -95,6 +130,7 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
     # the same errors: a group of one value (ValueError), a rank-1 input (IndexError), no groups
     # (ZeroDivisionError). (Not while tracing: a traced graph keeps no Python checks, and sizes
     # are tensors there.)
+    num_groups = _number_of_groups(num_groups)
     if not torch.jit.is_tracing():
         verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
                           + list(input.shape[2:]))
@@ -124,6 +160,7 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         if momentum is None:  # as torch.instance_norm's argument parser refuses it
             raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, "
                             "not NoneType")
+    use_input_stats = _flag("instance_norm", "use_input_stats", use_input_stats)
     if use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2:
         spatial = 1  # PyTorch's rule: the positions per (sample, channel), whatever N and C
         for size in input.shape[2:]:
@@ -215,6 +252,15 @@ def verify_batch_size(size: List[int]) -> None:
                          "{}".format(size))
 
 
+def _per_channel(parameter: Optional[torch.Tensor], channels: int) -> Optional[torch.Tensor]:
+    """A BatchNorm weight or bias of any shape that holds `channels` values, as a vector (a view:
+    its gradient takes the parameter's shape). Any other is passed on for the operator to refuse
+    by its shape."""
+    if parameter is not None and parameter.dim() != 1 and parameter.numel() == channels:
+        return parameter.reshape(-1)
+    return parameter
+
+
 @_type_errors_as_pytorchs
 def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
                running_var: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None,
@@ -222,7 +268,12 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
                momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """torch.nn.functional.batch_norm, computed by addnorm; running statistics are updated in
     place in training, as PyTorch does. 16-bit input is read and written in its own dtype,
-    computed in float32 with float64 statistics; running statistics are kept in float32."""
+    computed in float32 with float64 statistics; running statistics are kept in float32.
+    weight and bias may be of any shape that holds one value a channel, as in PyTorch."""
+    training = _flag("batch_norm", "training", training)
+    if input.dim() >= 2:
+        weight = _per_channel(weight, input.size(1))
+        bias = _per_channel(bias, input.size(1))
     if training:
         verify_batch_size(input.size())
     if input.dim() < 2 and input.numel() == 0:
@@ -245,6 +296,7 @@ def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace:
     (input * 0, so a NaN stays NaN), and inplace=True writes the result into input and returns
     it."""
     _check_dropout_p(p)
+    training = _flag("dropout", "training", training)
     if not training or p == 0:
         return input
     if p == 1:

@@ -4,6 +4,7 @@ autocast, and bad arguments named in the error. Higher-order and forward-mode de
 functorch: test_torch_higher_order.py."""
 import weakref
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -609,6 +610,22 @@ X4D = torch.randn(2, 4, 3, 3)
     ("weight", lambda: addnorm.torch.instance_norm(X4D, weight=[1.0] * 4),
      lambda: F.instance_norm(X4D, weight=[1.0] * 4)),
     ("p", lambda: addnorm.torch.dropout(X8, "0.5"), lambda: F.dropout(X8, "0.5")),
+    # Python's truth test would take these; PyTorch's parser wants a bool, or an int not a bool.
+    ("training", lambda: addnorm.torch.batch_norm(X4D, None, None, training=1),
+     lambda: F.batch_norm(X4D, None, None, training=1)),
+    ("training", lambda: addnorm.torch.batch_norm(X4D, None, None, training=np.True_),
+     lambda: F.batch_norm(X4D, None, None, training=np.True_)),
+    ("training", lambda: addnorm.torch.batch_norm(X4D, None, None, training=None),
+     lambda: F.batch_norm(X4D, None, None, training=None)),
+    ("training", lambda: addnorm.torch.dropout(X8, 0.5, 1), lambda: F.dropout(X8, 0.5, 1)),
+    ("use_input_stats", lambda: addnorm.torch.instance_norm(X4D, use_input_stats=1),
+     lambda: F.instance_norm(X4D, use_input_stats=1)),
+    ("num_groups", lambda: addnorm.torch.group_norm(X4D, True),
+     lambda: F.group_norm(X4D, True)),
+    ("normalized_shape", lambda: addnorm.torch.layer_norm(torch.ones(2, 1), True),
+     lambda: F.layer_norm(torch.ones(2, 1), True)),
+    ("normalized_shape", lambda: addnorm.torch.layer_norm(torch.ones(2, 1), (True,)),
+     lambda: F.layer_norm(torch.ones(2, 1), (True,))),
 ])
 def test_wrongly_typed_arguments_raise_type_error_as_pytorch_does(name, ours, theirs):
     """An argument of the wrong Python type is a TypeError naming it, as torch.nn.functional's
@@ -643,6 +660,33 @@ def test_the_modules_without_a_torch_nn_peer_raise_type_error_naming_the_input()
                  lambda: addnorm.torch.AddNorm(8, mode="pre", dropout=0.5)(X8, None)):
         with pytest.raises(TypeError, match="argument '(input|x|s|r)' must be Tensor"):
             call()
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (4, 1), (1, 1, 4)])
+def test_batch_norm_takes_parameters_of_any_shape_holding_a_value_a_channel(shape):
+    """F.batch_norm checks that weight and bias hold C values, not that they are vectors. Its
+    forward takes them so; its backward then fails (a 1-D TensorAccessor), where addnorm's gives
+    each gradient the parameter's shape: PyTorch's, of the same parameters as vectors."""
+    x = torch.randn(5, 4, 3, dtype=torch.float64)
+    dy = torch.cos(torch.arange(60.0, dtype=torch.float64)).reshape(5, 4, 3)
+    results = []
+    for function, as_given in ((addnorm.torch.batch_norm, True), (F.batch_norm, False)):
+        weight = torch.linspace(0.5, 2.0, 4, dtype=torch.float64).reshape(shape).requires_grad_()
+        bias = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64).reshape(shape).requires_grad_()
+        w, b = (weight, bias) if as_given else (weight.reshape(-1), bias.reshape(-1))
+        y = function(x, None, None, w, b, training=True)
+        y.backward(dy)
+        results.append((y, weight.grad, bias.grad))
+    for ours, theirs in zip(*results):
+        assert ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    ones = torch.ones(shape, dtype=torch.float64)
+    torch.testing.assert_close(addnorm.torch.batch_norm(x, None, None, ones, training=True),
+                               F.batch_norm(x, None, None, ones, training=True),
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(RuntimeError, match="weight has shape \\[2, 4\\], expected \\[4\\]"):
+        addnorm.torch.batch_norm(x, None, None, torch.ones(2, 4, dtype=torch.float64),
+                                 training=True)
 
 
 def test_wrongly_typed_arguments_of_the_fused_functions_raise_type_error():
