@@ -789,6 +789,12 @@ void check_group_norm(const at::Tensor& input, const OptionalTensor& weight,
   check_eps(spec.eps, input);
 }
 
+// A GroupNorm tensor as the library reads it: (N, C, *), or channels last the (N, *, C) view of
+// the same memory, whose strides are contiguous.
+at::Tensor stored_order(const at::Tensor& t, bool channels_last) {
+  return channels_last ? t.movedim(1, -1) : t;
+}
+
 }  // namespace
 
 NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& weight,
@@ -804,9 +810,9 @@ NormOutputs group_norm_forward(const at::Tensor& input, const OptionalTensor& we
   // The format's own strides, also where sizes of 1 make y count as channels-last already.
   const at::Tensor y = at::empty(x.sizes(), x.options().memory_format(layout));
   NormOutputs out{y, {}, {}};
-  // What the library reads and writes: (N, C, *), or channels last (N, *, C), a view with
-  // contiguous strides of the same memory.
-  const auto as_stored = [&](const at::Tensor& t) { return channels_last ? t.movedim(1, -1) : t; };
+  const auto as_stored = [&](const at::Tensor& tensor) {
+    return stored_order(tensor, channels_last);
+  };
   if (save_stats) {
     const auto options = x.options().dtype(compute_type(x));
     out.mean = at::empty({x.size(0), spec.num_groups}, options);
@@ -830,17 +836,25 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const GroupNormSpec& spec, ParameterGrads wanted) {
   check_group_norm(input, weight, bias, spec);
   check_like("grad_y", grad_y, input);
-  const at::Tensor x = input.contiguous(), dy = grad_y.contiguous();
+  // As the forward: a channels-last input is read in that order, and dx written so, which is
+  // the layout PyTorch's backward gives it (grad_y is copied into it where it is stored otherwise).
+  const at::MemoryFormat layout = input.suggest_memory_format();
+  const bool channels_last = layout != at::MemoryFormat::Contiguous;
+  const at::Tensor x = input.contiguous(layout), dy = grad_y.contiguous(layout);
   const NormTensors t{contiguous(weight), contiguous(bias), {}, {}};
-  NormGrads grads = allocate_grads(x, t, wanted);
+  NormGrads grads =
+      allocate_grads(x, t, wanted, at::empty(x.sizes(), x.options().memory_format(layout)));
+  const auto as_stored = [&](const at::Tensor& tensor) {
+    return stored_order(tensor, channels_last);
+  };
   with_element_type(x, [&](auto element) {
     using T = decltype(element);
     run_library([&] {
       library::group_norm_backward(
-          norm_view<T>(dy), norm_view<T>(x),
-          {norm_mutable<T>(grads.dx), optional_mutable<T>(grads.dweight),
+          norm_view<T>(as_stored(dy)), norm_view<T>(as_stored(x)),
+          {norm_mutable<T>(as_stored(grads.dx)), optional_mutable<T>(grads.dweight),
            optional_mutable<T>(grads.dbias)},
-          {channel_norm_options<T>(t.weight, t.bias, spec.eps), spec.num_groups});
+          {channel_norm_options<T>(t.weight, t.bias, spec.eps), spec.num_groups, channels_last});
     });
   });
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};

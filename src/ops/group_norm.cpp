@@ -10,6 +10,18 @@
 #include "ops/storage.hpp"
 
 namespace addnorm {
+namespace {
+
+// Whether a channels-last call runs on BatchNorm's column kernels: its tensors of one storage type
+// and its samples large enough to pay for them (kChannelsLastMinSampleValues). Other channels-last
+// calls run the channels-first kernels on copies (ChannelsFirstCall).
+bool on_column_kernels(const GroupNormOptions& options, const reference::GroupLayout& layout,
+                       bool one_storage) {
+  return options.channels_last && layout.spatial > 1 && one_storage &&
+         layout.spatial * layout.channels >= cpu::kChannelsLastMinSampleValues;
+}
+
+}  // namespace
 
 void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& options,
                 std::optional<NormStats> stats) {
@@ -27,10 +39,7 @@ void group_norm(AnyConstView x, AnyMutableView y, const GroupNormOptions& option
   args.rstd = stats ? stats->rstd.data : nullptr;
   args.layout = layout;
   args.eps = detail::channel_eps(options);
-  // Channels last on BatchNorm's column kernels where x and y share a storage type and a sample is
-  // large enough to pay for them; otherwise on channels-first copies (ChannelsFirstCall).
-  if (options.channels_last && layout.spatial > 1 && x.dtype == y.dtype &&
-      layout.spatial * layout.channels >= cpu::kChannelsLastMinSampleValues) {
+  if (on_column_kernels(options, layout, x.dtype == y.dtype)) {
     cpu::group_norm_forward_channels_last(args);
     return;
   }
@@ -55,6 +64,13 @@ void group_norm_backward(AnyConstView dy, AnyConstView x, const GroupNormGrads& 
   args.dbeta = grads.dbeta ? grads.dbeta->data : nullptr;
   args.layout = layout;
   args.eps = detail::channel_eps(options);
+  if (on_column_kernels(options, layout, dy.dtype == x.dtype)) {
+    args.dy = dy.data;
+    args.x = x.data;
+    args.dx = grads.dx.data;
+    cpu::group_norm_backward_channels_last(args);
+    return;
+  }
   detail::ChannelsFirstCall order(layout, options.channels_last);
   args.dy = order.input(dy.data, dtype_size(dy.dtype));
   args.x = order.input(x.data, dtype_size(x.dtype));

@@ -393,6 +393,47 @@ def test_channels_last_group_norm_is_pytorchs_float64_result_rounded_once(dtype,
     assert ((got.double() - expected).abs() <= bound).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape, layout, groups", [((3, 32, 9, 7), torch.channels_last, 8),
+                                                   ((2, 64, 16, 16), torch.channels_last, 16),
+                                                   ((1, 32, 8, 8, 8), torch.channels_last_3d, 4)])
+@pytest.mark.parametrize("dy_layout", ["same", "contiguous"])
+def test_channels_last_group_norm_backward_is_pytorchs_float64_result(dtype, shape, layout,
+                                                                      groups, dy_layout):
+    """The backward of a channels-last input, read and written in that order (the library's
+    kernel for samples of at least 16384 values, the last two shapes; copies for smaller ones),
+    whatever grad_y's layout: PyTorch's float64 gradients of the stored values, within a few
+    float32 units of their terms (half a unit of the storage type more for dx in bfloat16), and
+    dx in PyTorch's layout."""
+    generator = torch.Generator().manual_seed(9)
+    x = (torch.randn(shape, generator=generator) * 2 - 1).to(dtype).to(memory_format=layout)
+    dy = torch.randn(shape, generator=generator).to(dtype)
+    if dy_layout == "same":
+        dy = dy.to(memory_format=layout)
+    weight = torch.randn(shape[1], generator=generator)
+    bias = torch.randn(shape[1], generator=generator)
+    grads = []
+    for function, cast in ((at.group_norm, lambda t: t), (F.group_norm, lambda t: t.double())):
+        leaves = [cast(t).detach().requires_grad_() for t in (x, weight.to(dtype), bias.to(dtype))]
+        function(leaves[0], groups, leaves[1], leaves[2]).backward(cast(dy))
+        grads.append([leaf.grad for leaf in leaves])
+    (dx, dweight, dbias), (want_dx, want_dweight, want_dbias) = grads
+    assert dx.dtype == dtype and dx.is_contiguous(memory_format=layout)
+    # dx's terms: rstd * (|g| + |mean(g)| + |x_hat * mean(g * x_hat)|), bounded here by the
+    # group's rstd times the largest |g| a few times over.
+    rows = want_dx.double().reshape(shape[0], groups, -1)
+    xs = x.double().reshape(shape[0], groups, -1)
+    rstd = 1 / torch.sqrt(xs.var(-1, unbiased=False) + 1e-5)
+    g = (dy.double() * weight.to(dtype).double().view(1, -1, *[1] * (len(shape) - 2)))
+    terms = rstd.unsqueeze(-1) * 4 * g.reshape(shape[0], groups, -1).abs().amax(-1, keepdim=True)
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 0.0
+    bound = (rows.abs() * 0.5 * ulp + terms * 4 * 2.0 ** -23).reshape(shape)
+    assert ((dx.double() - want_dx).abs() <= bound).all()
+    for got, want in ((dweight, want_dweight), (dbias, want_dbias)):
+        scale = 4 * 2.0 ** -23 * (dy.double().abs() * (xs.abs().max() + 1) * rstd.max()).sum()
+        assert ((got.double() - want).abs() <= scale * (0.5 * ulp * 2 ** 23 + 1)).all()
+
+
 @pytest.mark.parametrize("given", ["mean", "var"])
 def test_instance_norm_with_one_running_statistic_updates_it_as_pytorch(given):
     x = torch.randn(4, 3, 5, generator=torch.Generator().manual_seed(5))

@@ -67,17 +67,6 @@ struct NormaliseTables {
   bool any_wide;
 };
 
-// The training backward's per-channel float64 constants for dx:
-//   dx = scale * ((dy - mean_dy) - x_hat * mean_dy_xhat),  x_hat = (x - mean) * rstd.
-struct BackwardTables {
-  const double* mean;
-  const double* mean_lo;  // the mean's low part (RowMoments, norm_numerics.hpp)
-  const double* rstd;
-  const double* scale;  // gamma * rstd
-  const double* mean_dy;
-  const double* mean_dy_xhat;
-};
-
 // The training backward's per-chunk float64 sums over d = x - shift.
 struct BackwardSums {
   double* d;
@@ -646,18 +635,18 @@ V training_dx(V dy, V x, V mean, V mean_lo, V rstd, V scale, V mean_dy, V mean_d
   return hn::Mul(scale, hn::Sub(hn::Sub(dy, mean_dy), hn::Mul(x_hat, mean_dy_xhat)));
 }
 
-HWY_INLINE float training_dx_scalar(float dy, float x, const BackwardTables& t, int64_t c) {
+HWY_INLINE float training_dx_scalar(float dy, float x, const BatchBackwardConstants& t, int64_t c) {
   const double x_hat = ((static_cast<double>(x) - t.mean[c]) - t.mean_lo[c]) * t.rstd[c];
-  return static_cast<float>(t.scale[c] *
-                            ((static_cast<double>(dy) - t.mean_dy[c]) - x_hat * t.mean_dy_xhat[c]));
+  const double g = t.dy_scale ? static_cast<double>(dy) * t.dy_scale[c] : static_cast<double>(dy);
+  return static_cast<float>(t.scale[c] * ((g - t.mean_dy[c]) - x_hat * t.mean_dy_xhat[c]));
 }
 
 // Pass 2 for kRows samples of [channels] (length 1). dx may be dy or x: each element of both is
 // loaded before dx's element is stored. `stream` (non-temporal stores) needs every dx + c
 // vector-aligned: dx aligned to 64 bytes and C a multiple of 16.
-template <class S, int kRows>
+template <class S, int kRows, bool kDyScale>
 void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
-                                 int64_t stride, int64_t channels, const BackwardTables& t,
+                                 int64_t stride, int64_t channels, const BatchBackwardConstants& t,
                                  bool stream) {
   const DoubleTag dd;
   const HalfFloatTag df;
@@ -671,11 +660,16 @@ void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored
         const auto mean_lo = hn::LoadU(dd, t.mean_lo + c);
         const auto scale = hn::LoadU(dd, t.scale + c), mean_dy = hn::LoadU(dd, t.mean_dy + c);
         const auto mean_dy_xhat = hn::LoadU(dd, t.mean_dy_xhat + c);
+        // dy * dy_scale, exact in float64 (a product of two floats); BatchNorm's dy as it is.
+        const auto scaled = [&](hn::Vec<DoubleTag> g) HWY_ATTR {
+          if constexpr (kDyScale) return hn::Mul(g, hn::LoadU(dd, t.dy_scale + c));
+          return g;
+        };
         for (int r = 0; r < kRows; ++r) {
           const int64_t at = r * stride + c;
           hwy::Prefetch(x + at + kPrefetchFloats);
           hwy::Prefetch(dy + at + kPrefetchFloats);
-          const auto grad = training_dx(hn::PromoteTo(dd, widened<S>(dy + at)),
+          const auto grad = training_dx(scaled(hn::PromoteTo(dd, widened<S>(dy + at))),
                                         hn::PromoteTo(dd, widened<S>(x + at)), mean, mean_lo, rstd,
                                         scale, mean_dy, mean_dy_xhat);
           store_output<S>(hn::DemoteTo(df, grad), df, dx + at, stream);
@@ -692,17 +686,18 @@ void training_dx_across_channels(const Stored<S>* dy, const Stored<S>* x, Stored
 // Pass 2 for one channel's run of `length` floats (length > 1).
 template <class S>
 void training_dx_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
-                              int64_t length, const BackwardTables& t, int64_t c) {
+                              int64_t length, const BatchBackwardConstants& t, int64_t c) {
   const DoubleTag dd;
   const HalfFloatTag df;
   const auto mean = hn::Set(dd, t.mean[c]), rstd = hn::Set(dd, t.rstd[c]);
   const auto mean_lo = hn::Set(dd, t.mean_lo[c]);
   const auto scale = hn::Set(dd, t.scale[c]), mean_dy = hn::Set(dd, t.mean_dy[c]);
   const auto mean_dy_xhat = hn::Set(dd, t.mean_dy_xhat[c]);
+  const auto dy_scale = hn::Set(dd, t.dy_scale ? t.dy_scale[c] : 1.0);  // x 1 is exact
   walk_lanes(
       dd, 0, length,
       [&](int64_t i) ADDNORM_LANE_BODY {
-        const auto grad = training_dx(hn::PromoteTo(dd, load<S>(df, dy + i)),
+        const auto grad = training_dx(hn::Mul(hn::PromoteTo(dd, load<S>(df, dy + i)), dy_scale),
                                       hn::PromoteTo(dd, load<S>(df, x + i)), mean, mean_lo, rstd,
                                       scale, mean_dy, mean_dy_xhat);
         store<S>(df, hn::DemoteTo(df, grad), dx + i);
@@ -716,23 +711,23 @@ void training_dx_along_length(const Stored<S>* dy, const Stored<S>* x, Stored<S>
 // stretches of the range go together, so that they are that many streams of x and dy; and with
 // `stream` (length 1 only: training_dx_across_channels' alignment), dx is written with
 // non-temporal stores, fenced before returning.
-template <class S>
+template <class S, bool kDyScale>
 void backward_training_dx_as(const Stored<S>* dy, const Stored<S>* x, Stored<S>* dx,
-                             const BatchShape& shape, const BackwardTables& t, int64_t begin,
-                             int64_t end, bool stream) {
+                             const BatchShape& shape, const BatchBackwardConstants& t,
+                             int64_t begin, int64_t end, bool stream) {
   const int64_t channels = shape.channels, length = shape.length;
   int64_t n = begin;
   if (length == 1) {
     const int64_t stretch = (end - begin) / kBatchNormStreams;
     for (int64_t i = 0; i < stretch; ++i) {
       const int64_t offset = (begin + i) * channels;
-      training_dx_across_channels<S, kBatchNormStreams>(dy + offset, x + offset, dx + offset,
-                                                        stretch * channels, channels, t, stream);
+      training_dx_across_channels<S, kBatchNormStreams, kDyScale>(
+          dy + offset, x + offset, dx + offset, stretch * channels, channels, t, stream);
     }
     for_sample_groups(begin + kBatchNormStreams * stretch, end, [&](int64_t first, auto rows) {
       const int64_t offset = first * channels;
-      training_dx_across_channels<S, rows()>(dy + offset, x + offset, dx + offset, channels,
-                                             channels, t, stream);
+      training_dx_across_channels<S, rows(), kDyScale>(dy + offset, x + offset, dx + offset,
+                                                       channels, channels, t, stream);
     });
     if (stream) hwy::FlushStream();
     return;
@@ -909,12 +904,15 @@ void backward_training_sums(const void* dy, const void* x, DType storage, const 
 }
 
 void backward_training_dx(const void* dy, const void* x, void* dx, DType storage,
-                          const BatchShape& shape, const BackwardTables& t, int64_t begin,
+                          const BatchShape& shape, const BatchBackwardConstants& t, int64_t begin,
                           int64_t end, bool stream) {
   with_storage(storage, [&](auto policy) {
     using S = decltype(policy);
-    backward_training_dx_as<S>(static_cast<const Stored<S>*>(dy), static_cast<const Stored<S>*>(x),
-                               static_cast<Stored<S>*>(dx), shape, t, begin, end, stream);
+    with_flag(t.dy_scale != nullptr, [&](auto dy_scale) {
+      backward_training_dx_as<S, dy_scale()>(
+          static_cast<const Stored<S>*>(dy), static_cast<const Stored<S>*>(x),
+          static_cast<Stored<S>*>(dx), shape, t, begin, end, stream);
+    });
   });
 }
 
@@ -1105,31 +1103,50 @@ void batch_normalise(const void* x, DType storage, const double* mean, const dou
   });
 }
 
+void batch_backward_totals(const void* dy, const void* x, DType storage, const BatchShape& shape,
+                           const BatchBackwardTotals& totals) {
+  Scratch scratch;
+  const int64_t chunks = reduction_chunks(shape.batch);
+  HWY_DYNAMIC_DISPATCH(first_values)(x, storage, shape, totals.shift);
+  ChannelPartials partials(scratch, chunks, shape.channels, 4);
+  for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
+    HWY_DYNAMIC_DISPATCH(backward_training_sums)
+    (dy, x, storage, shape, totals.shift, group, count);
+  });
+  partials.total(0, totals.d);
+  partials.total(1, totals.d2);
+  partials.total(2, totals.dy);
+  partials.total(3, totals.dy_d);
+}
+
+void batch_backward_dx(const void* dy, const void* x, void* dx, DType storage,
+                       const BatchShape& shape, const BatchBackwardConstants& constants) {
+  // Each element is read before it is written, so dx may be dy or x.
+  const bool stream = storage == DType::float32 && shape.length == 1 && shape.channels % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(dx) % 64 == 0 &&
+                      streams_output(tensor_bytes(shape, storage));
+  parallel_rows(shape.batch, shape.channels * shape.length, [&](int64_t begin, int64_t end) {
+    HWY_DYNAMIC_DISPATCH(backward_training_dx)
+    (dy, x, dx, storage, shape, constants, begin, end, stream);
+  });
+}
+
 void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType storage,
                                   const float* gamma, float* dgamma, float* dbeta,
                                   const BatchShape& shape, double eps) {
   Scratch scratch;
-  // Pass 1: per channel, with d = x - shift: sum(d), sum(d^2), sum(dy), sum(dy * d).
-  const int64_t chunks = reduction_chunks(shape.batch);
-  const double* shifts = channel_shifts(scratch, x, storage, shape);
-  ChannelPartials partials(scratch, chunks, shape.channels, 4);
-  for_each_chunk_group(shape, chunks, partials, [&](const SumsChunk* group, int count) {
-    HWY_DYNAMIC_DISPATCH(backward_training_sums)(dy, x, storage, shape, shifts, group, count);
-  });
-  // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
   const int64_t channels = shape.channels;
-  const double count = static_cast<double>(shape.batch * shape.length);
-  const auto [mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat] =
-      scratch.take_each<double, 6>(channels);
+  // Pass 1: per channel, with d = x - shift: sum(d), sum(d^2), sum(dy), sum(dy * d).
+  const auto [shifts, mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat] =
+      scratch.take_each<double, 7>(channels);
   // The totals of pass 1, in the tables pass 2 reads (each is read before it is overwritten).
   double* sum_d = mean;
   double* sum_d2 = rstd;
   double* sum_dy = mean_dy;
   double* sum_dy_d = mean_dy_xhat;
-  partials.total(0, sum_d);
-  partials.total(1, sum_d2);
-  partials.total(2, sum_dy);
-  partials.total(3, sum_dy_d);
+  batch_backward_totals(dy, x, storage, shape, {shifts, sum_d, sum_d2, sum_dy, sum_dy_d});
+  // Per channel: dx = rstd * gamma * (dy - mean(dy) - x_hat * mean(dy * x_hat)).
+  const double count = static_cast<double>(shape.batch * shape.length);
   for (int64_t c = 0; c < channels; ++c) {
     const ShiftedMoments shifted = shifted_moments(sum_d[c], sum_d2[c], shape.batch * shape.length);
     const RowMoments moments = moments_about(shifts[c], shifted);
@@ -1145,16 +1162,9 @@ void batch_norm_backward_training(const void* dy, const void* x, void* dx, DType
     if (dgamma) dgamma[c] = static_cast<float>(total_dy_xhat);
     if (dbeta) dbeta[c] = static_cast<float>(total_dy);
   }
-  // Pass 2: dx. Each element is read before it is written, so dx may be dy or x.
-  const BackwardTables tables{mean, mean_lo, rstd, scale, mean_dy, mean_dy_xhat};
-  const int64_t sample_size = shape.channels * shape.length;
-  const bool stream = storage == DType::float32 && shape.length == 1 && channels % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(dx) % 64 == 0 &&
-                      streams_output(tensor_bytes(shape, storage));
-  parallel_rows(shape.batch, sample_size, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(backward_training_dx)
-    (dy, x, dx, storage, shape, tables, begin, end, stream);
-  });
+  // Pass 2: dx.
+  batch_backward_dx(dy, x, dx, storage, shape,
+                    {mean, mean_lo, rstd, scale, nullptr, mean_dy, mean_dy_xhat});
 }
 
 void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DType storage,

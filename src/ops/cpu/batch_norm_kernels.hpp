@@ -48,6 +48,36 @@ void batch_norm_backward_inference(const void* dy, const void* x, void* dx, DTyp
                                    const float* gamma, const double* mean, const double* rstd,
                                    float* dgamma, float* dbeta, const BatchShape& shape);
 
+// The training backward's two passes, for a caller that works out pass 2's per-channel constants
+// itself (GroupNorm channels last: group_norm_channels_last.cpp).
+// Pass 1: per channel, with d = x - shift_c (shift_c, written here, is the channel's first value),
+// the totals of d, d^2, dy and dy * d over the batch in float64: each fixed chunk of the batch adds
+// its samples in order and the chunks are added in chunk order, the same for any thread count.
+struct BatchBackwardTotals {
+  double* shift;
+  double* d;
+  double* d2;
+  double* dy;
+  double* dy_d;
+};
+void batch_backward_totals(const void* dy, const void* x, DType storage, const BatchShape& shape,
+                           const BatchBackwardTotals& totals);
+// Pass 2, in float64 lanes rounded once: with x_hat = ((x - mean_c) - mean_lo_c) * rstd_c,
+//   dx = scale_c * ((dy_scale_c * dy - mean_dy_c) - x_hat * mean_dy_xhat_c).
+// BatchNorm's own has no dy_scale (1) and scale = gamma * rstd; GroupNorm's scale is its group's
+// rstd and dy_scale gamma, which may be 0. dx may be dy or x.
+struct BatchBackwardConstants {
+  const double* mean;
+  const double* mean_lo;  // the mean's low part (RowMoments, norm_numerics.hpp)
+  const double* rstd;
+  const double* scale;
+  const double* dy_scale;  // nullable: 1
+  const double* mean_dy;
+  const double* mean_dy_xhat;
+};
+void batch_backward_dx(const void* dy, const void* x, void* dx, DType storage,
+                       const BatchShape& shape, const BatchBackwardConstants& constants);
+
 // One BatchNorm call, whole (batch_norm_calls.cpp), so that the op layer (src/ops/batch_norm.cpp)
 // only validates and describes it. The forward: in training the batch's statistics, the running
 // update (when running statistics are given) and the saved statistics (when asked for); in

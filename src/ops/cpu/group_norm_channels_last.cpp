@@ -1,9 +1,12 @@
-// GroupNorm's forward on a channels-last tensor (group_norm_kernels.hpp), on BatchNorm's column
-// kernels (batch_norm_kernels.hpp): stored channels last, a sample is a (positions, C) matrix,
-// the layout BatchNorm walks, and a group is a band of its columns. Per sample: each channel's
-// float64 statistics (batch_statistics), pooled into its group's, then the normalising pass
-// (batch_normalise) with every channel given its group's mean and rstd: the tensor is read
-// twice and written once, as in the channels-first path, with no transposition.
+// GroupNorm on a channels-last tensor (group_norm_kernels.hpp), on BatchNorm's column kernels
+// (batch_norm_kernels.hpp): stored channels last, a sample is a (positions, C) matrix, the layout
+// BatchNorm walks, and a group is a band of its columns. Per sample, the forward takes each
+// channel's float64 statistics (batch_statistics), pools them into its group's, then runs the
+// normalising pass (batch_normalise) with every channel given its group's mean and rstd; the
+// backward takes BatchNorm's pass-1 totals of each channel, pools them into its group's means of
+// g = gamma_c * dy and g * x_hat, then runs BatchNorm's pass 2 with those. Each reads the
+// tensors twice and writes once, as the channels-first path does, with no transposition.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -40,6 +43,11 @@ RowMoments pooled_moments(const double* mean, const double* mean_lo, const doubl
   return moments;
 }
 
+// Channel c's moments from its pass-1 totals over `count` positions.
+RowMoments channel_moments(const BatchBackwardTotals& totals, int64_t c, int64_t count) {
+  return moments_about(totals.shift[c], shifted_moments(totals.d[c], totals.d2[c], count));
+}
+
 }  // namespace
 
 void group_norm_forward_channels_last(const GroupNormForward& args) {
@@ -71,6 +79,74 @@ void group_norm_forward_channels_last(const GroupNormForward& args) {
     }
     batch_normalise(x, args.x_storage, centre, centre_lo, rstd, spread, args.gamma, args.beta, y,
                     sample);
+  }
+}
+
+// With x_hat = (x - mean_g) * rstd_g and g = gamma_c * dy over a sample's group of m values:
+//   dx = rstd_g * ((g - mean(g)) - x_hat * mean(g * x_hat)),
+// BatchNorm's pass 2 with scale rstd_g and dy_scale gamma_c. Each channel's sums about its own
+// shift give the group's exactly to float64 rounding: sum dy * (x - mean_g) = sum dy * d +
+// (shift_c - mean_g) * sum dy. dgamma and dbeta add each sample's channel sums in sample order.
+void group_norm_backward_channels_last(const GroupNormBackward& args) {
+  const reference::GroupLayout& layout = args.layout;
+  const int64_t channels = layout.channels, per_group = layout.channels_per_group();
+  const BatchShape sample{layout.spatial, channels, 1};
+  const int64_t sample_bytes = layout.spatial * channels * dtype_size(args.x_storage);
+  const double group_values = static_cast<double>(per_group * layout.spatial);
+  Scratch scratch;
+  const auto [shift, sum_d, sum_d2, sum_dy, sum_dy_d, mean, mean_lo, variance] =
+      scratch.take_each<double, 8>(channels);
+  const auto [centre, centre_lo, x_hat_scale, rstd, dy_scale, mean_g, mean_g_xhat] =
+      scratch.take_each<double, 7>(channels);
+  const auto [dgamma, dbeta] = scratch.take_each<double, 2>(channels);
+  std::fill(dgamma, dgamma + channels, 0.0);
+  std::fill(dbeta, dbeta + channels, 0.0);
+  for (int64_t c = 0; c < channels; ++c) {
+    dy_scale[c] = args.gamma ? static_cast<double>(args.gamma[c]) : 1.0;
+  }
+  const BatchBackwardTotals totals{shift, sum_d, sum_d2, sum_dy, sum_dy_d};
+  for (int64_t n = 0; n < layout.batch; ++n) {
+    const void* dy = static_cast<const std::byte*>(args.dy) + n * sample_bytes;
+    const void* x = static_cast<const std::byte*>(args.x) + n * sample_bytes;
+    void* dx = static_cast<std::byte*>(args.dx) + n * sample_bytes;
+    batch_backward_totals(dy, x, args.x_storage, sample, totals);
+    for (int64_t c = 0; c < channels; ++c) {
+      const RowMoments m = channel_moments(totals, c, layout.spatial);
+      mean[c] = m.mean;
+      mean_lo[c] = m.mean_lo;
+      variance[c] = m.variance;
+    }
+    for (int64_t first = 0; first < channels; first += per_group) {
+      const RowMoments group =
+          pooled_moments(mean + first, mean_lo + first, variance + first, per_group);
+      const double group_rstd = rstd_of(group.variance, args.eps);
+      // An infinite rstd (a constant group, eps = 0) centres every value exactly: x_hat is 0.
+      const double scale = xhat_scale(group_rstd);
+      double g = 0, g_xhat = 0;
+      for (int64_t c = first; c < first + per_group; ++c) {
+        const double dy_xhat =
+            scale * (sum_dy_d[c] + ((shift[c] - group.mean) - group.mean_lo) * sum_dy[c]);
+        g += dy_scale[c] * sum_dy[c];
+        g_xhat += dy_scale[c] * dy_xhat;
+        dgamma[c] += dy_xhat;
+        dbeta[c] += sum_dy[c];
+      }
+      for (int64_t c = first; c < first + per_group; ++c) {
+        centre[c] = group.mean;
+        centre_lo[c] = group.mean_lo;
+        x_hat_scale[c] = scale;
+        rstd[c] = group_rstd;
+        mean_g[c] = g / group_values;
+        mean_g_xhat[c] = g_xhat / group_values;
+      }
+    }
+    batch_backward_dx(dy, x, dx, args.x_storage, sample,
+                      {centre, centre_lo, x_hat_scale, rstd, dy_scale, mean_g, mean_g_xhat});
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    // + 0.0 turns a -0 into +0, as a sum started from 0 would (group_norm_backward).
+    if (args.dgamma) args.dgamma[c] = static_cast<float>(dgamma[c] + 0.0);
+    if (args.dbeta) args.dbeta[c] = static_cast<float>(dbeta[c] + 0.0);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -139,9 +140,9 @@ Shape channels_last_shape(const Shape& shape) {
 }
 
 // How run_group_norm stores the tensors: as c.shape says, or in (N, *, C) order through the
-// public ops (which take the channels-last kernel for samples of at least
-// kChannelsLastMinSampleValues values, copies otherwise), or the same with the forward's
-// channels-last kernel called directly, whatever the sample's size.
+// public ops (which take the channels-last kernels for samples of at least
+// kChannelsLastMinSampleValues values, copies otherwise), or the same with the channels-last
+// kernels (forward and backward) called directly, whatever the sample's size.
 enum class Order { channels_first, channels_last, channels_last_kernel };
 
 // GroupNorm forward and backward in `order` (the results are put back in channels-first order).
@@ -174,6 +175,10 @@ Got run_group_norm(const std::vector<float>& x_first, const std::vector<float>& 
                        MutableView{got.dbeta.data(), {channels}}},
                       options);
   if (order == Order::channels_last_kernel) {
+    // NaN first, so that an output the kernels leave unwritten fails the comparisons.
+    for (auto* out : {&got.y, &got.mean, &got.rstd, &got.dx, &got.dgamma, &got.dbeta}) {
+      std::fill(out->begin(), out->end(), std::numeric_limits<float>::quiet_NaN());
+    }
     cpu::GroupNormForward args;
     args.x = x.data();
     args.y = got.y.data();
@@ -184,6 +189,16 @@ Got run_group_norm(const std::vector<float>& x_first, const std::vector<float>& 
     args.layout = {c.shape[0], channels, c.groups, spatial_of(c.shape)};
     args.eps = eps;
     cpu::group_norm_forward_channels_last(args);
+    cpu::GroupNormBackward grad_args;
+    grad_args.dy = dy.data();
+    grad_args.x = x.data();
+    grad_args.dx = got.dx.data();
+    grad_args.gamma = gamma.data();
+    grad_args.dgamma = got.dgamma.data();
+    grad_args.dbeta = got.dbeta.data();
+    grad_args.layout = args.layout;
+    grad_args.eps = eps;
+    cpu::group_norm_backward_channels_last(grad_args);
   }
   if (channels_last) {
     got.y = reordered(got.y, c.shape, false);
@@ -257,8 +272,9 @@ TEST_P(GroupNormEveryTarget, MatchesFloat64ForwardAndBackward) {
   expect_cases_match_float64(Order::channels_first);
 }
 
-// Channels last (PyTorch's channels_last): through the public ops, and with the forward's
-// column-kernel path (BatchNorm's kernels) on every case whatever its size; the same bounds.
+// Channels last (PyTorch's channels_last): through the public ops, and with the column-kernel
+// paths (BatchNorm's kernels), forward and backward, on every case whatever its size; the same
+// bounds.
 TEST_P(GroupNormEveryTarget, ChannelsLastMatchesFloat64ForwardAndBackward) {
   expect_cases_match_float64(Order::channels_last);
   expect_cases_match_float64(Order::channels_last_kernel);
