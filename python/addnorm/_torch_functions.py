@@ -14,6 +14,7 @@ import operator
 import re
 from typing import List, Optional, Tuple
 
+import numpy
 import torch
 
 from . import _torch_library  # noqa: F401  (loads the operators)
@@ -72,9 +73,10 @@ def _eager_shape(normalized_shape: List[int]) -> List[int]:
     if isinstance(normalized_shape, int) and not isinstance(normalized_shape, bool):
         return [normalized_shape]
     try:
-        if any(isinstance(d, bool) for d in normalized_shape):
+        dims = list(normalized_shape)  # once: an iterator is used up by reading it
+        if any(isinstance(d, bool) for d in dims):
             raise TypeError
-        return [operator.index(d) for d in normalized_shape]
+        return [operator.index(d) for d in dims]
     except TypeError:
         raise TypeError(f"normalized_shape is {normalized_shape!r}, expected an int or a "
                         "sequence of ints") from None
@@ -108,8 +110,9 @@ def _number_of_groups(num_groups: int) -> int:
 @torch.jit.unused
 def _eager_not_bool(num_groups: int) -> None:
     """_number_of_groups' check outside TorchScript."""
-    if isinstance(num_groups, bool):
-        raise TypeError("group_norm(): argument 'num_groups' must be int, not bool")
+    if isinstance(num_groups, (bool, numpy.bool_)):
+        raise TypeError("group_norm(): argument 'num_groups' must be int, not "
+                        f"{type(num_groups).__name__}")
 
 
 @_type_errors_as_pytorchs
@@ -130,10 +133,11 @@ def group_norm(input: torch.Tensor, num_groups: int, weight: Optional[torch.Tens
     # the same errors: a group of one value (ValueError), a rank-1 input (IndexError), no groups
     # (ZeroDivisionError). (Not while tracing: a traced graph keeps no Python checks, and sizes
     # are tensors there.)
-    num_groups = _number_of_groups(num_groups)
     if not torch.jit.is_tracing():
         verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
                           + list(input.shape[2:]))
+    # Then the argument parser's type check, as torch.group_norm comes after that check.
+    num_groups = _number_of_groups(num_groups)
     # The operator returns the input's suggested memory format (channels-last or
     # channels_last_3d), as PyTorch's group_norm does, decided when it runs (traced graphs too).
     return torch.ops.addnorm.group_norm(input, num_groups, weight, bias, eps)
@@ -160,7 +164,6 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         if momentum is None:  # as torch.instance_norm's argument parser refuses it
             raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, "
                             "not NoneType")
-    use_input_stats = _flag("instance_norm", "use_input_stats", use_input_stats)
     if use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2:
         spatial = 1  # PyTorch's rule: the positions per (sample, channel), whatever N and C
         for size in input.shape[2:]:
@@ -168,6 +171,8 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         if spatial == 1:
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
                              f"size {input.shape}")
+    # The argument parser's type check, after F.instance_norm's own (the spatial size above).
+    use_input_stats = _flag("instance_norm", "use_input_stats", use_input_stats)
     if use_input_stats and running_mean is None and running_var is None:
         # One channel a group; no channels is one group of none. PyTorch's instance_norm
         # returns the standard contiguous strides whatever the input's layout (it normalises a
@@ -270,12 +275,13 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
     place in training, as PyTorch does. 16-bit input is read and written in its own dtype,
     computed in float32 with float64 statistics; running statistics are kept in float32.
     weight and bias may be of any shape that holds one value a channel, as in PyTorch."""
+    if training:
+        verify_batch_size(input.size())
+    # The argument parser's type check, after F.batch_norm's own (the batch size above).
     training = _flag("batch_norm", "training", training)
     if input.dim() >= 2:
         weight = _per_channel(weight, input.size(1))
         bias = _per_channel(bias, input.size(1))
-    if training:
-        verify_batch_size(input.size())
     if input.dim() < 2 and input.numel() == 0:
         # PyTorch returns an empty 1-D input as it is, before it looks for channels.
         return input.clone()

@@ -836,8 +836,10 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
                               const GroupNormSpec& spec, ParameterGrads wanted) {
   check_group_norm(input, weight, bias, spec);
   check_like("grad_y", grad_y, input);
-  // As the forward: a channels-last input is read in that order, and dx written so, which is
-  // the layout PyTorch's backward gives it (grad_y is copied into it where it is stored otherwise).
+  // As the forward: a channels-last input is read and dx written in that order (grad_y is copied
+  // into it where it is stored otherwise); PyTorch 1.13's backward returns dx contiguous
+  // whatever the input's layout, so dx is then copied into that (code that views a gradient
+  // relies on it).
   const at::MemoryFormat layout = input.suggest_memory_format();
   const bool channels_last = layout != at::MemoryFormat::Contiguous;
   const at::Tensor x = input.contiguous(layout), dy = grad_y.contiguous(layout);
@@ -857,6 +859,7 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
           {channel_norm_options<T>(t.weight, t.bias, spec.eps), spec.num_groups, channels_last});
     });
   });
+  if (channels_last) grads.dx = grads.dx.contiguous();
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 

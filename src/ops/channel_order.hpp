@@ -1,8 +1,7 @@
-// Channels-first copies of channels-last tensors, for the GroupNorm calls that have no
-// channels-last kernel of their own (the backward; a forward whose y is stored in another type
-// than x, or whose samples are small; the float64 reference kernels): they run the
-// channels-first kernels between a copy into (N, C, positions) order and one back into
-// (N, positions, C).
+// Channels-first copies of channels-last tensors, for the GroupNorm calls that do not take the
+// channels-last kernels (tensors stored in more than one type, small samples, the float64
+// reference kernels): they run the channels-first kernels between a copy into
+// (N, C, positions) order and one back into (N, positions, C).
 #pragma once
 
 #include <cstddef>

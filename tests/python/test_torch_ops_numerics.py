@@ -622,6 +622,8 @@ X4D = torch.randn(2, 4, 3, 3)
      lambda: F.instance_norm(X4D, use_input_stats=1)),
     ("num_groups", lambda: addnorm.torch.group_norm(X4D, True),
      lambda: F.group_norm(X4D, True)),
+    ("num_groups", lambda: addnorm.torch.group_norm(X4D, np.True_),
+     lambda: F.group_norm(X4D, np.True_)),
     ("normalized_shape", lambda: addnorm.torch.layer_norm(torch.ones(2, 1), True),
      lambda: F.layer_norm(torch.ones(2, 1), True)),
     ("normalized_shape", lambda: addnorm.torch.layer_norm(torch.ones(2, 1), (True,)),
@@ -660,6 +662,32 @@ def test_the_modules_without_a_torch_nn_peer_raise_type_error_naming_the_input()
                  lambda: addnorm.torch.AddNorm(8, mode="pre", dropout=0.5)(X8, None)):
         with pytest.raises(TypeError, match="argument '(input|x|s|r)' must be Tensor"):
             call()
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (lambda: addnorm.torch.batch_norm(torch.ones(1, 4), None, None, training=1),
+     lambda: F.batch_norm(torch.ones(1, 4), None, None, training=1)),
+    (lambda: addnorm.torch.instance_norm(torch.ones(2, 4, 1), use_input_stats=1),
+     lambda: F.instance_norm(torch.ones(2, 4, 1), use_input_stats=1)),
+    (lambda: addnorm.torch.group_norm(X4D, False), lambda: F.group_norm(X4D, False)),
+    (lambda: addnorm.torch.group_norm(torch.ones(1, 1), True),
+     lambda: F.group_norm(torch.ones(1, 1), True)),
+])
+def test_pytorchs_own_checks_come_before_the_argument_types(ours, theirs):
+    """torch.nn.functional checks sizes in Python before the argument parser sees the types: a
+    call wrong in both raises the size's error (ValueError, ZeroDivisionError), as PyTorch's."""
+    with pytest.raises(Exception) as their_error:
+        theirs()
+    with pytest.raises(Exception) as our_error:
+        ours()
+    assert type(our_error.value) is type(their_error.value), (our_error.value, their_error.value)
+    assert type(our_error.value) is not TypeError
+
+
+def test_a_normalized_shape_given_as_an_iterator_is_read_once():
+    x = torch.randn(2, 3, dtype=torch.float64)
+    torch.testing.assert_close(addnorm.torch.layer_norm(x, (d for d in (3,))),
+                               F.layer_norm(x, (3,)), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(1, 4), (4, 1), (1, 1, 4)])

@@ -27,13 +27,15 @@ struct GroupNormForward {
 };
 void group_norm_forward(const GroupNormForward& args);
 // The same for x and y stored channels last ((N, positions, C) in memory, the layout's shape
-// otherwise as above) and of one storage type (group_norm_channels_last.cpp). It walks the
-// samples one at a time, each with BatchNorm's threads and tables, so it pays only for samples
-// of at least kChannelsLastMinSampleValues values (positions x C); smaller ones go through
-// channels-first copies, whose kernels spread all the samples' rows over the threads. Measured
-// through the torch face, float32, 2 threads, AMD EPYC: 4096 values a sample (256, 64, 8, 8)
-// ran 0.84 ms this way against 0.67 by copies, 32768 (64, 128, 16, 16) 1.47 against 3.00.
-constexpr int64_t kChannelsLastMinSampleValues = 16384;
+// otherwise as above) and of one storage type (group_norm_channels_last.cpp): each sample on
+// BatchNorm's column kernels, small samples spread over the threads whole and large ones a
+// sample at a time. Each sample pays BatchNorm's per-call set-up (its channel tables), so it
+// takes samples of at least kChannelsLastMinSampleValues values (positions x C); smaller ones go
+// through channels-first copies. Measured through the torch face, float32, 2 threads, AMD EPYC
+// (docs/performance.md, "GroupNorm on channels-last input"): at 2048 values a sample
+// (512, 32, 8, 8) the forward ran 0.3 ms this way against 0.5 by copies and the backward 1.0
+// against 1.2; at 1024 (256, 64, 4, 4) 0.2 against 0.1 and 0.4 against 0.4.
+constexpr int64_t kChannelsLastMinSampleValues = 2048;
 void group_norm_forward_channels_last(const GroupNormForward& args);
 
 struct GroupNormBackward {

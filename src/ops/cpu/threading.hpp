@@ -17,9 +17,11 @@ inline constexpr int64_t kParallelThreshold = tuned("kParallelThreshold", int64_
 
 // Runs body(begin, end) over [0, rows), one contiguous range of rows per thread, so each
 // thread streams through its own part of memory and small rows cost no per-row dispatch.
+// Inside a parallel region (a caller that spreads whole calls over the threads: GroupNorm's
+// channels-last samples, the lab's runs) the calling thread runs it all: no nested team.
 template <class Body>
 void parallel_rows(int64_t rows, int64_t dim, const Body& body) {
-  if (rows * dim < kParallelThreshold || omp_get_max_threads() == 1) {
+  if (rows * dim < kParallelThreshold || omp_get_max_threads() == 1 || omp_in_parallel()) {
     body(0, rows);
     return;
   }
@@ -53,13 +55,14 @@ inline int64_t chunk_begin(int64_t rows, int64_t chunks, int64_t chunk) {
 
 // Runs body(chunk, begin, end) for every chunk of [0, rows), chunks spread over threads. A small
 // call runs on the calling thread without entering an OpenMP region: even one whose `if` clause
-// is false costs libgomp a team allocation per call.
+// is false costs libgomp a team allocation per call. So does one inside a parallel region.
 template <class Body>
 void parallel_chunks(int64_t chunks, int64_t rows, int64_t dim, const Body& body) {
   const auto run = [&](int64_t chunk) {
     body(chunk, chunk_begin(rows, chunks, chunk), chunk_begin(rows, chunks, chunk + 1));
   };
-  if (rows * dim < kParallelThreshold || chunks <= 1 || omp_get_max_threads() == 1) {
+  if (rows * dim < kParallelThreshold || chunks <= 1 || omp_get_max_threads() == 1 ||
+      omp_in_parallel()) {
     for (int64_t chunk = 0; chunk < chunks; ++chunk) run(chunk);
     return;
   }

@@ -325,27 +325,32 @@ TEST(GroupNorm, OneGroupWithoutAffineIsLayerNormBitForBit) {
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
 }
 
+// Channels last: samples of 18432 values run whole on the threads, samples of 2^18 one at a
+// time with their rows spread (group_norm_channels_last.cpp, kSpreadSampleMinValues).
 TEST(GroupNorm, ParameterGradientsAreIdenticalForAnyThreadCount) {
-  const Shape shape{16, 32, 24, 24};
-  const auto x = random_floats(static_cast<size_t>(shape.numel()), 21, -3.0f, 3.0f);
-  const auto dy = random_floats(x.size(), 22, -1.0f, 1.0f);
-  const auto gamma = random_floats(32, 23, 0.5f, 1.5f);
-  const auto beta = random_floats(32, 24, -1.0f, 1.0f);
   const int saved = omp_get_max_threads();
-  for (const bool channels_last : {false, true}) {
-    std::vector<Got> runs;
-    for (int threads : {1, 2, 3}) {
-      omp_set_num_threads(threads);
-      runs.push_back(run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f,
-                                    channels_last ? Order::channels_last : Order::channels_first));
-    }
-    for (size_t r = 1; r < runs.size(); ++r) {
-      EXPECT_EQ(runs[r].dgamma, runs[0].dgamma) << channels_last;
-      EXPECT_EQ(runs[r].dbeta, runs[0].dbeta) << channels_last;
-      EXPECT_EQ(runs[r].dx, runs[0].dx) << channels_last;
-      EXPECT_EQ(runs[r].y, runs[0].y) << channels_last;
-      EXPECT_EQ(runs[r].mean, runs[0].mean) << channels_last;
-      EXPECT_EQ(runs[r].rstd, runs[0].rstd) << channels_last;
+  for (const Shape& shape : {Shape{16, 32, 24, 24}, Shape{3, 64, 64, 64}}) {
+    const auto x = random_floats(static_cast<size_t>(shape.numel()), 21, -3.0f, 3.0f);
+    const auto dy = random_floats(x.size(), 22, -1.0f, 1.0f);
+    const auto gamma = random_floats(static_cast<size_t>(shape[1]), 23, 0.5f, 1.5f);
+    const auto beta = random_floats(static_cast<size_t>(shape[1]), 24, -1.0f, 1.0f);
+    for (const bool channels_last : {false, true}) {
+      SCOPED_TRACE(shape.to_string() + (channels_last ? " channels last" : ""));
+      std::vector<Got> runs;
+      for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        runs.push_back(
+            run_group_norm(x, dy, gamma, beta, {shape, 8}, 1e-5f,
+                           channels_last ? Order::channels_last : Order::channels_first));
+      }
+      for (size_t r = 1; r < runs.size(); ++r) {
+        EXPECT_EQ(runs[r].dgamma, runs[0].dgamma);
+        EXPECT_EQ(runs[r].dbeta, runs[0].dbeta);
+        EXPECT_EQ(runs[r].dx, runs[0].dx);
+        EXPECT_EQ(runs[r].y, runs[0].y);
+        EXPECT_EQ(runs[r].mean, runs[0].mean);
+        EXPECT_EQ(runs[r].rstd, runs[0].rstd);
+      }
     }
   }
   omp_set_num_threads(saved);
