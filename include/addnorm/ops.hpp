@@ -222,9 +222,9 @@ struct BasicGroupNormOptions : BasicNormOptions<T> {
   // Channels on x's last axis instead of axis 1, as BatchNormOptions::channels_last: x, y (dy
   // and dx) shaped (N, *, C), the order a PyTorch channels_last or channels_last_3d tensor is
   // stored in; a group is then a band of C / num_groups consecutive channels of every position.
-  // mean and rstd are [N, num_groups] either way. The float32-computed forward with y stored as
-  // x reads and writes that order directly; the other calls run the channels-first kernels
-  // between copies.
+  // mean and rstd are [N, num_groups] either way. The float32-computed forward and backward with
+  // their tensors of one storage type and samples of at least 2048 values (positions x C) read
+  // and write that order directly; the other calls run the channels-first kernels between copies.
   bool channels_last = false;
 };
 using GroupNormOptions = BasicGroupNormOptions<float>;

@@ -27,9 +27,12 @@ class ChannelsFirst {
   void copy_to(void* channels_last) const;
 
  private:
+  struct Free {
+    void operator()(std::byte* bytes) const;
+  };
   reference::GroupLayout layout_;
   int64_t element_bytes_;
-  std::unique_ptr<std::byte[]> bytes_;  // uninitialised: every element is written before read
+  std::unique_ptr<std::byte[], Free> bytes_;  // uninitialised: every element is written before read
 };
 
 // One call's tensors as a channels-first kernel takes them. A channels-last call with more than
