@@ -12,3 +12,6 @@ inline int omp_get_thread_num() {
   return 0;
 }
 inline void omp_set_num_threads(int) {}
+inline int omp_in_parallel() {
+  return 0;
+}
