@@ -73,10 +73,13 @@ def _eager_shape(normalized_shape: List[int]) -> List[int]:
     if isinstance(normalized_shape, int) and not isinstance(normalized_shape, bool):
         return [normalized_shape]
     try:
-        dims = list(normalized_shape)  # once: an iterator is used up by reading it
-        if any(isinstance(d, bool) for d in dims):
+        # A list or tuple (torch.Size is one), as PyTorch's parser takes: not an iterator, a set
+        # or a tensor.
+        if not isinstance(normalized_shape, (list, tuple)):
             raise TypeError
-        return [operator.index(d) for d in dims]
+        if any(isinstance(d, bool) for d in normalized_shape):
+            raise TypeError
+        return [operator.index(d) for d in normalized_shape]
     except TypeError:
         raise TypeError(f"normalized_shape is {normalized_shape!r}, expected an int or a "
                         "sequence of ints") from None
@@ -160,10 +163,6 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
     no running statistics it is GroupNorm with one channel per group; otherwise, as PyTorch
     does it, each (sample, channel) is a channel of one BatchNorm batch of shape (1, N*C, *),
     and the running statistics updated are the average over the samples."""
-    if not torch.jit.is_scripting():
-        if momentum is None:  # as torch.instance_norm's argument parser refuses it
-            raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, "
-                            "not NoneType")
     if use_input_stats and not torch.jit.is_tracing() and input.dim() >= 2:
         spatial = 1  # PyTorch's rule: the positions per (sample, channel), whatever N and C
         for size in input.shape[2:]:
@@ -171,7 +170,11 @@ def instance_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor] = No
         if spatial == 1:
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
                              f"size {input.shape}")
-    # The argument parser's type check, after F.instance_norm's own (the spatial size above).
+    # The argument parser's type checks, after F.instance_norm's own (the spatial size above).
+    if not torch.jit.is_scripting():
+        if momentum is None:  # as torch.instance_norm's argument parser refuses it
+            raise TypeError("instance_norm(): argument 'momentum' (position 7) must be float, "
+                            "not NoneType")
     use_input_stats = _flag("instance_norm", "use_input_stats", use_input_stats)
     if use_input_stats and running_mean is None and running_var is None:
         # One channel a group; no channels is one group of none. PyTorch's instance_norm

@@ -859,7 +859,9 @@ NormGrads group_norm_backward(const at::Tensor& grad_y, const at::Tensor& input,
           {channel_norm_options<T>(t.weight, t.bias, spec.eps), spec.num_groups, channels_last});
     });
   });
-  if (channels_last) grads.dx = grads.dx.contiguous();
+  // A copy into fresh standard strides: contiguous() would keep the channels-last strides of a
+  // tensor whose size-1 dimensions make it count as contiguous already ((N, C, 1, 1)).
+  if (channels_last) grads.dx = at::empty(x.sizes(), x.options()).copy_(grads.dx);
   return {grads.dx, like_parameter(grads.dweight, weight), like_parameter(grads.dbias, bias)};
 }
 

@@ -441,6 +441,21 @@ def test_channels_last_group_norm_backward_is_pytorchs_float64_result(dtype, sha
         assert ((got.double() - want).abs() <= scale * (0.5 * ulp * 2 ** 23 + 1)).all()
 
 
+@pytest.mark.parametrize("shape", [(4, 64, 1, 1), (4, 1, 8, 8), (2, 64, 16, 16), (2, 8, 1, 4, 4)])
+def test_channels_last_backward_gives_dx_pytorchs_strides(shape):
+    """PyTorch 1.13's backward returns dx with standard contiguous strides, also where size-1
+    dimensions let the channels-last strides count as contiguous."""
+    layout = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    x = torch.randn(shape).to(memory_format=layout)
+    groups = 1 if shape[1] == 1 else 4
+    strides = []
+    for function in (at.group_norm, F.group_norm):
+        leaf = x.detach().requires_grad_()
+        y = function(leaf, groups)
+        strides.append(torch.autograd.grad(y, leaf, torch.ones_like(y))[0].stride())
+    assert strides[0] == strides[1]
+
+
 @pytest.mark.parametrize("given", ["mean", "var"])
 def test_instance_norm_with_one_running_statistic_updates_it_as_pytorch(given):
     x = torch.randn(4, 3, 5, generator=torch.Generator().manual_seed(5))

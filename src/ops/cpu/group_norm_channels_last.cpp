@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include <omp.h>
+
 #include "ops/cpu/batch_norm_kernels.hpp"
 #include "ops/cpu/group_norm_kernels.hpp"
 #include "ops/cpu/norm_numerics.hpp"
@@ -56,14 +58,16 @@ RowMoments channel_moments(const BatchBackwardTotals& totals, int64_t c, int64_t
 // (64, 128, 16, 16) the backward took 2.5 times its contiguous time that way.
 constexpr int64_t kSpreadSampleMinValues = tuned("kSpreadSampleMinValues", int64_t{1} << 18);
 
-// Runs body(chunk, begin, end) over the batch's fixed chunks of samples (reduction_chunks), each
-// chunk's samples in order: the chunks over the threads when samples are small, one chunk after
-// another otherwise. The chunks are the same either way, so sums kept per chunk are too.
+// Runs body(chunk, begin, end) over the batch's fixed chunks of samples (reduction_chunks, at
+// most 16), each chunk's samples in order: the chunks over the threads when samples are small and
+// there are at least as many chunks as threads, one chunk after another otherwise (a batch of 2
+// on 16 threads would leave 14 idle). The chunks are the same either way, so sums kept per chunk
+// are too.
 template <class Body>
 void for_each_sample_chunk(const reference::GroupLayout& layout, const Body& body) {
   const int64_t chunks = reduction_chunks(layout.batch);
   const int64_t sample_values = layout.spatial * layout.channels;
-  if (sample_values < kSpreadSampleMinValues) {
+  if (sample_values < kSpreadSampleMinValues && chunks >= omp_get_max_threads()) {
     parallel_chunks(chunks, layout.batch, sample_values, body);
     return;
   }

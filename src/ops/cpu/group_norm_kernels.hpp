@@ -52,8 +52,8 @@ struct GroupNormBackward {
 };
 void group_norm_backward(const GroupNormBackward& args);
 // The same for dy, x and dx stored channels last and of one storage type, on BatchNorm's two
-// backward passes a sample at a time (group_norm_channels_last.cpp), for samples of at least
-// kChannelsLastMinSampleValues values as the forward.
+// backward passes on each sample, spread over the threads as the forward's
+// (group_norm_channels_last.cpp), for samples of at least kChannelsLastMinSampleValues values.
 void group_norm_backward_channels_last(const GroupNormBackward& args);
 
 }  // namespace addnorm::cpu
